@@ -1,0 +1,69 @@
+# Set-up and every routine task of the course. `make help` lists the targets.
+#
+# The first target that needs Python creates $(VENV) and installs requirements.txt and
+# the tinyllm package into it; the stamp file $(VENV)/.installed makes later runs skip
+# that until requirements.txt or pyproject.toml change.
+
+VENV ?= .venv
+PYTHON ?= python3
+PORT ?= 8888
+
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+NOTEBOOKS := $(wildcard notebooks/*.ipynb notebooks/solutions/*.ipynb)
+SANITIZE := notebooks/nbval_sanitize.cfg
+
+# JupyterLab refuses to run as root unless told; only then is --allow-root added.
+ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
+
+# Notebook kernels run with a fixed hash seed and no MPLBACKEND: ipykernel selects the
+# inline backend only when MPLBACKEND is unset, and under Agg the figures would vanish
+# from the executed notebooks. `make notebooks` and the nbval run of `make test` use the
+# same environment, so the committed outputs are what nbval compares against.
+NB_ENV := env -u MPLBACKEND PYTHONHASHSEED=0
+# The unit tests draw figures off-screen.
+TEST_ENV := env PYTHONHASHSEED=0 MPLBACKEND=Agg
+
+.DEFAULT_GOAL := help
+.PHONY: help lab test notebooks images bench screenshots clean
+
+help: ## list these targets
+	@grep -E '^[a-z][a-z_-]*:.*## ' $(MAKEFILE_LIST) | \
+		awk 'BEGIN {FS = ":.*## "} {printf "  make %-12s %s\n", $$1, $$2}'
+
+$(STAMP): requirements.txt pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --upgrade pip
+	$(PY) -m pip install -r requirements.txt
+	$(PY) -m pip install -e . --no-deps
+	touch $@
+
+lab: $(STAMP) ## open the course in JupyterLab on 127.0.0.1 (token on; PORT=8888)
+	$(VENV)/bin/jupyter lab --ip=127.0.0.1 --port=$(PORT) --no-browser \
+		--notebook-dir=notebooks $(ALLOW_ROOT)
+
+# Unit tests first, then every notebook (solutions/ included) under strict nbval. Both
+# always run; the target fails if either does.
+test: $(STAMP) ## run every test: unit tests, then all notebooks under strict nbval
+	@status=0; \
+	$(TEST_ENV) $(PY) -m pytest tests || status=$$?; \
+	$(NB_ENV) $(PY) -m pytest --nbval --nbval-current-env --nbval-cell-timeout=600 \
+		--nbval-sanitize-with $(SANITIZE) notebooks || status=$$?; \
+	exit $$status
+
+notebooks: $(STAMP) ## re-execute every notebook in place from a clean kernel
+	$(NB_ENV) $(VENV)/bin/jupyter nbconvert --to notebook --execute --inplace \
+		--ExecutePreprocessor.timeout=600 $(NOTEBOOKS)
+
+images: $(STAMP) ## draw the figures in images/ from results/
+	$(PY) -m tinyllm.images
+
+bench: $(STAMP) ## measure this machine's GPU into results/
+	$(PY) -m tinyllm.bench
+
+screenshots: $(STAMP) ## screenshots of the course in JupyterLab into images/
+	SCREENSHOT_DIR=images $(PY) -m pytest -m browser tests/test_browser.py
+
+clean: ## remove the virtual environment and caches
+	rm -rf $(VENV) .pytest_cache .hypothesis build dist *.egg-info
+	find . -path ./.git -prune -o -type d -name __pycache__ -prune -exec rm -rf {} +

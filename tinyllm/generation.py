@@ -1,0 +1,203 @@
+"""Eager generation: prefill the prompt, then decode one token at a time.
+
+    logits = prefill(model, idx, cache)          # the whole prompt in one call
+    repeat: tok = sample(logits); logits = decode_step(model, cache, tok)
+
+This is the reference path. It is exact and simple, and on a GPU it is slow for a small
+model: every decode step launches a few hundred tiny kernels from the CPU (notebook 01).
+graphs.py makes the same loop fast; this file is what it is checked against.
+
+All precision choices are made in one place, autocast(device): bf16 autocast on CUDA
+(fp16 where the GPU has no bf16), full fp32 on the CPU. Eager generate, both graph
+decoders and the engine all use it, so comparing them measures masks and kernels, never
+a dtype.
+"""
+
+import contextlib
+
+import torch
+from torch import Tensor
+
+from tinyllm.kv_cache import KVCache
+
+
+def autocast(device):
+    """The one precision policy: bf16 autocast on CUDA, nothing (fp32) on the CPU.
+
+    cache_enabled=False: autocast's cache of cast weights does not survive graph capture."""
+    device = torch.device(device)
+    if device.type != "cuda":
+        return contextlib.nullcontext()
+    dtype = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+    return torch.autocast("cuda", dtype=dtype, cache_enabled=False)
+
+
+def model_device(model) -> torch.device:
+    return next(model.parameters()).device
+
+
+# --- checking what users pass, before any device work --------------------------------------
+# An out-of-range id that reaches a CUDA kernel poisons the whole process, so every public
+# entry point checks ids, shapes and lengths on the host first.
+
+def check_ids(idx, vocab_size: int, device, name: str = "idx") -> None:
+    if not isinstance(idx, Tensor):
+        raise ValueError(f"{name} must be a torch.Tensor of token ids, got {type(idx).__name__}")
+    if idx.dtype.is_floating_point or idx.dtype.is_complex or idx.dtype == torch.bool:
+        raise ValueError(f"{name} must hold integer token ids, got dtype {idx.dtype}")
+    if idx.device != torch.device(device):
+        raise ValueError(f"{name} is on {idx.device}, the model on {device}: move it first")
+    if idx.numel():
+        lo, hi = (int(x) for x in torch.aminmax(idx))  # a reduction reads ids, never indexes
+        bad = lo if lo < 0 else hi
+        if lo < 0 or hi >= vocab_size:
+            raise ValueError(f"{name} holds token id {bad}, outside the vocabulary [0, {vocab_size})")
+
+
+def check_prompt(idx, model, max_new_tokens: int = 0, pad_lens=None, max_len: int | None = None
+                 ) -> None:
+    """Shapes, ids, pads and lengths of a (B, T) prompt that will grow by max_new_tokens,
+    against max_len (default the model's max_seq_len). Nothing is ever truncated: a prompt
+    that does not fit is an error."""
+    cfg, device = model.cfg, model_device(model)
+    max_len = max_len or cfg.max_seq_len
+    check_ids(idx, cfg.vocab_size, device)
+    if idx.dim() != 2:
+        raise ValueError(f"idx must be (B, T), got shape {tuple(idx.shape)}")
+    B, T = idx.shape
+    if B < 1 or T < 1:
+        raise ValueError(f"empty prompt: idx has shape {tuple(idx.shape)}")
+    if not isinstance(max_new_tokens, int) or isinstance(max_new_tokens, bool) or max_new_tokens < 0:
+        raise ValueError(f"max_new_tokens must be an int >= 0, got {max_new_tokens!r}")
+    if T + max_new_tokens > max_len:
+        raise ValueError(f"prompt length {T} + max_new_tokens {max_new_tokens} = "
+                         f"{T + max_new_tokens} > max_len {max_len}")
+    if pad_lens is not None:
+        if not isinstance(pad_lens, Tensor) or pad_lens.shape != (B,):
+            shape = tuple(pad_lens.shape) if isinstance(pad_lens, Tensor) else type(pad_lens).__name__
+            raise ValueError(f"pad_lens must be a tensor of shape ({B},), got {shape}")
+        if pad_lens.dtype.is_floating_point or pad_lens.dtype == torch.bool:
+            raise ValueError(f"pad_lens must be integers, got dtype {pad_lens.dtype}")
+        if pad_lens.device != idx.device:
+            raise ValueError(f"pad_lens is on {pad_lens.device}, idx on {idx.device}")
+        lo, hi = (int(x) for x in torch.aminmax(pad_lens))
+        if lo < 0 or hi >= T:
+            raise ValueError(f"pad_lens holds {lo if lo < 0 else hi}: each row needs 0 <= pads "
+                             f"< prompt length {T}")
+
+
+def check_generate_args(max_new_tokens, temperature: float, top_k: int | None, vocab_size: int
+                        ) -> None:
+    if not isinstance(max_new_tokens, int) or isinstance(max_new_tokens, bool) or max_new_tokens < 1:
+        raise ValueError(f"max_new_tokens must be an int >= 1, got {max_new_tokens!r}")
+    check_sampling(temperature, top_k, vocab_size)
+
+
+def check_sampling(temperature: float, top_k: int | None, vocab_size: int) -> None:
+    if not isinstance(temperature, (int, float)) or not temperature >= 0:
+        raise ValueError(f"temperature must be >= 0, got {temperature!r}")
+    if top_k is not None and (not isinstance(top_k, int) or not 1 <= top_k <= vocab_size):
+        raise ValueError(f"top_k must be an int in [1, vocab_size {vocab_size}], got {top_k!r}")
+
+
+# --- the inference phases -----------------------------------------------------------------
+
+@torch.no_grad()
+def prefill(model, idx: Tensor, cache) -> Tensor:
+    """Run the whole prompt (B, T) through the model, filling the cache; logits (B, T, V)."""
+    with autocast(model_device(model)):
+        logits, _ = model(idx, cache=cache)
+    return logits
+
+
+@torch.no_grad()
+def decode_step(model, cache, tok: Tensor) -> Tensor:
+    """One token per row (B, 1) → logits (B, 1, V); the cache grows by one position."""
+    with autocast(model_device(model)):
+        logits, _ = model(tok, cache=cache)
+    return logits
+
+
+def sample(logits: Tensor, temperature: float = 0.0, top_k: int | None = None,
+           generator: torch.Generator | None = None) -> Tensor:
+    """logits (B, V) → next ids (B, 1). temperature 0 is greedy (argmax)."""
+    if temperature == 0:
+        return logits.argmax(dim=-1, keepdim=True)
+    logits = logits.float() / temperature
+    if top_k is not None:
+        kth = torch.topk(logits, top_k, dim=-1).values[:, -1:]
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    probs = torch.softmax(logits, dim=-1)
+    return torch.multinomial(probs, 1, generator=generator)
+
+
+def make_generator(seed: int | None, device) -> torch.Generator | None:
+    if seed is None:
+        return None
+    return torch.Generator(device=device).manual_seed(seed)
+
+
+def decode_n_tokens(logits: Tensor, step, max_new_tokens: int, *, temperature: float = 0.0,
+                    top_k: int | None = None, seed: int | None = None,
+                    eos_id: int | None = None) -> Tensor:
+    """The decode loop shared by every generator: sample from the last logits, feed the
+    token to step(tok) → logits, repeat. After a row emits eos_id the rest of that row is
+    eos_id; the loop stops early once every row has. Returns (B, max_new_tokens)."""
+    generator = make_generator(seed, logits.device)
+    B = logits.shape[0]
+    out = torch.empty(B, max_new_tokens, dtype=torch.long, device=logits.device)
+    done = torch.zeros(B, 1, dtype=torch.bool, device=logits.device)
+    for t in range(max_new_tokens):
+        tok = sample(logits[:, -1], temperature, top_k, generator)
+        if eos_id is not None:
+            tok = tok.masked_fill(done, eos_id)
+            done |= tok == eos_id
+        out[:, t:t + 1] = tok
+        if t + 1 == max_new_tokens:
+            break
+        if eos_id is not None and bool(done.all()):
+            out[:, t + 1:] = eos_id
+            break
+        logits = step(tok)
+    return out
+
+
+@torch.no_grad()
+def generate(model, idx: Tensor, max_new_tokens: int, *, pad_lens: Tensor | None = None,
+             temperature: float = 0.0, top_k: int | None = None, seed: int | None = None,
+             eos_id: int | None = None) -> Tensor:
+    """Eager generation with the dynamic KVCache. idx (B, T) is left-padded by pad_lens (B,)
+    when rows differ in length; pads occupy positions (RoPE is relative, so a padded row
+    matches its unpadded run up to rounding). Returns the new ids, (B, max_new_tokens)."""
+    check_generate_args(max_new_tokens, temperature, top_k, model.cfg.vocab_size)
+    check_prompt(idx, model, max_new_tokens, pad_lens)
+    cache = KVCache(model.cfg.n_layers, first_valid=pad_lens)
+    logits = prefill(model, idx, cache)
+    return decode_n_tokens(logits, lambda tok: decode_step(model, cache, tok), max_new_tokens,
+                           temperature=temperature, top_k=top_k, seed=seed, eos_id=eos_id)
+
+
+def left_pad(prompts: list[list[int]], pad_id: int, device=None) -> tuple[Tensor, Tensor]:
+    """Token lists of different lengths → idx (B, T) left-padded with pad_id, pad_lens (B,)."""
+    if not prompts or any(len(p) == 0 for p in prompts):
+        raise ValueError("every prompt needs at least one token")
+    T = max(len(p) for p in prompts)
+    idx = torch.tensor([[pad_id] * (T - len(p)) + list(p) for p in prompts], device=device)
+    pad_lens = torch.tensor([T - len(p) for p in prompts], device=device)
+    return idx, pad_lens
+
+
+def complete(model, prompts: list[str], max_new_tokens: int = 200, *, temperature: float = 0.0,
+             top_k: int | None = None, seed: int | None = None, stop_at_eos: bool = True
+             ) -> list[str]:
+    """Text in, text out: each prompt continued by the model (greedy by default)."""
+    from tinyllm.tokenizer import Tokenizer
+
+    tok = Tokenizer()
+    if isinstance(prompts, str):
+        raise ValueError("complete takes a list of prompts; wrap a single one in [...]")
+    idx, pad_lens = left_pad([tok.encode(p) for p in prompts], tok.pad_id, model_device(model))
+    out = generate(model, idx, max_new_tokens, pad_lens=pad_lens if bool(pad_lens.any()) else None,
+                   temperature=temperature, top_k=top_k, seed=seed,
+                   eos_id=tok.eos_id if stop_at_eos else None)
+    return [tok.decode(row) for row in out.tolist()]

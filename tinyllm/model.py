@@ -1,0 +1,139 @@
+"""A Llama-style decoder, read top to bottom in the order data meets it.
+
+embedding → n_layers × [RMSNorm → attention (RoPE, grouped-query, SDPA) → RMSNorm → SwiGLU]
+→ final RMSNorm → LM head.
+
+The model knows nothing about how keys and values are kept between calls: that is the
+cache's job (kv_cache.py, graphs.py). With a cache, each forward call follows the cache
+protocol:
+
+    cos, sin = cache.begin_step(T, rope)      # RoPE rows for these T positions, and the mask
+    for each layer i:
+        kv = cache.layer(i)
+        k, v = kv.update(k, v)                 # store the new keys, get back all keys to attend
+        attend with **kv.attn_kwargs
+    cache.end_step(T)                          # advance the position
+
+cos/sin come back shared by all rows, shape (T, D/2), or per row, shape (B, T, D/2).
+Without a cache the model runs the plain causal forward over positions 0..T-1.
+"""
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from tinyllm.config import ModelConfig
+
+
+class Rope(nn.Module):
+    """Rotary position embedding tables: row p holds cos/sin of p·θ_j, j < head_dim/2."""
+
+    def __init__(self, head_dim: int, max_seq_len: int, theta: float):
+        super().__init__()
+        inv_freq = 1.0 / theta ** (torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)
+        angles = torch.outer(torch.arange(max_seq_len, dtype=torch.float64), inv_freq)
+        self.register_buffer("cos", angles.cos().float(), persistent=False)
+        self.register_buffer("sin", angles.sin().float(), persistent=False)
+
+    def forward(self, T: int, offset: int = 0) -> tuple[Tensor, Tensor]:
+        if offset + T > self.cos.shape[0]:
+            raise ValueError(f"position {offset + T} > max_seq_len {self.cos.shape[0]}")
+        return self.cos[offset:offset + T], self.sin[offset:offset + T]
+
+
+def apply_rope(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+    """Rotate pairs (x_j, x_{j+D/2}) of x (B, H, T, D) by the angles in cos/sin."""
+    if cos.dim() == 3:  # per row (B, T, D/2): broadcast over heads
+        cos, sin = cos[:, None], sin[:, None]
+    x1, x2 = x.float().chunk(2, dim=-1)
+    out = torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1)
+    return out.type_as(x)
+
+
+class Attention(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.n_heads, self.n_kv_heads, self.head_dim = cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
+        self.wq = nn.Linear(cfg.d_model, cfg.n_heads * cfg.head_dim, bias=False)
+        self.wk = nn.Linear(cfg.d_model, cfg.n_kv_heads * cfg.head_dim, bias=False)
+        self.wv = nn.Linear(cfg.d_model, cfg.n_kv_heads * cfg.head_dim, bias=False)
+        self.wo = nn.Linear(cfg.n_heads * cfg.head_dim, cfg.d_model, bias=False)
+
+    def forward(self, x: Tensor, cos: Tensor, sin: Tensor, kv=None) -> Tensor:
+        B, T, _ = x.shape
+        q = self.wq(x).view(B, T, self.n_heads, self.head_dim).transpose(1, 2)
+        k = self.wk(x).view(B, T, self.n_kv_heads, self.head_dim).transpose(1, 2)
+        v = self.wv(x).view(B, T, self.n_kv_heads, self.head_dim).transpose(1, 2)
+        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        if kv is None:
+            attn_kwargs = {"is_causal": True}
+        else:
+            k, v = kv.update(k, v)
+            attn_kwargs = kv.attn_kwargs
+        y = F.scaled_dot_product_attention(q, k, v, enable_gqa=True, **attn_kwargs)
+        return self.wo(y.transpose(1, 2).reshape(B, T, -1))
+
+
+class FeedForward(nn.Module):
+    """SwiGLU: w2(silu(w1 x) * w3 x)."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.w1 = nn.Linear(cfg.d_model, cfg.ffn_hidden, bias=False)
+        self.w3 = nn.Linear(cfg.d_model, cfg.ffn_hidden, bias=False)
+        self.w2 = nn.Linear(cfg.ffn_hidden, cfg.d_model, bias=False)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.w2(F.silu(self.w1(x)) * self.w3(x))
+
+
+class Block(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.attn_norm = nn.RMSNorm(cfg.d_model, eps=1e-5)
+        self.attn = Attention(cfg)
+        self.ffn_norm = nn.RMSNorm(cfg.d_model, eps=1e-5)
+        self.ffn = FeedForward(cfg)
+
+    def forward(self, x: Tensor, cos: Tensor, sin: Tensor, kv=None) -> Tensor:
+        x = x + self.attn(self.attn_norm(x), cos, sin, kv)
+        return x + self.ffn(self.ffn_norm(x))
+
+
+class Transformer(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.cfg = cfg
+        self.tok_emb = nn.Embedding(cfg.vocab_size, cfg.d_model)
+        self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layers))
+        self.norm = nn.RMSNorm(cfg.d_model, eps=1e-5)
+        self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
+        self.rope = Rope(cfg.head_dim, cfg.max_seq_len, cfg.rope_theta)
+        self.apply(self._init_weights)
+
+    @staticmethod
+    def _init_weights(m: nn.Module) -> None:
+        if isinstance(m, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(m.weight, mean=0.0, std=0.02)
+
+    def n_params(self) -> int:
+        return sum(p.numel() for p in self.parameters())
+
+    def forward(self, idx: Tensor, targets: Tensor | None = None, cache=None
+                ) -> tuple[Tensor, Tensor | None]:
+        """idx (B, T) token ids → logits (B, T, vocab_size), and the mean cross-entropy in
+        nats per token when targets (B, T) are given."""
+        if idx.dim() != 2:
+            raise ValueError(f"idx must be (B, T), got shape {tuple(idx.shape)}")
+        B, T = idx.shape
+        x = self.tok_emb(idx)
+        cos, sin = self.rope(T, 0) if cache is None else cache.begin_step(T, self.rope)
+        for i, block in enumerate(self.blocks):
+            x = block(x, cos, sin, None if cache is None else cache.layer(i))
+        if cache is not None:
+            cache.end_step(T)
+        logits = self.lm_head(self.norm(x))
+        loss = None
+        if targets is not None:
+            loss = F.cross_entropy(logits.float().view(B * T, -1), targets.reshape(B * T))
+        return logits, loss

@@ -1,0 +1,24 @@
+"""Byte-level tokenizer: ids 0-255 are the bytes of UTF-8 text, then two special ids.
+
+No vocabulary file and nothing to download: every string round-trips exactly.
+"""
+
+
+class Tokenizer:
+    n_bytes = 256
+    eos_id = 256  # end of a document
+    pad_id = 257  # left padding in a batch; never attended to
+    vocab_size = 258
+
+    def encode(self, text: str) -> list[int]:
+        if not isinstance(text, str):
+            raise ValueError(f"encode takes a str, got {type(text).__name__}")
+        return list(text.encode("utf-8"))
+
+    def decode(self, ids) -> str:
+        """Bytes back to text; special ids are dropped, invalid UTF-8 becomes U+FFFD."""
+        ids = [int(i) for i in ids]
+        bad = [i for i in ids if not 0 <= i < self.vocab_size]
+        if bad:
+            raise ValueError(f"token id {bad[0]} outside the vocabulary [0, {self.vocab_size})")
+        return bytes(i for i in ids if i < self.n_bytes).decode("utf-8", errors="replace")
