@@ -111,8 +111,15 @@ def prefill(model, idx: Tensor, cache) -> Tensor:
 
 
 @torch.no_grad()
-def decode_step(model, cache, tok: Tensor) -> Tensor:
-    """One token per row (B, 1) → logits (B, 1, V); the cache grows by one position."""
+def decode_step(model, cache, tok: Tensor, check: bool = True) -> Tensor:
+    """One token per row (B, 1) → logits (B, 1, V); the cache grows by one position.
+
+    check=False skips the id check (one device sync) for tokens that generate() sampled
+    itself, which are always in range."""
+    if check:
+        check_ids(tok, model.cfg.vocab_size, model_device(model), name="tok")
+        if tok.dim() != 2 or tok.shape[1] != 1:
+            raise ValueError(f"tok must have shape (B, 1), got {tuple(tok.shape)}")
     with autocast(model_device(model)):
         logits, _ = model(tok, cache=cache)
     return logits
@@ -173,7 +180,8 @@ def generate(model, idx: Tensor, max_new_tokens: int, *, pad_lens: Tensor | None
     check_prompt(idx, model, max_new_tokens, pad_lens)
     cache = KVCache(model.cfg.n_layers, first_valid=pad_lens)
     logits = prefill(model, idx, cache)
-    return decode_n_tokens(logits, lambda tok: decode_step(model, cache, tok), max_new_tokens,
+    step = lambda tok: decode_step(model, cache, tok, check=False)  # noqa: E731
+    return decode_n_tokens(logits, step, max_new_tokens,
                            temperature=temperature, top_k=top_k, seed=seed, eos_id=eos_id)
 
 
