@@ -75,20 +75,27 @@ def make_step(model, mode: str, idx: torch.Tensor):
 
 
 def time_steps(step, tok: torch.Tensor, n_steps: int, warmup: int = 16) -> dict:
-    """Median GPU time (CUDA events) and host issue time of n_steps decode steps."""
-    gpu, cpu = [], []
+    """Median step time of n_steps decode steps run back to back, as a decode loop runs
+    them: a CUDA event between consecutive steps, so each interval is whichever is slower,
+    the CPU issuing the step or the GPU running it. cpu_us: median host time to issue one
+    step, measured separately with the GPU idle before each step."""
+    events = [torch.cuda.Event(enable_timing=True) for _ in range(n_steps + 1)]
+    for _ in range(warmup):
+        step(tok)
+    torch.cuda.synchronize()
+    events[0].record()
     for i in range(n_steps):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        step(tok)
+        events[i + 1].record()
+    torch.cuda.synchronize()
+    gpu = [a.elapsed_time(b) * 1e3 for a, b in zip(events, events[1:])]
+    cpu = []
+    for _ in range(min(n_steps, 64)):
         torch.cuda.synchronize()
         t0 = time.perf_counter()
-        start.record()
         step(tok)
-        end.record()
-        t1 = time.perf_counter()
-        end.synchronize()
-        if i >= warmup:
-            gpu.append(start.elapsed_time(end) * 1e3)
-            cpu.append((t1 - t0) * 1e6)
+        cpu.append((time.perf_counter() - t0) * 1e6)
+    torch.cuda.synchronize()
     return {"step_us": statistics.median(gpu), "cpu_us": statistics.median(cpu)}
 
 
@@ -147,14 +154,18 @@ def kernel_summary(trace: list[dict]) -> dict:
 
 @torch.no_grad()
 def compare_replay(model, idx, steps: int, pad_lens=None, buckets=None,
-                   requests: int = 2) -> dict:
+                   requests: int = 2, check_reference: bool = False) -> dict:
     """Graph replay vs the same static step run eagerly, bit for bit, at every step, for
     `requests` requests back to back on the same two decoders. Needs CUDA."""
     ref = GraphDecoder(model, idx.shape[0], buckets=buckets, use_graph=False)
     fast = GraphDecoder(model, idx.shape[0], buckets=buckets, use_graph=True)
-    first, windows, n = None, set(), 0
+    # a second eager reference: is the eager static step itself deterministic?
+    twin = GraphDecoder(model, idx.shape[0], buckets=buckets, use_graph=False) if check_reference else None
+    first, first_twin, windows, n = None, None, set(), 0
     for r in range(requests):
         a, b = ref.prefill(idx, pad_lens), fast.prefill(idx, pad_lens)
+        if twin is not None:
+            twin.prefill(idx, pad_lens)
         tok = a[:, -1:].argmax(-1)
         for s in range(steps):
             windows.add(fast.bucket_for(fast.cache.n + 1))
@@ -162,10 +173,18 @@ def compare_replay(model, idx, steps: int, pad_lens=None, buckets=None,
             n += 1
             if first is None and not torch.equal(a, b):
                 first = {"request": r, "step": s, "max_abs_diff": (a - b).abs().max().item()}
+            if twin is not None:
+                c = twin.step(tok)
+                if first_twin is None and not torch.equal(a, c):
+                    first_twin = {"request": r, "step": s, "max_abs_diff": (a - c).abs().max().item()}
             tok = a[:, -1].argmax(-1, keepdim=True)
-    return {"batch": idx.shape[0], "pad_lens": None if pad_lens is None else pad_lens.tolist(),
-            "requests": requests, "steps": n, "windows": sorted(windows),
-            "all_equal": first is None, "first_difference": first}
+    out = {"batch": idx.shape[0], "pad_lens": None if pad_lens is None else pad_lens.tolist(),
+           "requests": requests, "steps": n, "windows": sorted(windows),
+           "all_equal": first is None, "first_difference": first}
+    if twin is not None:
+        out["reference_deterministic"] = first_twin is None
+        out["reference_first_difference"] = first_twin
+    return out
 
 
 @torch.no_grad()
@@ -266,6 +285,7 @@ def measure_torch_compile(model, idx, n_steps: int) -> dict:
     from torch._dynamo.utils import counters
 
     counters.clear()
+    torch.set_grad_enabled(False)
     compiled = torch.compile(model, mode="reduce-overhead")
     decoder = GraphDecoder(model, idx.shape[0], use_graph=False)
     decoder.prefill(idx)
@@ -281,6 +301,7 @@ def measure_torch_compile(model, idx, n_steps: int) -> dict:
     timed = time_steps(decoder._step, tok, steps, warmup=8)
     skips = dict(counters.get("inductor", {}))
     skipped = {k: v for k, v in skips.items() if "cudagraph_skip" in k}
+    torch.set_grad_enabled(True)
     return {"step_us": round(timed["step_us"], 1), "compile_s": round(compile_s, 1),
             "captured_graph": not skipped, "inductor_counters": skipped,
             "note": "compiled model, the project's StaticKVCache (plain tensors mutated in "
@@ -326,6 +347,17 @@ def run(quick: bool, out_path: Path | None, trace_path: Path | None, command: st
                 traces[str(B)][mode] = [e for e in trace if e["step"] < 2]
             print(f"batch {B:3d} {mode:6s} step {t['step_us']:8.1f} us  cpu {t['cpu_us']:8.1f} us"
                   f"  kernels {k['kernels']:4.0f} ({k['kernel_us']:.1f} us)", flush=True)
+    # the same eager step with cuDNN attention allowed: a new plan for every key length
+    from tinyllm import generation
+    saved = list(generation.ATTENTION_BACKENDS)
+    generation.ATTENTION_BACKENDS.append(torch.nn.attention.SDPBackend.CUDNN_ATTENTION)
+    try:
+        idx = prompt_batch(1, prompt_len, "cuda")
+        t = time_steps(make_step(model, "eager", idx), idx[:, -1:].clone(), min(n_steps, 64), warmup=4)
+        res["eager_with_cudnn_attention"] = {"batch": 1, "step_us": round(t["step_us"], 1)}
+        print("eager with cuDNN attention", res["eager_with_cudnn_attention"], flush=True)
+    finally:
+        generation.ATTENTION_BACKENDS[:] = saved
     step_time["speedup"] = [round(e / g, 2) for e, g in zip(step_time["eager_us"], step_time["graph_us"])]
     res["step_time"], res["cpu_time"], res["gpu_kernel_time"] = step_time, cpu_time, kernel_time
     res["kernels_per_step"] = kernels
@@ -341,7 +373,8 @@ def run(quick: bool, out_path: Path | None, trace_path: Path | None, command: st
     idx4, pads = left_pad([Tokenizer().encode(PROMPT)[:n] for n in (32, 20, 9, 27)],
                           Tokenizer().pad_id, "cuda")
     steps = model.cfg.max_seq_len - idx4.shape[1]
-    res["bit_exact"] = compare_replay(model, idx4, 64 if quick else steps, pad_lens=pads)
+    res["bit_exact"] = compare_replay(model, idx4, 64 if quick else steps, pad_lens=pads,
+                                      check_reference=True)
     print("bit_exact", {k: v for k, v in res["bit_exact"].items()}, flush=True)
     cmp = compare_eager_static(model, prompt_batch(8, prompt_len, "cuda"), n_steps)
     res["eager_vs_static"] = cmp

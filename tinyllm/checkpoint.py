@@ -66,7 +66,7 @@ def load(path, expected_sha256: str | None = None, device=None) -> Transformer:
                                  f"the config needs {tuple(expected[name].shape)}")
             state[name] = t.float()
     model.load_state_dict(state)
-    return model.to(device or "cpu").eval()
+    return model.to(device or "cpu").eval().requires_grad_(False)  # for inference
 
 
 def card_sha256(card=MODEL_CARD) -> str:

@@ -17,19 +17,31 @@ import contextlib
 
 import torch
 from torch import Tensor
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from tinyllm.kv_cache import KVCache
 
 
+# cuDNN's attention builds a new execution plan for every new key length: with the dynamic
+# cache of eager decode that is one plan per token, about 10 ms each on an H200 (bench.py
+# measures it), which would hide the launch overhead this course is about. The other three
+# SDPA kernels have no per-shape set-up.
+ATTENTION_BACKENDS = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]
+
+
+@contextlib.contextmanager
 def autocast(device):
-    """The one precision policy: bf16 autocast on CUDA, nothing (fp32) on the CPU.
+    """The one precision (and attention-kernel) policy: bf16 autocast on CUDA (fp16 where
+    the GPU lacks bf16) with ATTENTION_BACKENDS; nothing at all on the CPU (fp32).
 
     cache_enabled=False: autocast's cache of cast weights does not survive graph capture."""
     device = torch.device(device)
     if device.type != "cuda":
-        return contextlib.nullcontext()
+        yield
+        return
     dtype = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
-    return torch.autocast("cuda", dtype=dtype, cache_enabled=False)
+    with torch.autocast("cuda", dtype=dtype, cache_enabled=False), sdpa_kernel(ATTENTION_BACKENDS):
+        yield
 
 
 def model_device(model) -> torch.device:

@@ -167,6 +167,7 @@ class _Graphs:
         self.graphs: dict[int, tuple[torch.cuda.CUDAGraph, Tensor]] = {}
         self.pool = None  # created at the first capture, so use_graph=False needs no CUDA
 
+    @torch.no_grad()
     def forward(self) -> Tensor:
         with autocast(self.tok.device):
             logits, _ = self.model(self.tok, cache=self.cache)

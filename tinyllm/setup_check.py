@@ -99,7 +99,7 @@ def check_environment() -> list[tuple[str, bool, str]]:
 def print_report(items) -> None:
     """One line per item, [OK] or [FAIL], then a one-line verdict."""
     for name, ok, detail in items:
-        print(f"{'[OK]' if ok else '[FAIL]':<7}{name:<12}{detail}")
+        print(f"{'[OK]' if ok else '[FAIL]':<7}{name:<13}{detail}")
     failed = sum(not ok for _, ok, _ in items)
     if failed:
         print(f"\n{failed} of {len(items)} checks failed: fix the [FAIL] lines above, "
@@ -169,7 +169,7 @@ def check_param_split(answer) -> bool:
     if a == attn:
         hints.append("The attention count is right.")
     elif a in (attn + norm, attn + 2 * norm):
-        hints.append("Count only block.attn: the RMSNorms sit outside it.")
+        hints.append("Attention: count only block.attn; the RMSNorms sit outside it.")
     elif a == 4 * d * d:
         hints.append("Attention: wk and wv are smaller than wq. Grouped-query attention gives "
                      "keys and values n_kv_heads heads, not n_heads.")
@@ -179,7 +179,7 @@ def check_param_split(answer) -> bool:
     if f == ffn:
         hints.append("The feed-forward count is right.")
     elif f in (ffn + norm, ffn + 2 * norm):
-        hints.append("Count only block.ffn: the RMSNorms sit outside it.")
+        hints.append("Feed-forward: count only block.ffn; the RMSNorms sit outside it.")
     elif f == 2 * d * cfg.ffn_hidden:
         hints.append("Feed-forward: SwiGLU has three matrices, w1 and w3 (d_model → "
                      "ffn_hidden) and w2 (back).")
