@@ -30,7 +30,7 @@ import torch
 from tinyllm.checkpoint import load_pretrained
 from tinyllm.engine import Engine
 from tinyllm.generation import decode_step, left_pad, prefill
-from tinyllm.graphs import GraphDecoder
+from tinyllm.graphs import FUSED_COMPILE, GraphDecoder
 from tinyllm.kv_cache import KVCache
 from tinyllm.tokenizer import Tokenizer
 
@@ -74,7 +74,7 @@ def make_step(model, mode: str, idx: torch.Tensor):
     return decoder._step  # as generate() runs it: its own tokens need no re-check
 
 
-def time_steps(step, tok: torch.Tensor, n_steps: int, warmup: int = 16) -> dict:
+def time_steps(step, tok: torch.Tensor, n_steps: int, warmup: int = 16, n_cpu: int = 64) -> dict:
     """Median step time of n_steps decode steps run back to back, as a decode loop runs
     them: a CUDA event between consecutive steps, so each interval is whichever is slower,
     the CPU issuing the step or the GPU running it. cpu_us: median host time to issue one
@@ -90,7 +90,7 @@ def time_steps(step, tok: torch.Tensor, n_steps: int, warmup: int = 16) -> dict:
     torch.cuda.synchronize()
     gpu = [a.elapsed_time(b) * 1e3 for a, b in zip(events, events[1:])]
     cpu = []
-    for _ in range(min(n_steps, 64)):
+    for _ in range(n_cpu):
         torch.cuda.synchronize()
         t0 = time.perf_counter()
         step(tok)
@@ -279,33 +279,78 @@ def measure_engine(model, n_slots: int, n_requests: int, seed: int = 0) -> dict:
     return out
 
 
-def measure_torch_compile(model, idx, n_steps: int) -> dict:
-    """torch.compile(mode="reduce-overhead") as a user first tries it: the compiled model
-    with the project's static cache, one window."""
+def compiled_static_step(model, idx, mode: str, buckets=None, static_addresses=False):
+    """A static-cache step through torch.compile(model, mode=...): `buckets` None is the
+    project's default buckets, (max_len,) the gpt-fast layout (one window of max_len keys).
+    static_addresses marks the cache tensors as fixed, as module buffers are."""
+    decoder = GraphDecoder(model, idx.shape[0], buckets=buckets, use_graph=False)
+    decoder.prefill(idx)
+    if static_addresses:
+        c = decoder.cache
+        for t in c.k + c.v + [c.pos, c.first_valid, decoder.tok]:
+            torch._dynamo.mark_static_address(t)
+    decoder.graphs.step_model = torch.compile(model, mode=mode)
+    return decoder._step
+
+
+def measure_fusion(model, batch: int = 1, n_steps: int = 64) -> dict:
+    """Eager, the seed's graphs, torch.compile's reduce-overhead (as a user first tries it,
+    and gpt-fast style), and fused kernels in the project's bucketed graphs: same model,
+    same batch, positions 32 to about 120 (one bucket), in one run."""
     from torch._dynamo.utils import counters
 
-    counters.clear()
-    torch.set_grad_enabled(False)
-    compiled = torch.compile(model, mode="reduce-overhead")
-    decoder = GraphDecoder(model, idx.shape[0], use_graph=False)
-    decoder.prefill(idx)
-    decoder.model = compiled
-    decoder.graphs.model = compiled
-    tok = torch.zeros(idx.shape[0], 1, dtype=torch.long, device=idx.device)
-    t0 = time.perf_counter()
-    decoder._step(tok)
-    decoder._step(tok)
-    torch.cuda.synchronize()
-    compile_s = time.perf_counter() - t0
-    steps = min(n_steps, 128 - idx.shape[1] - 4)  # stay in the first window: one compiled shape
-    timed = time_steps(decoder._step, tok, steps, warmup=8)
-    skips = dict(counters.get("inductor", {}))
-    skipped = {k: v for k, v in skips.items() if "cudagraph_skip" in k}
-    torch.set_grad_enabled(True)
-    return {"step_us": round(timed["step_us"], 1), "compile_s": round(compile_s, 1),
-            "captured_graph": not skipped, "inductor_counters": skipped,
-            "note": "compiled model, the project's StaticKVCache (plain tensors mutated in "
-                    "place), window 128"}
+    idx = prompt_batch(batch, 32, "cuda")
+    tok = idx[:, -1:].clone()
+    max_len = model.cfg.max_seq_len
+
+    def fused_graphs():
+        d = GraphDecoder(model, batch, fused=True)
+        d.prefill(idx)
+        d.capture()
+        return d._step
+
+    def fused_eager():
+        d = GraphDecoder(model, batch, fused=True, use_graph=False)
+        d.prefill(idx)
+        return d._step
+
+    variants = {
+        "eager": lambda: make_step(model, "eager", idx),
+        "graph (unfused kernels, bucketed)": lambda: make_step(model, "graph", idx),
+        "reduce-overhead, project cache": lambda: compiled_static_step(model, idx, "reduce-overhead"),
+        "reduce-overhead, gpt-fast style": lambda: compiled_static_step(
+            model, idx, "reduce-overhead", buckets=(max_len,), static_addresses=True),
+        "fused kernels, no graph": fused_eager,
+        "fused kernels in bucketed graphs": fused_graphs,
+    }
+    rows = []
+    for name, setup in variants.items():
+        torch._dynamo.reset()
+        counters.clear()
+        with torch.no_grad():
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+            base = torch.cuda.memory_allocated()
+            t0 = time.perf_counter()
+            step = setup()
+            for _ in range(3):  # compiles, and reduce-overhead records its graph on call 2-3
+                step(tok)
+            torch.cuda.synchronize()
+            setup_s = time.perf_counter() - t0
+            t = time_steps(step, tok, n_steps, warmup=4, n_cpu=8)
+            kernels = kernel_summary(profile_steps(step, tok))
+            peak = torch.cuda.max_memory_allocated() - base
+        skips = sum(v for k, v in counters.get("inductor", {}).items() if "cudagraph_skip" in k)
+        rows.append({"name": name, "step_us": round(t["step_us"], 1), "cpu_us": round(t["cpu_us"], 1),
+                     "setup_s": round(setup_s, 2), "peak_memory_bytes": peak,
+                     "kernels": kernels["kernels"], "kernel_us": round(kernels["kernel_us"], 1),
+                     "cudagraph_skips": skips})
+        print("fusion", rows[-1], flush=True)
+    by = {r["name"]: r for r in rows}
+    return {"batch": batch, "positions": [32, 32 + n_steps + 40], "rows": rows,
+            "fused_over_gptfast": round(by["fused kernels in bucketed graphs"]["step_us"]
+                                        / by["reduce-overhead, gpt-fast style"]["step_us"], 3),
+            "compile": FUSED_COMPILE}
 
 
 def run(quick: bool, out_path: Path | None, trace_path: Path | None, command: str,
@@ -383,10 +428,9 @@ def run(quick: bool, out_path: Path | None, trace_path: Path | None, command: st
     res["engine"] = measure_engine(model, 32, 64 if quick else 256)
     print("engine", res["engine"], flush=True)
     try:
-        res["torch_compile"] = measure_torch_compile(model, idx1, n_steps)
+        res["fusion"] = measure_fusion(model)
     except Exception as e:  # report what a user would meet, do not hide it
-        res["torch_compile"] = {"error": f"{type(e).__name__}: {str(e)[:300]}"}
-    print("torch_compile", res["torch_compile"], flush=True)
+        res["fusion"] = {"error": f"{type(e).__name__}: {str(e)[:500]}"}
     slug = gpu_slug(res["provenance"]["gpu"])
     out_path = out_path or RESULTS / f"{slug}.json"
     trace_path = trace_path or RESULTS / "traces" / f"{slug}.json"

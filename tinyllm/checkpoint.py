@@ -69,8 +69,9 @@ def load(path, expected_sha256: str | None = None, device=None) -> Transformer:
     return model.to(device or "cpu").eval().requires_grad_(False)  # for inference
 
 
-def card_sha256(card=MODEL_CARD) -> str:
+def card_sha256(card=None) -> str:
     """The sha256 recorded in the model card (its `| sha256 | ... |` row)."""
+    card = card or MODEL_CARD
     m = re.search(r"\|\s*sha256\s*\|\s*`?([0-9a-f]{64})`?\s*\|", Path(card).read_text())
     if not m:
         raise ValueError(f"{card} records no sha256")

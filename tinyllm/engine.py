@@ -42,7 +42,7 @@ class Engine:
         cfg = model.cfg
         if not isinstance(n_slots, int) or n_slots < 1:
             raise ValueError(f"n_slots must be an int >= 1, got {n_slots!r}")
-        max_len = max_len or cfg.max_seq_len
+        max_len = cfg.max_seq_len if max_len is None else max_len
         if not isinstance(max_len, int) or not 2 <= max_len <= cfg.max_seq_len:
             raise ValueError(f"max_len {max_len} outside [2, max_seq_len {cfg.max_seq_len}]")
         if eos_id is not None and not 0 <= eos_id < cfg.vocab_size:
@@ -77,12 +77,12 @@ class Engine:
                 raise ValueError(f"prompt_ids must be ints, got {t!r}")
             if not 0 <= t < V:
                 raise ValueError(f"prompt holds token id {t}, outside the vocabulary [0, {V})")
-        if not isinstance(max_new_tokens, int) or max_new_tokens < 1:
+        if not isinstance(max_new_tokens, int) or isinstance(max_new_tokens, bool) or max_new_tokens < 1:
             raise ValueError(f"max_new_tokens must be an int >= 1, got {max_new_tokens!r}")
         if len(prompt) + max_new_tokens > self.max_len:
             raise ValueError(f"prompt length {len(prompt)} + max_new_tokens {max_new_tokens} > "
                              f"slot max_len {self.max_len}")
-        check_sampling(temperature, top_k, V)
+        check_sampling(temperature, top_k, V, seed)
         rid = self._next_rid
         self._next_rid += 1
         self.queue.append(Request(rid, prompt, max_new_tokens, temperature, top_k,

@@ -98,14 +98,18 @@ def check_prompt(idx, model, max_new_tokens: int = 0, pad_lens=None, max_len: in
                              f"< prompt length {T}")
 
 
-def check_generate_args(max_new_tokens, temperature: float, top_k: int | None, vocab_size: int
-                        ) -> None:
+def check_generate_args(max_new_tokens, temperature: float, top_k: int | None, vocab_size: int,
+                        seed=None, eos_id=None) -> None:
     if not isinstance(max_new_tokens, int) or isinstance(max_new_tokens, bool) or max_new_tokens < 1:
         raise ValueError(f"max_new_tokens must be an int >= 1, got {max_new_tokens!r}")
-    check_sampling(temperature, top_k, vocab_size)
+    check_sampling(temperature, top_k, vocab_size, seed)
+    if eos_id is not None and (not isinstance(eos_id, int) or not 0 <= eos_id < vocab_size):
+        raise ValueError(f"eos_id {eos_id!r} outside the vocabulary [0, {vocab_size})")
 
 
-def check_sampling(temperature: float, top_k: int | None, vocab_size: int) -> None:
+def check_sampling(temperature: float, top_k: int | None, vocab_size: int, seed=None) -> None:
+    if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)):
+        raise ValueError(f"seed must be an int or None, got {seed!r}")
     if not isinstance(temperature, (int, float)) or not temperature >= 0:
         raise ValueError(f"temperature must be >= 0, got {temperature!r}")
     if top_k is not None and (not isinstance(top_k, int) or not 1 <= top_k <= vocab_size):
@@ -188,7 +192,7 @@ def generate(model, idx: Tensor, max_new_tokens: int, *, pad_lens: Tensor | None
     """Eager generation with the dynamic KVCache. idx (B, T) is left-padded by pad_lens (B,)
     when rows differ in length; pads occupy positions (RoPE is relative, so a padded row
     matches its unpadded run up to rounding). Returns the new ids, (B, max_new_tokens)."""
-    check_generate_args(max_new_tokens, temperature, top_k, model.cfg.vocab_size)
+    check_generate_args(max_new_tokens, temperature, top_k, model.cfg.vocab_size, seed, eos_id)
     check_prompt(idx, model, max_new_tokens, pad_lens)
     cache = KVCache(model.cfg.n_layers, first_valid=pad_lens)
     logits = prefill(model, idx, cache)

@@ -77,6 +77,12 @@ def check_use_graph(use_graph: bool, device: torch.device) -> None:
                          f"{device}; use use_graph=False to run the same static step eagerly")
 
 
+def check_fused(fused: bool, device: torch.device) -> None:
+    if fused and device.type != "cuda":
+        raise ValueError(f"fused=True compiles the step for a CUDA device, the model is on "
+                         f"{device}; leave fused=False on the CPU")
+
+
 class StaticKVCache:
     """Shared-position cache with fixed shapes (B rows, max_len positions).
 
@@ -158,19 +164,33 @@ class StaticLayerKV:
         return c.k[i][:, :, :c.window], c.v[i][:, :, :c.window]
 
 
+# fused=True: the step's kernels come from torch.compile (Inductor fuses the elementwise
+# chains into a few Triton kernels) without its own CUDA graphs, so the graphs are still
+# ours: one per bucket, one shared pool. One compiled shape per window and batch size.
+FUSED_COMPILE = {"mode": "default", "dynamic": False, "fullgraph": True}
+
+
+def compile_step(model: Transformer):
+    limit = getattr(torch._dynamo.config, "recompile_limit", None)
+    if limit is not None and limit < 64:
+        torch._dynamo.config.recompile_limit = 64  # windows × batch sizes, each compiled once
+    return torch.compile(model, **FUSED_COMPILE)
+
+
 class _Graphs:
     """What both decoders share: one graph per window, all in one memory pool, captured
     after a warm-up on a side stream."""
 
-    def __init__(self, model: Transformer, tok: Tensor, cache, use_graph: bool):
+    def __init__(self, model: Transformer, tok: Tensor, cache, use_graph: bool, fused: bool):
         self.model, self.tok, self.cache, self.use_graph = model, tok, cache, use_graph
+        self.step_model = compile_step(model) if fused else model
         self.graphs: dict[int, tuple[torch.cuda.CUDAGraph, Tensor]] = {}
         self.pool = None  # created at the first capture, so use_graph=False needs no CUDA
 
     @torch.no_grad()
     def forward(self) -> Tensor:
         with autocast(self.tok.device):
-            logits, _ = self.model(self.tok, cache=self.cache)
+            logits, _ = self.step_model(self.tok, cache=self.cache)
         return logits
 
     def capture_one(self, window: int, save, restore) -> tuple[torch.cuda.CUDAGraph, Tensor]:
@@ -226,20 +246,23 @@ class GraphDecoder:
     """
 
     def __init__(self, model: Transformer, batch: int, max_len: int | None = None,
-                 buckets: tuple[int, ...] | None = None, use_graph: bool = True):
+                 buckets: tuple[int, ...] | None = None, use_graph: bool = True,
+                 fused: bool = False):
         device = model_device(model)
         check_use_graph(use_graph, device)
+        check_fused(fused, device)
         if not isinstance(batch, int) or batch < 1:
             raise ValueError(f"batch must be an int >= 1, got {batch!r}")
         self.model = model
-        self.max_len = max_len or model.cfg.max_seq_len
+        self.max_len = model.cfg.max_seq_len if max_len is None else max_len
         if not isinstance(self.max_len, int) or not 1 <= self.max_len <= model.cfg.max_seq_len:
             raise ValueError(f"max_len {self.max_len} outside [1, max_seq_len {model.cfg.max_seq_len}]")
         self.buckets = check_buckets(buckets, self.max_len)
         self.cache = StaticKVCache(model.cfg.n_layers, batch, self.max_len, device)
         self.tok = torch.zeros(batch, 1, dtype=torch.long, device=device)
         self.use_graph = use_graph
-        self.graphs = _Graphs(model, self.tok, self.cache, use_graph)
+        self.graphs = _Graphs(model, self.tok, self.cache, use_graph, fused)
+        self.prefilled = False
 
     @property
     def batch(self) -> int:
@@ -257,6 +280,7 @@ class GraphDecoder:
         self.cache.reset(pad_lens)
         with autocast(self.tok.device):
             logits, _ = self.model(idx, cache=self.cache)
+        self.prefilled = True
         return logits
 
     def _capture(self, window: int) -> tuple[torch.cuda.CUDAGraph, Tensor]:
@@ -278,7 +302,7 @@ class GraphDecoder:
         check_ids(tok, self.model.cfg.vocab_size, self.tok.device, name="tok")
         if tok.shape != (self.batch, 1):
             raise ValueError(f"tok must have shape ({self.batch}, 1), got {tuple(tok.shape)}")
-        if self.cache.k[0] is None:
+        if not self.prefilled:
             raise ValueError("call prefill(idx) before step(tok)")
         if self.cache.n >= self.max_len:
             raise ValueError(f"KV cache full: position {self.cache.n + 1} > max_len {self.max_len}")
@@ -306,7 +330,8 @@ class GraphDecoder:
                  temperature: float = 0.0, top_k: int | None = None, seed: int | None = None,
                  eos_id: int | None = None) -> Tensor:
         """As generation.generate, with the static step (and its graphs) for decode."""
-        check_generate_args(max_new_tokens, temperature, top_k, self.model.cfg.vocab_size)
+        check_generate_args(max_new_tokens, temperature, top_k, self.model.cfg.vocab_size,
+                            seed, eos_id)
         check_prompt(idx, self.model, max_new_tokens, pad_lens, self.max_len)
         logits = self.prefill(idx, pad_lens)
         return decode_n_tokens(logits, self._step, max_new_tokens, temperature=temperature,
@@ -338,9 +363,11 @@ class SlotGraphDecoder:
     """
 
     def __init__(self, model: Transformer, slots: SlotKVCache,
-                 buckets: tuple[int, ...] | None = None, use_graph: bool = True):
+                 buckets: tuple[int, ...] | None = None, use_graph: bool = True,
+                 fused: bool = False):
         device = model_device(model)
         check_use_graph(use_graph, device)
+        check_fused(fused, device)
         if not isinstance(slots, SlotKVCache):
             raise ValueError(f"SlotGraphDecoder decodes a SlotKVCache, got {type(slots).__name__}")
         if slots.lens_dev.device != device:
@@ -351,7 +378,7 @@ class SlotGraphDecoder:
         self.buckets = check_buckets(buckets, slots.max_len)
         self.tok = torch.zeros(slots.n_slots, 1, dtype=torch.long, device=device)
         self.use_graph = use_graph
-        self.graphs = _Graphs(model, self.tok, slots, use_graph)
+        self.graphs = _Graphs(model, self.tok, slots, use_graph, fused)
 
     def bucket_for(self, n_keys: int) -> int:
         return bucket_for(n_keys, self.buckets)

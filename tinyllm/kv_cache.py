@@ -96,8 +96,10 @@ class SlotKVCache:
     """
 
     def __init__(self, n_layers: int, n_slots: int, max_len: int, device):
-        if n_slots < 1:
-            raise ValueError(f"n_slots {n_slots} < 1")
+        if not isinstance(n_slots, int) or n_slots < 1:
+            raise ValueError(f"n_slots must be an int >= 1, got {n_slots!r}")
+        if not isinstance(max_len, int) or max_len < 1:
+            raise ValueError(f"max_len must be an int >= 1, got {max_len!r}")
         self.n_layers, self.n_slots, self.max_len = n_layers, n_slots, max_len
         self.k: list[Tensor | None] = [None] * n_layers
         self.v: list[Tensor | None] = [None] * n_layers
@@ -123,6 +125,8 @@ class SlotKVCache:
         self.prefill_slot = slot
 
     def release(self, slot: int) -> None:
+        if not 0 <= slot < self.n_slots:
+            raise ValueError(f"slot {slot} outside [0, {self.n_slots})")
         self.active[slot] = False
         self.lens[slot] = 0
         self.active_dev[slot] = 0

@@ -17,8 +17,9 @@ class Tokenizer:
 
     def decode(self, ids) -> str:
         """Bytes back to text; special ids are dropped, invalid UTF-8 becomes U+FFFD."""
-        ids = [int(i) for i in ids]
-        bad = [i for i in ids if not 0 <= i < self.vocab_size]
+        ids = list(ids.tolist() if hasattr(ids, "tolist") else ids)
+        bad = [i for i in ids if not isinstance(i, int) or not 0 <= i < self.vocab_size]
         if bad:
-            raise ValueError(f"token id {bad[0]} outside the vocabulary [0, {self.vocab_size})")
+            raise ValueError(f"token id {bad[0]!r} outside the vocabulary [0, {self.vocab_size}) "
+                             f"of int ids")
         return bytes(i for i in ids if i < self.n_bytes).decode("utf-8", errors="replace")

@@ -1,0 +1,166 @@
+"""Continuous batching: the slot cache, its decode step, and the engine, on the CPU.
+
+Greedy outputs are compared token for token with each request run alone through eager
+generate(). That is not the same computation (the slot step attends over a masked bucket
+window with per-row RoPE, in a batch of n_slots rows), so it is equal only because the
+shipped model's top-2 margins on real text are far above fp32 rounding (~1e-5 here); a
+mismatch would show a near-tie, and the test then reports the margin at the first
+differing token.
+"""
+
+import random
+
+import pytest
+import torch
+
+from tinyllm import Engine, SlotGraphDecoder, SlotKVCache, generate
+from tinyllm.generation import decode_step, prefill
+from tinyllm.kv_cache import KVCache
+
+EOS = ord("e")  # a byte the shipped model emits often, but not always within 30 tokens
+
+
+def cut(doc_ids, rng, n):
+    s = rng.randrange(len(doc_ids) - n)
+    return doc_ids[s:s + n]
+
+
+def test_slot_lengths_agree_on_host_and_device(shipped_model, doc_ids):
+    """Drive SlotGraphDecoder (use_graph=False) through admissions and releases; after
+    every step the host and device lengths agree, and every active slot's logits match
+    its request run alone with the dynamic cache."""
+    model = shipped_model
+    n_slots, max_len = 4, 96
+    slots = SlotKVCache(model.cfg.n_layers, n_slots, max_len, "cpu")
+    dec = SlotGraphDecoder(model, slots, buckets=(32, 64, 96), use_graph=False)
+    rng, text_rng = random.Random(1), random.Random(2)
+    # (prompt length, tokens to decode), popped from the end: short ones first (window 32),
+    # long ones later (window 96); prompt + tokens <= max_len
+    plan = [(50, 46), (9, 30), (1, 40), (33, 12), (20, 40), (47, 5), (2, 2), (60, 36),
+            (15, 25), (40, 1), (5, 20), (28, 33), (3, 9), (12, 6)]
+    queue = [(cut(doc_ids, text_rng, T), n) for T, n in plan]
+    running = {}  # slot → [eager cache, last token, steps left]
+    steps, windows, admitted, released = 0, set(), 0, 0
+    while queue or running:
+        # admit at most one request per step, so admissions land mid-stream
+        free = slots.free_slots()
+        if queue and free:
+            prompt, n = queue.pop()
+            slot = free[rng.randrange(len(free))]
+            slots.admit(slot, len(prompt))
+            logits = prefill(model, torch.tensor([prompt]), slots)
+            ref_cache = KVCache(model.cfg.n_layers)
+            ref = prefill(model, torch.tensor([prompt]), ref_cache)
+            assert torch.equal(logits, ref)  # the same eager prefill
+            running[slot] = [ref_cache, int(ref[0, -1].argmax()), n]
+            admitted += 1
+            assert slots.lens == slots.lens_dev.tolist()
+            assert slots.active == [bool(a) for a in slots.active_dev.tolist()]
+        tok = torch.zeros(n_slots, 1, dtype=torch.long)
+        for s, (_, last, _) in running.items():
+            tok[s, 0] = last
+        before = list(slots.lens)
+        windows.add(dec.bucket_for(max(before) + 1))
+        out = dec.step(tok)
+        steps += 1
+        assert slots.lens == slots.lens_dev.tolist(), f"step {steps}"
+        assert slots.lens == [n + 1 if s in running else 0 for s, n in enumerate(before)]
+        assert torch.isfinite(out).all()
+        for s in list(running):
+            ref_cache, last, left = running[s]
+            ref = decode_step(model, ref_cache, torch.tensor([[last]]))
+            torch.testing.assert_close(out[s], ref[0], atol=1e-4, rtol=0)
+            running[s] = [ref_cache, int(ref[0, -1].argmax()), left - 1]
+            if left == 1:
+                slots.release(s)
+                del running[s]
+                released += 1
+                assert slots.lens[s] == 0 == int(slots.lens_dev[s])
+                assert slots.lens == slots.lens_dev.tolist()
+    assert admitted == released == 14
+    assert windows == {32, 64, 96}
+    assert slots.lens == slots.lens_dev.tolist() == [0] * n_slots
+
+
+@pytest.fixture(scope="module")
+def requests(doc_ids):
+    rng, text_rng = random.Random(0), random.Random(1)
+    return [(cut(doc_ids, text_rng, rng.randint(1, 40)), rng.randint(1, 30)) for _ in range(200)]
+
+
+def first_difference(model, prompt, got, want):
+    """Where the engine and the lone run part, and the lone run's top-2 margin there."""
+    i = next(i for i, (a, b) in enumerate(zip(got, want)) if a != b)
+    with torch.no_grad():
+        logits, _ = model(torch.tensor([prompt + want[:i]]))
+    top2 = logits[0, -1].topk(2).values
+    return f"token {i}: engine {got[i]}, alone {want[i]}, top-2 margin {float(top2[0] - top2[1]):.3g}"
+
+
+def test_engine_serves_200_requests_like_each_alone(shipped_model, requests):
+    engine = Engine(shipped_model, n_slots=8, max_len=128, use_graph=False, eos_id=EOS)
+    calls = []
+    step = engine.decoder.step
+    engine.decoder.step = lambda tok: calls.append(1) or step(tok)
+    rids = [engine.submit(p, n) for p, n in requests]
+    assert rids == list(range(200))
+    result = engine.run()
+
+    # none lost, none duplicated, none left behind
+    assert sorted(result) == rids
+    assert not engine.queue and not engine.running
+    assert engine.slots.lens == [0] * 8 and engine.slots.free_slots() == list(range(8))
+
+    by_eos = 0
+    for rid, (prompt, n) in zip(rids, requests):
+        alone = generate(shipped_model, torch.tensor([prompt]), n, eos_id=EOS)[0].tolist()
+        if EOS in alone:
+            alone = alone[:alone.index(EOS) + 1]
+            by_eos += 1
+        got = result[rid]
+        assert got == alone, f"request {rid}: " + first_difference(shipped_model, prompt, got, alone)
+        assert len(got) == n or got[-1] == EOS
+    assert 20 <= by_eos <= 180  # both ways of finishing happen often
+
+    # stats: one entry per decode step; n_active counts the occupied slots
+    assert len(engine.stats) == len(calls) > 0
+    assert [s["step"] for s in engine.stats] == list(range(len(calls)))
+    for s in engine.stats:
+        assert len(s["slots"]) == 8
+        assert s["n_active"] == sum(r is not None for r in s["slots"]) >= 1
+        assert s["window"] in engine.decoder.buckets and s["step_s"] >= 0
+    assert max(s["n_active"] for s in engine.stats) == 8
+    # every request held its slot for one decode step per token after the first
+    # (the first comes from the prefill), in one slot
+    for rid in rids:
+        held = [s["slots"].index(rid) for s in engine.stats if rid in s["slots"]]
+        assert len(held) == len(result[rid]) - 1
+        assert len(set(held)) <= 1
+
+
+def test_engine_without_eos_runs_to_length(shipped_model, requests):
+    engine = Engine(shipped_model, n_slots=3, max_len=128, use_graph=False)
+    subset = requests[:6]
+    rids = [engine.submit(torch.tensor(p), n) for p, n in subset]
+    result = engine.run()
+    for rid, (prompt, n) in zip(rids, subset):
+        assert result[rid] == generate(shipped_model, torch.tensor([prompt]), n)[0].tolist()
+
+
+def test_engine_sampling_follows_each_requests_seed(shipped_model, requests):
+    """A sampled request draws from its own generator: the same seed gives the same text
+    whatever else shares the batch, and matches generate() with that seed."""
+    prompt, n = requests[3][0], 25
+    outs = []
+    for others in (0, 3):
+        engine = Engine(shipped_model, n_slots=4, max_len=128, use_graph=False)
+        for p, m in requests[10:10 + others]:
+            engine.submit(p, m, temperature=0.8, seed=99)
+        rid = engine.submit(prompt, n, temperature=1.0, top_k=20, seed=5)
+        outs.append(engine.run()[rid])
+    assert outs[0] == outs[1]
+    assert outs[0] == generate(shipped_model, torch.tensor([prompt]), n, temperature=1.0,
+                               top_k=20, seed=5)[0].tolist()
+    engine = Engine(shipped_model, n_slots=2, max_len=128, use_graph=False)
+    a = engine.submit(prompt, n, temperature=1.0, top_k=20, seed=6)
+    assert engine.run()[a] != outs[0]

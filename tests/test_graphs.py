@@ -1,0 +1,190 @@
+"""The static-shape decode step on the CPU (use_graph=False), and the bucket rules.
+
+use_graph=False runs exactly the step that a CUDA graph records, so its agreement with
+eager generate() is checked here, on any machine; tests/test_gpu.py checks that replay
+equals it bit for bit.
+
+Tolerance. In fp32 the static step and eager decode_step differ only in how attention
+is summed: the static step attends over a whole bucket window with a mask (the masked
+keys get weight exactly 0), eager attends over exactly pos + 1 keys, and SDPA orders
+its sums differently for the two shapes. The shipped model's logits reach about 20 in
+size, and after 300 steps the two agree to ~1e-5 (about 5e-7 relative); we allow 1e-4.
+Greedy tokens are equal: on real text the top-2 margin is far larger than that.
+"""
+
+import pytest
+import torch
+
+from tinyllm import Engine, GraphDecoder, SlotGraphDecoder, SlotKVCache, default_buckets, generate
+from tinyllm.generation import decode_step, left_pad, prefill
+from tinyllm.graphs import bucket_for
+from tinyllm.kv_cache import KVCache
+
+BUCKETS = (64, 128, 256, 512)
+ATOL = 1e-4
+
+
+@pytest.fixture(scope="module")
+def prompts(doc_ids):
+    """Four real-text prompts: all 40 tokens, or 40, 23, 31 and 7 (left-padded to 40)."""
+    starts = (1000, 5000, 9000, 13000)
+    same = torch.tensor([doc_ids[s:s + 40] for s in starts])
+    ragged = left_pad([doc_ids[s:s + n] for s, n in zip(starts, (40, 23, 31, 7))], pad_id=257)
+    return {"unpadded": (same, None), "padded": ragged}
+
+
+def record_windows(dec):
+    """Wrap the decoder's step runner to record the window of every decode step."""
+    windows, run = [], dec.graphs.run
+
+    def spy(window, capture):
+        windows.append(window)
+        return run(window, capture)
+
+    dec.graphs.run = spy
+    return windows
+
+
+@pytest.mark.parametrize("kind", ["unpadded", "padded"])
+def test_static_step_generates_the_eager_tokens(shipped_model, prompts, kind):
+    idx, pad_lens = prompts[kind]
+    assert idx.shape == (4, 40)
+    dec = GraphDecoder(shipped_model, 4, max_len=512, buckets=BUCKETS, use_graph=False)
+    windows = record_windows(dec)
+    static = dec.generate(idx, 300, pad_lens=pad_lens)
+    eager = generate(shipped_model, idx, 300, pad_lens=pad_lens)
+    assert static.shape == eager.shape == (4, 300)
+    for b in range(4):
+        assert static[b].tolist() == eager[b].tolist(), f"row {b}"
+    # positions 40..338 were decoded (the last token is sampled, never fed back): the
+    # steps crossed the 64, 128 and 256 boundaries
+    assert len(windows) == 299 and dec.cache.n == 339
+    assert sorted(set(windows)) == [64, 128, 256, 512]
+    assert windows == [bucket_for(40 + i + 1, BUCKETS) for i in range(299)]
+
+
+def test_static_step_logits_match_eager_decode_step(shipped_model, prompts):
+    idx, pad_lens = prompts["padded"]
+    dec = GraphDecoder(shipped_model, 4, max_len=512, buckets=BUCKETS, use_graph=False)
+    cache = KVCache(shipped_model.cfg.n_layers, first_valid=pad_lens)
+    eager, static = prefill(shipped_model, idx, cache), dec.prefill(idx, pad_lens)
+    assert torch.equal(eager, static)  # prefill is the same eager computation
+    tok = eager[:, -1:].argmax(-1)
+    worst = 0.0
+    for _ in range(300):
+        eager, static = decode_step(shipped_model, cache, tok), dec.step(tok)
+        assert static.shape == eager.shape == (4, 1, shipped_model.cfg.vocab_size)
+        torch.testing.assert_close(static, eager, atol=ATOL, rtol=0)
+        worst = max(worst, (static - eager).abs().max().item())
+        tok = eager[:, -1:].argmax(-1)
+    assert dec.cache.n == 340 and dec.bucket_for(dec.cache.n) == 512
+    assert worst > 0  # really different kernels, not the same computation twice
+
+
+def test_one_decoder_serves_two_requests_in_a_row(shipped_model, prompts, doc_ids):
+    """Request B on a decoder that just served A equals B on a fresh decoder: prefill
+    resets the position and the pads, and stale keys of A stay masked."""
+    a_idx, a_pads = prompts["padded"]
+    b_idx = torch.tensor([doc_ids[s:s + 12] for s in (200, 300, 400, 500)])
+    dec = GraphDecoder(shipped_model, 4, max_len=512, buckets=BUCKETS, use_graph=False)
+    first_a = dec.generate(a_idx, 250, pad_lens=a_pads)
+    reused = dec.generate(b_idx, 150)
+    fresh_dec = GraphDecoder(shipped_model, 4, max_len=512, buckets=BUCKETS, use_graph=False)
+    fresh = fresh_dec.generate(b_idx, 150)
+    assert torch.equal(reused, fresh)
+    assert dec.cache.n == fresh_dec.cache.n == 12 + 149
+    assert torch.equal(dec.cache.first_valid, torch.zeros(4, dtype=torch.long))
+    # logits too, bit for bit: the same computation on the same live keys
+    l_reused, l_fresh = dec.prefill(b_idx), fresh_dec.prefill(b_idx)
+    assert torch.equal(l_reused, l_fresh)
+    tok = l_fresh[:, -1:].argmax(-1)
+    for _ in range(60):
+        x, y = dec.step(tok), fresh_dec.step(tok)
+        assert torch.equal(x, y)
+        tok = y[:, -1:].argmax(-1)
+    # and A again gives A's tokens
+    assert torch.equal(dec.generate(a_idx, 250, pad_lens=a_pads), first_a)
+
+
+def test_static_step_returns_one_position_per_row(shipped_model):
+    dec = GraphDecoder(shipped_model, 3, max_len=64, buckets=(32, 64), use_graph=False)
+    assert dec.batch == 3 and dec.buckets == (32, 64)
+    logits = dec.prefill(torch.randint(0, 256, (3, 10)))
+    assert logits.shape == (3, 10, 258)
+    out = dec.step(logits[:, -1:].argmax(-1))
+    assert out.shape == (3, 1, 258)
+    assert dec.cache.n == 11 and int(dec.cache.pos) == 11 and dec.cache.window is None
+
+
+# --- buckets -----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("args, kwargs, want", [
+    ((1024,), {}, (128, 256, 512, 1024)),
+    ((1000,), {}, (128, 256, 512, 1000)),  # max_len not a power of two ends the list
+    ((513,), {}, (128, 256, 512, 513)),
+    ((100,), {}, (100,)),  # max_len below the first bucket
+    ((128,), {}, (128,)),
+    ((129,), {}, (128, 129)),
+    ((1,), {}, (1,)),
+    ((1024,), {"growth": 1.5}, (128, 192, 288, 432, 648, 972, 1024)),
+    ((1024,), {"growth": 3}, (128, 384, 1024)),
+    ((1024,), {"first": 64}, (64, 128, 256, 512, 1024)),
+    ((1024,), {"first": 300, "growth": 2.5}, (300, 750, 1024)),
+    ((133,), {"growth": 1.001}, (128, 129, 130, 131, 132, 133)),  # always grows by >= 1
+])
+def test_default_buckets(args, kwargs, want):
+    got = default_buckets(*args, **kwargs)
+    assert got == want
+    assert list(got) == sorted(set(got)) and got[-1] == args[0]
+
+
+@pytest.mark.parametrize("args, message", [
+    ((0,), r"max_len must be an int >= 1, got 0"),
+    ((100.0,), r"max_len must be an int >= 1, got 100.0"),
+    ((1024, 0), r"first bucket must be an int >= 1, got 0"),
+    ((1024, 128, 1), r"growth must be > 1, got 1"),
+    ((1024, 128, 0.5), r"growth must be > 1, got 0.5"),
+])
+def test_default_buckets_rejects_bad_arguments(args, message):
+    with pytest.raises(ValueError, match=message):
+        default_buckets(*args)
+
+
+def test_bucket_for_at_the_edges():
+    buckets = default_buckets(1024)
+    assert bucket_for(1, buckets) == 128
+    assert bucket_for(128, buckets) == 128
+    assert bucket_for(129, buckets) == 256
+    assert bucket_for(256, buckets) == 256
+    assert bucket_for(257, buckets) == 512
+    assert bucket_for(1024, buckets) == 1024
+    with pytest.raises(ValueError, match="1025 keys > largest bucket 1024"):
+        bucket_for(1025, buckets)
+
+
+def test_decoders_take_default_or_given_buckets(shipped_model):
+    assert GraphDecoder(shipped_model, 1, use_graph=False).buckets == (128, 256, 512, 1024)
+    assert GraphDecoder(shipped_model, 1, max_len=1000, use_graph=False).buckets == (128, 256, 512, 1000)
+    assert GraphDecoder(shipped_model, 1, max_len=100, use_graph=False).buckets == (100,)
+    # given buckets are sorted and deduplicated
+    dec = GraphDecoder(shipped_model, 1, max_len=256, buckets=(256, 64, 64, 128), use_graph=False)
+    assert dec.buckets == (64, 128, 256) and dec.bucket_for(65) == 128
+    slots = SlotKVCache(shipped_model.cfg.n_layers, 2, 1000, "cpu")
+    assert SlotGraphDecoder(shipped_model, slots, use_graph=False).buckets == (128, 256, 512, 1000)
+    with pytest.raises(ValueError, match=r"window 100 is not one of the buckets \(64, 128, 256\)"):
+        dec.capture((100,))
+
+
+def test_use_graph_false_never_creates_cuda_state(shipped_model):
+    cuda_before = torch.cuda.is_initialized()
+    dec = GraphDecoder(shipped_model, 2, max_len=128, buckets=(32, 128), use_graph=False)
+    dec.generate(torch.randint(0, 256, (2, 5)), 60)
+    assert dec.graphs.pool is None and dec.graphs.graphs == {}
+
+    engine = Engine(shipped_model, 2, max_len=64, use_graph=False, buckets=(16, 64))
+    engine.submit([1, 2, 3], 30)
+    engine.submit([4, 5], 20)
+    engine.run()
+    assert engine.decoder.graphs.pool is None and engine.decoder.graphs.graphs == {}
+    assert {s["window"] for s in engine.stats} == {16, 64}
+    assert torch.cuda.is_initialized() == cuda_before

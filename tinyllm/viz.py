@@ -1,0 +1,407 @@
+"""Figures for the notebooks: one message per figure, drawn from data a test can check.
+
+Every function returns a matplotlib Figure and never calls plt.show(). Each figure is
+closed to pyplot as soon as it is made: a notebook cell that ends with the call shows it
+once, and a loop or a widget that draws many leaks none. Titles state the message, and
+any claim in a title is computed from the data it is drawn from.
+
+The data helpers beside the figures (window_mask, slot_mask, bucket_windows, wasted_share,
+gpu_idle_share, slot_segments) are what the figures draw and what the tests check. The
+masks come from the package's own caches (StaticKVCache, SlotKVCache) run on the CPU, so a
+picture of a mask is the mask the decoder uses, not a re-implementation of it.
+"""
+
+import io
+
+import matplotlib.pyplot as plt
+import numpy as np
+import torch
+from matplotlib.colors import ListedColormap
+from matplotlib.figure import Figure
+from matplotlib.patches import Patch, Rectangle
+from matplotlib.ticker import MaxNLocator
+
+from tinyllm.graphs import StaticKVCache, bucket_for, check_buckets
+from tinyllm.kv_cache import SlotKVCache
+from tinyllm.model import Rope
+
+# One meaning, one colour, in every notebook: the Okabe–Ito palette (safe for the common
+# colour-vision deficiencies), with greys for what is computed but thrown away. Requests in
+# the slot timeline cycle through the palette's colours.
+COLORS = {
+    "eager": "#D55E00",      # vermillion
+    "static": "#E69F00",     # orange
+    "graph": "#0072B2",      # blue
+    "compiled": "#CC79A7",   # reddish purple
+    "fused": "#009E73",      # bluish green
+    "attended": "#56B4E9",   # sky blue: a key the query attends to
+    "masked": "#D9D9D9",     # light grey: a key past the position, masked
+    "pad": "#F0E442",        # yellow: a left-pad key, masked
+    "current": "#000000",    # black: the position being decoded
+    "wasted": "#999999",     # grey: work spent on masked keys
+    "train": "#999999",      # training loss: grey, the validation loss is what matters
+    "val": "#000000",
+    "requests": ("#E69F00", "#56B4E9", "#009E73", "#F0E442", "#0072B2", "#D55E00", "#CC79A7"),
+}
+LABELS = {
+    "eager": "eager (dynamic KVCache)",
+    "static": "static step, run eagerly",
+    "graph": "graph replay",
+}
+MIB = 2 ** 20
+
+
+def sig3(x: float) -> str:
+    """x to 3 significant figures, without an exponent below 1e6: 1400, 13, 0.0512."""
+    return f"{float(f'{x:.3g}'):g}"
+
+
+class CourseFigure(Figure):
+    """A Figure that renders itself as a PNG in Jupyter, with or without pyplot's inline
+    backend (that backend registers its own PNG formatter only after the first cell that
+    draws a figure has finished)."""
+
+    def _repr_png_(self) -> bytes:
+        buf = io.BytesIO()
+        self.savefig(buf, format="png")
+        return buf.getvalue()
+
+
+def _figure(nrows: int = 1, ncols: int = 1, **kw):
+    fig, axes = plt.subplots(nrows, ncols, layout="constrained", FigureClass=CourseFigure, **kw)
+    plt.close(fig)  # pyplot forgets it: shown once as a cell's value, never leaked
+    return fig, axes
+
+
+# --- masks ------------------------------------------------------------------------------
+
+def _decode_mask(cache, window: int) -> torch.Tensor:
+    cache.window = window
+    cache.begin_step(1, Rope(head_dim=2, max_seq_len=window, theta=10000.0))
+    return cache.attn_kwargs["attn_mask"][:, 0, 0, :]
+
+
+def window_mask(pos: int, window: int, first_valid) -> torch.Tensor:
+    """(B, window) bool, True = may attend: the mask StaticKVCache builds for the decode
+    step at `pos` of rows left-padded by first_valid (B,)."""
+    first_valid = torch.as_tensor(first_valid, dtype=torch.long)
+    if first_valid.dim() != 1:
+        raise ValueError(f"first_valid must be 1-D (one pad count per row), got shape "
+                         f"{tuple(first_valid.shape)}")
+    if not 0 <= pos < window:
+        raise ValueError(f"pos {pos} outside [0, window {window}): the step at pos attends "
+                         f"over pos + 1 keys")
+    cache = StaticKVCache(1, len(first_valid), window, "cpu")
+    cache.reset(first_valid)
+    cache.pos.fill_(pos)
+    return _decode_mask(cache, window)
+
+
+def slot_mask(lens, window: int) -> torch.Tensor:
+    """(n_slots, window) bool: the decode mask SlotKVCache builds for slots of lengths
+    lens (0 = a free slot, which attends to key 0 alone)."""
+    lens = torch.as_tensor(lens, dtype=torch.long)
+    if lens.dim() != 1 or int(lens.min()) < 0 or int(lens.max()) >= window:
+        raise ValueError(f"lens must be 1-D with values in [0, window {window}), "
+                         f"got {lens.tolist()}")
+    cache = SlotKVCache(1, len(lens), window, "cpu")
+    cache.lens_dev.copy_(lens)
+    return _decode_mask(cache, window)
+
+
+def mask_figure(mask, pos: int | None = None, first_valid=None, title: str | None = None):
+    """A (B, W) mask as an image: rows = batch rows, columns = key positions. The image
+    array is the mask itself (1 = attended); pad keys and the current position are drawn
+    on top of it."""
+    m = np.asarray(mask, dtype=int)
+    B, W = m.shape
+    fig, ax = _figure(figsize=(min(12, max(6, 1.2 + 0.3 * W)), 2 + 0.3 * B))
+    ax.imshow(m, cmap=ListedColormap([COLORS["masked"], COLORS["attended"]]), vmin=0, vmax=1,
+              aspect="auto")
+    handles = [Patch(color=COLORS["attended"], label="attended key"),
+               Patch(color=COLORS["masked"], label="masked key")]
+    if first_valid is not None:
+        pad = np.arange(W)[None, :] < np.asarray(first_valid)[:, None]
+        ax.imshow(np.ma.masked_where(~(pad & (m == 0)), m), cmap=ListedColormap([COLORS["pad"]]),
+                  aspect="auto")
+        handles.append(Patch(color=COLORS["pad"], label="pad key (masked)"))
+    if pos is not None:
+        ax.add_patch(Rectangle((pos - 0.5, -0.5), 1, B, fill=False, lw=2, ec=COLORS["current"]))
+        handles.append(Patch(fill=False, ec=COLORS["current"], lw=2,
+                             label=f"current position {pos}"))
+    if W <= 64:  # cell borders, while cells are big enough to see them
+        ax.set_xticks(np.arange(-0.5, W), minor=True)
+        ax.set_yticks(np.arange(-0.5, B), minor=True)
+        ax.grid(which="minor", color="white", lw=0.5)
+        ax.tick_params(which="minor", length=0)
+    ax.set(xlabel="key position (tokens)", ylabel="batch row", yticks=range(B))
+    fig.legend(handles=handles, loc="outside lower center", ncols=len(handles), fontsize=8)
+    if title is None:
+        title = (f"{int(m.sum())} of {m.size} (row, key) pairs attended" if pos is None else
+                 f"Position {pos}: all {W} keys are computed, later keys and pads masked")
+    ax.set_title(title, fontsize=10)
+    return fig
+
+
+# --- buckets ----------------------------------------------------------------------------
+
+def bucket_windows(buckets, max_len: int) -> list[int]:
+    """The window at n_keys = 1..max_len (the step at position n - 1 attends over n keys):
+    the smallest bucket that holds n."""
+    buckets = check_buckets(buckets, max_len)
+    return [bucket_for(n, buckets) for n in range(1, max_len + 1)]
+
+
+def wasted_share(buckets, max_len: int) -> float:
+    """Share of a whole max_len-token generation's attention work spent on masked keys:
+    sum(window - n) / sum(window) over n = 1..max_len."""
+    windows = bucket_windows(buckets, max_len)
+    return sum(w - n for n, w in enumerate(windows, 1)) / sum(windows)
+
+
+def bucket_figure(buckets, max_len: int):
+    """Window vs keys needed: the gap to the exact-length diagonal is the wasted work."""
+    buckets = check_buckets(buckets, max_len)
+    n = np.arange(1, max_len + 1)
+    w = np.array(bucket_windows(buckets, max_len))
+    fig, ax = _figure(figsize=(6, 4))
+    ax.fill_between(n, n, w, step="pre", color=COLORS["wasted"], alpha=0.5,
+                    label="wasted: masked keys computed")
+    ax.plot(n, w, drawstyle="steps-pre", color=COLORS["graph"], label="graph: bucket window")
+    ax.plot(n, n, color=COLORS["eager"], label="eager: exactly n keys")
+    ax.set(xlabel="keys needed n = position + 1 (tokens)", ylabel="keys attended (tokens)",
+           xlim=(0, max_len), ylim=(0, max_len * 1.02))
+    ax.legend(loc="upper left", fontsize=8)
+    graphs = f"{len(buckets)} graph{'s' * (len(buckets) > 1)}"
+    ax.set_title(f"{graphs}: {wasted_share(buckets, max_len):.0%} of attention work is on masked "
+                 f"keys\n(one {max_len}-key window: {wasted_share((max_len,), max_len):.0%})",
+                 fontsize=10)
+    return fig
+
+
+# --- recorded timings (results/<gpu>.json, traces/<gpu>.json) ---------------------------
+
+def _batch_index(table: dict, batch: int) -> int:
+    if batch not in table["batch"]:
+        raise ValueError(f"batch {batch} was not recorded; recorded batches: {table['batch']}")
+    return table["batch"].index(batch)
+
+
+def step_time_figure(res: dict):
+    """Median step time vs batch size for the three decode paths."""
+    st = res["step_time"]
+    b = st["batch"]
+    fig, ax = _figure(figsize=(6, 4))
+    for key in ("eager", "static", "graph"):
+        ax.plot(b, st[f"{key}_us"], "o-", color=COLORS[key], label=LABELS[key])
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xticks(b, [str(x) for x in b])
+    ax.set(xlabel="batch size (rows)", ylabel="decode step time (µs, median)")
+    ax.legend(fontsize=8)
+    growth = st["eager_us"][-1] / st["eager_us"][0]
+    if growth < 1.5:  # flat while the work grows b[-1]/b[0]-fold
+        title = (f"An eager decode step costs about the same at batch {b[0]} and {b[-1]} "
+                 f"(×{sig3(growth)}):\nit is launch-bound")
+    else:
+        title = f"Eager step time grows ×{sig3(growth)} from batch {b[0]} to {b[-1]}"
+    ax.set_title(title, fontsize=10)
+    return fig
+
+
+def cpu_gpu_figure(res: dict, batch: int):
+    """Per step: time the CPU takes to issue it vs time its kernels run on the GPU."""
+    i, j = _batch_index(res["cpu_time"], batch), _batch_index(res["gpu_kernel_time"], batch)
+    keys = ("eager", "graph")
+    cpu = [res["cpu_time"][f"{k}_us"][i] for k in keys]
+    gpu = [res["gpu_kernel_time"][f"{k}_us"][j] for k in keys]
+    colors = [COLORS[k] for k in keys]
+    fig, ax = _figure(figsize=(6, 4))
+    x = np.arange(len(keys))
+    ax.bar_label(ax.bar(x - 0.2, cpu, 0.4, facecolor="white", edgecolor=colors, hatch="///"),
+                 fmt=sig3)
+    ax.bar_label(ax.bar(x + 0.2, gpu, 0.4, color=colors), fmt=sig3)
+    ax.set_xticks(x, [LABELS[k] for k in keys])
+    ax.set_ylabel("time per decode step (µs, median)")
+    ax.legend(handles=[Patch(fc="white", ec="0.3", hatch="///", label="CPU: issue the step"),
+                       Patch(color="0.3", label="GPU: kernels run")], fontsize=8)
+    if cpu[0] > gpu[0]:
+        title = (f"Batch {batch}: the CPU needs {sig3(cpu[0])} µs to issue {sig3(gpu[0])} µs "
+                 f"of GPU work;\ngraph replay issues the whole step in {sig3(cpu[1])} µs")
+    else:
+        title = (f"Batch {batch}: eager decode's GPU work ({sig3(gpu[0])} µs) outlasts its "
+                 f"CPU issue time ({sig3(cpu[0])} µs)")
+    ax.set_title(title, fontsize=10)
+    return fig
+
+
+def _first_steps(events: list[dict], steps: int) -> list[dict]:
+    keep = sorted({e["step"] for e in events})[:steps]
+    return [e for e in events if e["step"] in keep]
+
+
+def gpu_idle_share(events: list[dict]) -> float:
+    """Share of the time from the first kernel's start to the last one's end with no
+    kernel running."""
+    spans = sorted((e["start_us"], e["start_us"] + e["dur_us"])
+                   for e in events if e["kind"] == "gpu")
+    busy, end = 0.0, spans[0][0]
+    for s, e in spans:
+        busy += max(0.0, e - max(s, end))
+        end = max(end, e)
+    return 1 - busy / (end - spans[0][0])
+
+
+def timeline_figure(trace: dict, batch: int, steps: int = 1, methods=("eager", "graph")):
+    """Profiled decode steps, one row per method: kernels as bars on a µs axis, the CPU's
+    launch calls as a thin lane under them."""
+    runs = trace["batch"].get(str(batch))
+    if runs is None:
+        raise ValueError(f"batch {batch} was not traced; traced batches: "
+                         f"{sorted(trace['batch'], key=int)}")
+    fig, axes = _figure(len(methods), 1, sharex=True, squeeze=False,
+                        figsize=(9, 1.2 + 1.3 * len(methods)))
+    idle = {}
+    for ax, m in zip(axes[:, 0], methods):
+        events = _first_steps(runs[m], steps)
+        t0 = min(e["start_us"] for e in events)
+        for kind, y, h, alpha in (("gpu", 1, 0.7, 1.0), ("cpu", 0, 0.3, 0.6)):
+            spans = [(e["start_us"] - t0, e["dur_us"]) for e in events if e["kind"] == kind]
+            ax.broken_barh(spans, (y - h / 2, h), facecolors=COLORS[m], alpha=alpha)
+        ax.set_yticks([0, 1], ["CPU launches", "GPU kernels"])
+        ax.set_ylabel(LABELS[m], fontsize=8)
+        idle[m] = gpu_idle_share(events)
+    axes[-1, 0].set_xlabel("time since the step's first event (µs)")
+    what = ", ".join(f"{LABELS[m]} {idle[m]:.0%}" for m in methods)
+    gone = "eager" in idle and "graph" in idle and idle["graph"] < idle["eager"]
+    fig.suptitle(("Graph replay removes the launch gaps: " if gone else "") +
+                 f"GPU idle between kernels, batch {batch}: {what}", fontsize=10)
+    return fig
+
+
+def capture_figure(res: dict):
+    """Capture time and pool memory per window, and one shared pool vs a pool per graph."""
+    cap = res["capture"]
+    w = [str(x) for x in cap["windows"]]
+    fig, (a1, a2, a3) = _figure(1, 3, figsize=(11, 3.6), width_ratios=[3, 3, 2])
+    a1.bar(w, [s * 1e3 for s in cap["capture_s"]], color=COLORS["graph"])
+    a1.set(xlabel="window (keys)", ylabel="capture time (ms)", title="Capture time per graph")
+    a2.bar(w, [b / MIB for b in cap["pool_bytes"]], color=COLORS["graph"])
+    a2.set(xlabel="window (keys)", ylabel="pool memory (MiB)", title="Memory per graph, own pool")
+    shared, separate = cap["shared_pool_bytes"] / MIB, cap["separate_pools_bytes"] / MIB
+    a3.bar_label(a3.bar(["one shared\npool", "a pool\nper graph"], [shared, separate],
+                        color=[COLORS["graph"], COLORS["wasted"]]), fmt=sig3)
+    a3.set(ylabel="pool memory (MiB)", title="All graphs")
+    verdict = "saves memory" if shared < separate else "does not save memory here"
+    fig.suptitle(f"One pool shared by all {len(w)} graphs {verdict}: {sig3(shared)} MiB vs "
+                 f"{sig3(separate)} MiB (all captured in {sig3(cap['total_capture_s'])} s)",
+                 fontsize=10)
+    return fig
+
+
+def engine_figure(res: dict):
+    """Continuous-batching throughput: the engine's slot step run eagerly (use_graph=False,
+    the static step's colour) vs replayed as graphs."""
+    e = res["engine"]
+    fig, ax = _figure(figsize=(5, 3.8))
+    bars = ax.bar(["slot step, eagerly", "slot step, graph replay"],
+                  [e["eager_tok_s"], e["graph_tok_s"]], color=[COLORS["static"], COLORS["graph"]])
+    ax.bar_label(bars, fmt=sig3)
+    ax.set_ylabel("throughput (generated tokens/s)")
+    ax.set_title(f"{e['n_requests']} requests through {e['n_slots']} slots: graph decode serves\n"
+                 f"{sig3(e['graph_tok_s'] / e['eager_tok_s'])}× the tokens/s of eager decode",
+                 fontsize=10)
+    return fig
+
+
+# --- correctness, engine, training ----------------------------------------------------------
+
+def logit_diff_figure(steps, max_diffs, flips=None):
+    """Max |logit diff| per step between two paths (log scale; zero = bit-identical, not
+    drawn). flips: steps where the greedy token differs (ints, or dicts with "step")."""
+    s, d = np.asarray(steps), np.asarray(max_diffs, dtype=float)
+    if s.shape != d.shape:
+        raise ValueError(f"{len(s)} steps but {len(d)} differences")
+    flip_steps = [f["step"] if isinstance(f, dict) else f for f in (flips or [])]
+    fig, ax = _figure(figsize=(7, 3.5))
+    ax.plot(s, np.where(d > 0, d, np.nan), ".-", color=COLORS["static"],
+            label="max |logit difference|")
+    if (d > 0).any():
+        ax.set_yscale("log")
+    for i, f in enumerate(flip_steps):
+        ax.axvline(f, color=COLORS["current"], ls=":", lw=1, label="token flip" if i == 0 else None)
+    ax.set(xlabel="decode step", ylabel="max |logit difference| (logits)")
+    ax.legend(fontsize=8)
+    equal = int((d == 0).sum())
+    ax.set_title(f"Logits differ by at most {d.max():.2g} ({equal} of {len(d)} steps "
+                 f"bit-identical); {len(flip_steps)} token flip{'s' * (len(flip_steps) != 1)}",
+                 fontsize=10)
+    return fig
+
+
+def slot_segments(stats: list[dict], n_slots: int) -> list[tuple[int, int, int, int]]:
+    """Engine.stats → (slot, request id, first step, n steps) for each stretch of
+    consecutive steps a request holds a slot."""
+    segments, current = [], {}
+    for st in stats:
+        if len(st["slots"]) != n_slots:
+            raise ValueError(f"step {st['step']} lists {len(st['slots'])} slots, "
+                             f"not n_slots {n_slots}")
+        for slot, rid in enumerate(st["slots"]):
+            seg = current.get(slot)
+            if seg is not None and seg[1] == rid and seg[2] + seg[3] == st["step"]:
+                seg[3] += 1
+            elif rid is None:
+                current.pop(slot, None)
+            else:
+                current[slot] = [slot, rid, st["step"], 1]
+                segments.append(current[slot])
+    return [tuple(seg) for seg in segments]
+
+
+def slot_timeline_figure(stats: list[dict], n_slots: int):
+    """Which request holds which slot at each decode step, and the active count and
+    window under it. Each bar's gid is "request <id>"."""
+    if not stats:
+        raise ValueError("stats is empty: run the engine first")
+    fig, (ax, ax2) = _figure(2, 1, sharex=True, height_ratios=[4, 1],
+                             figsize=(9, 2.5 + 0.35 * n_slots))
+    cycle = COLORS["requests"]
+    for slot, rid, first, n in slot_segments(stats, n_slots):
+        bar = ax.barh(slot, n, left=first - 0.5, height=0.8, color=cycle[rid % len(cycle)],
+                      edgecolor="white")  # step s spans s ± 0.5
+        bar.patches[0].set_gid(f"request {rid}")
+        if n >= 3:
+            ax.text(first - 0.5 + n / 2, slot, str(rid), ha="center", va="center", fontsize=7)
+    ax.set(ylabel="slot", yticks=range(n_slots), ylim=(n_slots - 0.5, -0.5))
+    steps = [st["step"] for st in stats]
+    ax2.step(steps, [st["n_active"] for st in stats], where="mid", color=COLORS["current"])
+    ax2.set(xlabel="decode step", ylabel="active\nslots", ylim=(0, n_slots + 0.5))
+    ax2.xaxis.set_major_locator(MaxNLocator(integer=True))
+    tw = ax2.twinx()
+    tw.step(steps, [st["window"] for st in stats], where="mid", color=COLORS["graph"])
+    tw.set_ylabel("window\n(keys)", color=COLORS["graph"])
+    busy = sum(st["n_active"] for st in stats) / (n_slots * len(stats))
+    n_req = len({rid for st in stats for rid in st["slots"] if rid is not None})
+    ax.set_title(f"{n_req} requests share {n_slots} slots over {len(stats)} decode steps: "
+                 f"slots busy {busy:.0%} of the time", fontsize=10)
+    return fig
+
+
+def loss_figure(history: dict):
+    """Train and validation loss vs step, from a train log's "history"."""
+    step, train, val = history["step"], history["train_loss"], history["val_loss"]
+    best = int(np.argmin(val))
+    fig, ax = _figure(figsize=(6, 4))
+    ax.plot(step, train, color=COLORS["train"], label="train")
+    ax.plot(step, val, color=COLORS["val"], label="validation")
+    ax.axvline(step[best], color=COLORS["val"], ls=":", lw=1)
+    ax.set(xlabel="training step", ylabel="cross-entropy (nats per byte)", yscale="log")
+    ax.legend(fontsize=8)
+    if best < len(val) - 1 and train[-1] < train[best]:
+        title = (f"Validation loss is lowest at step {step[best]} ({sig3(val[best])}) while "
+                 f"training loss keeps falling:\nlater steps overfit")
+    else:
+        title = f"Validation loss reaches {sig3(val[best])} at step {step[best]}"
+    ax.set_title(title, fontsize=10)
+    return fig
