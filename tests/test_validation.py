@@ -247,7 +247,7 @@ def test_slot_decoder_checks_its_arguments(model):
         slot_decoder(model, buckets=(16, 32))
     with pytest.raises(ValueError, match="SlotGraphDecoder decodes a SlotKVCache, got StaticKVCache"):
         SlotGraphDecoder(model, StaticKVCache(model.cfg.n_layers, 2, 64, "cpu"), use_graph=False)
-    with pytest.raises(ValueError, match="n_slots 0 < 1"):
+    with pytest.raises(ValueError, match="n_slots must be an int >= 1, got 0"):
         SlotKVCache(model.cfg.n_layers, 0, 64, "cpu")
 
 
