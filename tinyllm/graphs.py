@@ -210,7 +210,6 @@ class _Graphs:
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph, pool=self.pool):
             out = self.forward()  # recorded, not run: nothing moves until replay()
-        restore(state)  # capture ran the host side of end_step once
         return graph, out
 
     def capture_all(self, windows, capture) -> float:
@@ -357,9 +356,10 @@ class SlotGraphDecoder:
     fixed window from the length buckets, with keys past each slot's length masked.
 
     Each step writes the token into a static buffer and replays the graph for the smallest
-    bucket that holds the longest slot + 1. The replay advances the device lengths; the host
-    lengths move in advance_host(). use_graph=False runs the identical windowed step eagerly,
-    the reference that replay must match bit for bit.
+    bucket that holds the longest slot + 1. The step advances the device lengths; the host
+    lengths move in advance_host(), after the step, replayed or eager. use_graph=False
+    runs the identical windowed step eagerly, the reference that replay must match bit
+    for bit.
     """
 
     def __init__(self, model: Transformer, slots: SlotKVCache,
@@ -387,13 +387,8 @@ class SlotGraphDecoder:
         c = self.slots
         if max(c.lens) >= c.max_len:
             raise ValueError(f"a slot is full (max_len {c.max_len}): release it before capturing")
-
-        def restore(saved):
-            c.lens[:] = saved[0]
-            c.lens_dev.copy_(saved[1])
-
-        return self.graphs.capture_one(window, save=lambda: (list(c.lens), c.lens_dev.clone()),
-                                       restore=restore)
+        return self.graphs.capture_one(window, save=lambda: c.lens_dev.clone(),
+                                       restore=lambda saved: c.lens_dev.copy_(saved))
 
     @torch.no_grad()
     def capture(self, windows: tuple[int, ...] | None = None) -> float:
@@ -418,6 +413,5 @@ class SlotGraphDecoder:
             out = self.graphs.run(self.bucket_for(need), self._capture)
         finally:
             c.window = None
-        if self.use_graph:
-            c.advance_host()  # the replay advanced only the device lengths
+        c.advance_host()  # the step advanced only the device lengths
         return out

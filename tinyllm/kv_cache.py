@@ -91,8 +91,9 @@ class SlotKVCache:
       position lens_dev[b] and attends to keys 0..lens_dev[b] of the first `window`;
       free rows compute too (they attend to key 0 alone) but do not advance.
 
-    lens (host list) and lens_dev (device) hold each slot's length and must agree: a
-    replayed CUDA graph advances only lens_dev, so its decoder calls advance_host().
+    lens (host list) and lens_dev (device) hold each slot's length and must agree. A decode
+    step's end_step advances only lens_dev (device work, which a CUDA graph can replay), so
+    the decoder calls advance_host() after every decode step, replayed or eager.
     """
 
     def __init__(self, n_layers: int, n_slots: int, max_len: int, device):
@@ -160,8 +161,9 @@ class SlotKVCache:
             self.lens[s], self.active[s] = T, True
             self.lens_dev[s], self.active_dev[s] = T, 1
         else:
+            # device work only, so that a graph (or torch.compile) can hold it; the
+            # decoder advances the host lengths after every decode step: advance_host()
             self.lens_dev.add_(self.active_dev)
-            self.advance_host()
 
     def nbytes(self) -> int:
         return sum(t.numel() * t.element_size() for t in self.k + self.v if t is not None)

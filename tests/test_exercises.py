@@ -1,0 +1,182 @@
+"""exercises: every checker accepts a correct answer, and turns a stub or a wrong answer
+into a printed hint and False, never an exception."""
+
+import math
+
+import pytest
+import torch
+from test_viz import fake_results
+
+from tinyllm import exercises as ex
+from tinyllm.graphs import bucket_for, default_buckets
+from tinyllm.kv_cache import SlotKVCache
+
+
+def stub(*args):
+    raise NotImplementedError
+
+
+# --- correct answers, written as a learner would ------------------------------------------
+
+def bandwidth_floor(n_params, bytes_per_param, bandwidth_GBps):
+    return n_params * bytes_per_param / (bandwidth_GBps * 1e9) * 1e6
+
+
+def window_mask(pos, window, first_valid):
+    k = torch.arange(window)
+    return (k <= pos) & (k >= first_valid[:, None])
+
+
+def static_write(cache_k, k_new, pos):
+    cache_k.index_copy_(2, pos, k_new)
+
+
+def my_bucket_for(n_keys, buckets):
+    return min(b for b in buckets if b >= n_keys)
+
+
+def my_default_buckets(max_len, first, growth):
+    out, b = [], first
+    while b < max_len:
+        out.append(b)
+        b = max(b + 1, math.ceil(b * growth))
+    return out + [max_len]
+
+
+def first_difference(a, b):
+    for i, (x, y) in enumerate(zip(a, b)):
+        if not torch.equal(x, y):
+            return i
+    return None
+
+
+def flip_margin(logits):
+    top = logits.sort(dim=-1, descending=True).values
+    return top[:, 0] - top[:, 1]
+
+
+def admission(free_slots, queue):
+    return list(zip(sorted(free_slots), queue))
+
+
+def slot_mask(lens, window):
+    return torch.arange(window) <= lens[:, None]
+
+
+def launch_bound_batches(res):
+    cpu, gpu = res["cpu_time"]["eager_us"], res["gpu_kernel_time"]["eager_us"]
+    return {b for b, c, g in zip(res["cpu_time"]["batch"], cpu, gpu) if c >= g}
+
+
+RES = fake_results()
+RES["gpu_kernel_time"]["eager_us"][-1] = 10_000  # batch 64 is no longer launch-bound
+
+CHECKS = {  # name: (check, correct answer, wrong answer)
+    "bandwidth": (ex.check_bandwidth_floor, bandwidth_floor,
+                  lambda n, b, bw: n * b / bw),  # forgot the units
+    "kernels": (lambda a: ex.check_kernels_per_step(a, 180), 170, 40),
+    "launch_bound": (lambda a: ex.check_launch_bound(a, RES), launch_bound_batches(RES),
+                     set(RES["step_time"]["batch"])),
+    "window_mask": (ex.check_window_mask, window_mask,
+                    lambda pos, window, fv: torch.arange(window)[None].expand(len(fv), -1) <= pos),
+    "static_write": (ex.check_static_write, static_write,
+                     lambda cache_k, k_new, pos: cache_k.index_copy(2, pos, k_new)),  # not in place
+    "bucket_for": (ex.check_bucket_for, my_bucket_for,
+                   lambda n, buckets: next((b for b in buckets if b > n), buckets[-1])),  # > not >=
+    "default_buckets": (ex.check_default_buckets, my_default_buckets,
+                        lambda max_len, first, growth: [first * 2 ** i for i in range(3)]),
+    "wasted_share": (lambda v: ex.check_wasted_share(v, (4, 8), 8), 0.25, 0.75),
+    "stale_reads": (ex.check_stale_reads, "abe", {"a"}),
+    "pool_choice": (ex.check_pool_choice, "b", "c"),
+    "first_difference": (ex.check_first_difference, first_difference,
+                         lambda a, b: next((i for i, (x, y) in enumerate(zip(a, b))
+                                            if not torch.allclose(x, y)), None)),
+    "flip_margin": (ex.check_flip_margin, flip_margin,
+                    lambda logits: logits.max(dim=-1).values - logits.min(dim=-1).values),
+    "admission": (ex.check_admission, admission, lambda free, queue: list(zip(free, queue))),
+    "slot_mask": (ex.check_slot_mask, slot_mask,
+                  lambda lens, window: torch.arange(window) < lens[:, None]),
+}
+FUNCTION_CHECKS = [name for name, (_, good, _) in CHECKS.items() if callable(good)]
+
+
+@pytest.mark.parametrize("name", CHECKS)
+def test_correct_answer_passes(name, capsys):
+    check, good, _ = CHECKS[name]
+    assert check(good) is True
+    assert capsys.readouterr().out.startswith("[OK]")
+
+
+@pytest.mark.parametrize("name", CHECKS)
+def test_wrong_answer_gets_a_hint(name, capsys):
+    check, _, bad = CHECKS[name]
+    assert check(bad) is False
+    out = capsys.readouterr().out
+    assert out.startswith("[HINT]") and "Traceback" not in out
+
+
+@pytest.mark.parametrize("name", FUNCTION_CHECKS)
+def test_stub_gets_a_hint(name, capsys):
+    assert CHECKS[name][0](stub) is False
+    assert "not solved yet" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("name", ["bandwidth", "first_difference", "admission"])
+def test_a_crash_or_a_missing_return_is_a_hint(name, capsys):
+    check = CHECKS[name][0]
+    assert check(lambda *a: 1 / 0) is False
+    assert "ZeroDivisionError" in capsys.readouterr().out
+    if name != "first_difference":  # there None is a right answer
+        assert check(lambda *a: None) is False
+        assert "returned None" in capsys.readouterr().out
+
+
+def test_reference_answers_are_the_package():
+    """The checkers' references are the package itself: keep these answers honest."""
+    assert my_bucket_for(129, (128, 256)) == bucket_for(129, (128, 256))
+    assert tuple(my_default_buckets(1000, 128, 1.5)) == default_buckets(1000, 128, 1.5)
+    cache = SlotKVCache(1, 2, 8, "cpu")
+    assert cache.free_slots() == [0, 1]  # the engine admits in this order
+
+
+def test_host_read_of_pos_is_caught(capsys):
+    def write_with_item(cache_k, k_new, pos):
+        cache_k[:, :, pos.item()] = k_new[:, :, 0]
+    assert ex.check_static_write(write_with_item) is False
+    assert "reads pos on the host (item)" in capsys.readouterr().out
+
+
+def test_unit_slip_is_named(capsys):
+    ex.check_bandwidth_floor(lambda n, b, bw: bandwidth_floor(n, b, bw) * 1e3)
+    assert "off by 10^3" in capsys.readouterr().out
+
+
+def test_capture_replay_needs_cuda(capsys):
+    if torch.cuda.is_available():
+        pytest.skip("runs the real bonus on a GPU")
+    assert ex.check_capture_replay(stub) is None
+    assert "needs CUDA" in capsys.readouterr().out
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_capture_replay_on_a_gpu():
+    def capture(f, example):
+        static_x = example.clone()
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            f(static_x)
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            static_out = f(static_x)
+
+        def run(x):
+            static_x.copy_(x)
+            graph.replay()
+            return static_out
+        return run
+
+    assert ex.check_capture_replay(capture) is True
+    assert ex.check_capture_replay(lambda f, example: f) is False  # calls f, no graph

@@ -1,0 +1,63 @@
+"""widgets: each explorer builds, and moving a control recomputes what it shows."""
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
+from test_viz import fake_results, fake_stats, fake_trace  # noqa: E402
+
+from tinyllm import viz, widgets  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def no_leaked_figures():
+    yield
+    assert plt.get_fignums() == []
+
+
+def control(w, name):
+    return next(c for c in w.kwargs_widgets if c._kwarg == name)
+
+
+def test_mask_explorer_follows_position_window_and_pads():
+    w = widgets.mask_explorer(batch_pads=(0, 3, 5), window=16)
+    assert torch.equal(w.result, viz.window_mask(9, 16, [0, 3, 5]))
+    control(w, "pos").value = 20  # past the first bucket: the next one is picked
+    assert torch.equal(w.result, viz.window_mask(20, 32, [0, 3, 5]))
+    control(w, "pad_1").value = 7
+    assert torch.equal(w.result, viz.window_mask(20, 32, [0, 7, 5]))
+    control(w, "bucket").value = 16  # too small for position 20: explained, not drawn
+    assert w.result is None
+
+
+def test_bucket_explorer_sums_only_recorded_windows(capsys):
+    w = widgets.bucket_explorer(fake_results())
+    assert w.result["buckets"] == (128, 256, 512, 1024)
+    assert w.result["capture"]["not_measured"] == []
+    control(w, "growth").value = 3.0
+    assert w.result["buckets"] == (128, 384, 1024) and w.result["n_graphs"] == 3
+    assert w.result["capture"] == {"measured": [128, 1024], "not_measured": [384],
+                                   "capture_s": pytest.approx(0.07), "pool_bytes": 9 * 2 ** 20}
+    assert "[384] were not measured" in capsys.readouterr().out
+    control(w, "max_len").value = 512
+    assert w.result["wasted_share"] == pytest.approx(viz.wasted_share((128, 384, 512), 512))
+
+
+def test_timing_explorer_offers_recorded_batches_only():
+    w = widgets.timing_explorer(fake_results(), fake_trace())
+    assert list(control(w, "batch").options) == [1, 64]
+    assert "Batch 1:" in w.result[0].axes[0].get_title()
+    control(w, "batch").value = 64
+    assert "Batch 64:" in w.result[0].axes[0].get_title()
+    control(w, "rows").value = "graph"
+    assert len(w.result[1].axes) == 1
+
+
+def test_slot_timeline_explorer_draws_the_chosen_steps():
+    w = widgets.slot_timeline_explorer(fake_stats(), 3)
+    assert "over 4 decode steps" in w.result.axes[0].get_title()
+    control(w, "steps").value = (2, 3)
+    assert "over 2 decode steps" in w.result.axes[0].get_title()
