@@ -1,0 +1,45 @@
+"""Draw the README's figures from results/: python -m tinyllm.images (make images).
+
+Every image in images/ except the browser screenshots comes from here, so each one can be
+redrawn from the recorded data (or, for masks and buckets, from the package itself).
+"""
+
+import argparse
+from pathlib import Path
+
+from tinyllm.graphs import default_buckets
+from tinyllm.results import load_results, load_trace
+from tinyllm.viz import (bucket_figure, fusion_figure, mask_figure, step_time_figure,
+                         timeline_figure, window_mask)
+
+IMAGES = Path(__file__).resolve().parent.parent / "images"
+
+
+def draw(out: Path = IMAGES, gpu: str = "h200") -> list[Path]:
+    res = load_results(gpu)
+    if res is None:
+        raise SystemExit(f"no results/{gpu}.json: run python -m tinyllm.bench on a GPU first")
+    pads = [0, 3, 5]
+    figures = {
+        "timeline.png": timeline_figure(load_trace(res), batch=1),
+        "step_time.png": step_time_figure(res),
+        "mask.png": mask_figure(window_mask(9, 16, pads), pos=9, first_valid=pads,
+                                title="Decode at position 9 over a fixed 16-key window"),
+        "buckets.png": bucket_figure(default_buckets(1024), 1024),
+        "fusion.png": fusion_figure(res),
+    }
+    out.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for name, fig in figures.items():
+        fig.savefig(out / name, dpi=110, metadata={"Software": None})
+        paths.append(out / name)
+    return paths
+
+
+if __name__ == "__main__":
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--out", type=Path, default=IMAGES)
+    p.add_argument("--gpu", default="h200", help="which results/<gpu>.json to draw")
+    args = p.parse_args()
+    for path in draw(args.out, args.gpu):
+        print(f"wrote {path}")
