@@ -61,7 +61,7 @@ images: $(STAMP) ## draw the figures in images/ from results/
 bench: $(STAMP) ## measure this machine's GPU into results/
 	$(PY) -m tinyllm.bench
 
-screenshots: $(STAMP) ## screenshots of the course in JupyterLab into images/
+screenshots: $(STAMP) ## screenshots of the explorers in JupyterLab into images/ (needs /usr/bin/chromium)
 	SCREENSHOT_DIR=images $(PY) -m pytest -m browser tests/test_browser.py
 
 clean: ## remove the virtual environment and caches

@@ -55,7 +55,8 @@ def mask_explorer(batch_pads=(0, 3, 5), window: int = 16, max_pos: int | None = 
             for b, p in enumerate(batch_pads)}
     start = min(max_pos, max(batch_pads) + 4)
     return _show(show, pos=_slider(W.IntSlider, start, 1, max_pos, "position"),
-                 bucket=W.Dropdown(options=[auto, *buckets], value=auto, description="window"),
+                 bucket=W.Dropdown(options=[auto, *buckets], value=auto, description="window",
+                                    style={"description_width": "initial"}),
                  **pads)
 
 
@@ -72,10 +73,10 @@ def bucket_explorer(res: dict | None = None, max_seq_len: int = 1024):
         if res is not None and "capture" in res:
             cost = summary["capture"] = capture_cost(res, buckets)
             if cost["measured"]:
-                print(f"From the recorded per-window measurements (batch 1, each graph in its "
-                      f"own pool; {provenance_label(res)}): windows {cost['measured']} take "
-                      f"{cost['capture_s'] * 1e3:.3g} ms to capture and "
-                      f"{cost['pool_bytes'] / MIB:.3g} MiB of pool memory.")
+                print(f"Windows {cost['measured']}: {cost['capture_s'] * 1e3:.3g} ms to capture,\n"
+                      f"{cost['pool_bytes'] / MIB:.3g} MiB of pool memory, summed from the\n"
+                      f"recorded per-window measurements (batch 1, each graph in its own pool;\n"
+                      f"{provenance_label(res)}).")
             if cost["not_measured"]:
                 print(f"Windows {cost['not_measured']} were not measured.")
         display(bucket_figure(buckets, max_len))
@@ -103,8 +104,11 @@ def timing_explorer(res: dict, trace: dict):
             display(fig)
         return figs
 
-    return _show(show, batch=W.Dropdown(options=batches, value=batches[0], description="batch"),
-                 rows=W.ToggleButtons(options=["both", "eager", "graph"], description="timeline"),
+    style = {"description_width": "initial"}
+    return _show(show, batch=W.Dropdown(options=batches, value=batches[0], description="batch",
+                                        style=style),
+                 rows=W.ToggleButtons(options=["both", "eager", "graph"], description="timeline",
+                                      style=style),
                  steps=_slider(W.IntSlider, 1, 1, n_steps, "steps"))
 
 

@@ -1,0 +1,123 @@
+"""viz helpers of notebooks 01-03: the profiler's ops grouped by the code that issued them,
+the recorded kernels grouped by family, the bandwidth floor, and buckets vs graphs."""
+
+import os
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+from test_viz import fake_results, fake_trace  # noqa: E402
+
+from tinyllm import KVCache, viz  # noqa: E402
+from tinyllm.generation import decode_step, prefill  # noqa: E402
+from tinyllm.graphs import default_buckets  # noqa: E402
+
+
+def test_quiet_stderr_silences_fd2_and_restores_it(capfd):
+    with viz.quiet_stderr():
+        os.write(2, b"profiler noise\n")
+    os.write(2, b"after\n")
+    err = capfd.readouterr().err
+    assert "profiler noise" not in err and "after" in err
+
+
+@pytest.fixture(scope="module")
+def toy_step_ops(toy_model):
+    idx = torch.randint(0, toy_model.cfg.vocab_size, (2, 5))
+    cache = KVCache(toy_model.cfg.n_layers)
+    logits = prefill(toy_model, idx, cache)
+    tok = logits[:, -1:].argmax(-1)
+    events = viz.profile_ops(lambda: decode_step(toy_model, cache, tok, check=False))
+    return viz.step_ops(events)
+
+
+def test_step_ops_finds_every_layer_op_once_per_block(toy_model, toy_step_ops):
+    n_layers = toy_model.cfg.n_layers
+    counts = viz.op_counts(toy_step_ops, n_layers)
+    rows = counts["rows"]
+    # by the model's code: 7 projections and 2 norms per block; the LM head, the final norm
+    # and the embedding outside the blocks
+    assert (rows["Linear"]["per_layer"], rows["Linear"]["outside"]) == (7, 1)
+    assert (rows["RMSNorm"]["per_layer"], rows["RMSNorm"]["outside"]) == (2, 1)
+    assert rows["Embedding"]["outside_ops"] == {"embedding": 1}
+    assert rows["Attention"]["ops"] == {"scaled_dot_product_attention": 1}
+    assert rows["kv_cache.update"]["ops"] == {"cat": 2}
+    assert rows["Block"]["ops"] == {"add": 2}  # the two residual adds
+    assert counts["compute"] == n_layers * counts["per_layer"] + counts["outside"]
+    assert counts["compute"] + counts["views"] == len(toy_step_ops)
+    assert counts["totals"]["linear"] == 7 * n_layers + 1
+    assert sum(counts["totals"].values()) == counts["compute"]
+    assert all(f"aten::{op}" in viz.VIEW_OPS for r in rows.values() for op in r["views"])
+    table = viz.op_table(counts)
+    assert table.splitlines()[-1].split()[:3] == ["total", str(counts["per_layer"]), str(counts["outside"])]
+    assert f"= {counts['compute']} compute ops" in table
+
+
+def test_op_counts_rejects_blocks_that_differ():
+    ops = [("Linear", "linear", True)] * 3
+    with pytest.raises(ValueError, match="not a multiple of n_layers 2"):
+        viz.op_counts(ops, 2)
+
+
+@pytest.mark.parametrize("name, family", [
+    ("nvjet_sm90_tst_8x64_64x16_4x1_v_bz_TNN", "matmul"),
+    ("std::enable_if<!(false), void>::type internal::gemvx::kernel", "matmul"),
+    ("void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits", "attention"),
+    ("void at::native::(anonymous namespace)::vectorized_layer_nor", "norm"),
+    ("void at::native::(anonymous namespace)::CatArrayBatchedCopy_", "cat"),
+    ("void at::native::index_elementwise_kernel<128, 4, at::native", "index"),
+    ("void at::native::(anonymous namespace)::indexSelectSmallInde", "index"),
+    ("void at::native::vectorized_elementwise_kernel<8, at::native", "elementwise"),
+    ("Memcpy DtoD (Device -> Device)", "memcpy"),
+    ("k0", "other"),
+])
+def test_kernel_family(name, family):
+    assert viz.kernel_family(name) == family
+
+
+def test_kernel_families_count_one_step():
+    events = [{"step": s, "name": n, "start_us": 0.0, "dur_us": 1.0, "kind": kind}
+              for s in (0, 1) for n, kind in (("nvjet_a", "gpu"), ("CatArrayBatchedCopy", "gpu"),
+                                              ("vectorized_elementwise_kernel", "gpu"),
+                                              ("vectorized_elementwise_kernel", "gpu"),
+                                              ("cudaLaunchKernel", "cpu"))]
+    assert viz.kernel_families(events) == {"elementwise": 2, "matmul": 1, "cat": 1}
+    assert viz.kernel_families(events, step=1) == {"elementwise": 2, "matmul": 1, "cat": 1}
+
+
+def test_kernels_figure_counts_the_traced_step():
+    trace = fake_trace()
+    fig = viz.kernels_figure(trace, 1, "eager", n_layers=2)
+    (ax,) = fig.axes
+    assert sum(p.get_width() for p in ax.patches) == 6  # fake_trace: 6 kernels per step
+    assert "launches 6 kernels, about 3 per layer" in ax.get_title()
+    with pytest.raises(ValueError, match="batch 3"):
+        viz.kernels_figure(trace, 3)
+
+
+def test_floor_figure_draws_the_recorded_times():
+    res = fake_results()
+    t = viz.floor_times(res, 1)
+    assert t == {"floor": 1.64, "kernels": res["gpu_kernel_time"]["eager_us"][0],
+                 "graph": res["step_time"]["graph_us"][0], "eager": res["step_time"]["eager_us"][0]}
+    (ax,) = viz.floor_figure(res, 1).axes
+    assert [p.get_height() for p in ax.patches] == list(t.values())
+    assert f"{viz.sig3(t['eager'] / t['floor'])}× the bandwidth floor" in ax.get_title()
+    with pytest.raises(ValueError, match="batch 3 was not recorded"):
+        viz.floor_times(res, 3)
+
+
+def test_bucket_tradeoff():
+    rows = viz.bucket_tradeoff(1024, 128, growths=(4, 2, 1.5))
+    assert [r["growth"] for r in rows] == [None, 4, 2, 1.5]
+    assert rows[0]["buckets"] == (1024,) and rows[2]["buckets"] == default_buckets(1024, 128, 2)
+    assert [r["n_graphs"] for r in rows] == [len(r["buckets"]) for r in rows] == [1, 3, 4, 7]
+    shares = [r["wasted_share"] for r in rows]
+    assert shares == sorted(shares, reverse=True)  # more graphs, less waste
+    assert shares[0] == viz.wasted_share((1024,), 1024)
+    (ax,) = viz.bucket_tradeoff_figure(1024, 128, growths=(4, 2, 1.5)).axes
+    x, y = ax.lines[0].get_data()
+    assert list(x) == [1, 3, 4, 7] and list(y) == [100 * s for s in shares]
