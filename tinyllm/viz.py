@@ -11,7 +11,12 @@ masks come from the package's own caches (StaticKVCache, SlotKVCache) run on the
 picture of a mask is the mask the decoder uses, not a re-implementation of it.
 """
 
+import contextlib
 import io
+import os
+import re
+import sys
+from collections import Counter
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -410,12 +415,6 @@ def loss_figure(history: dict):
 # --- one decode step, op by op (notebook 01) ----------------------------------------------
 # torch.profiler's events of one step, grouped by the code that issued them (CPU), and the
 # recorded kernels grouped by what they do (GPU); the bandwidth floor; buckets vs graphs.
-
-import contextlib  # noqa: E402
-import os  # noqa: E402
-import re  # noqa: E402
-import sys  # noqa: E402
-from collections import Counter  # noqa: E402
 
 
 @contextlib.contextmanager
