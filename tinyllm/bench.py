@@ -431,9 +431,11 @@ def run(quick: bool, out_path: Path | None, trace_path: Path | None, command: st
         res["fusion"] = measure_fusion(model)
     except Exception as e:  # report what a user would meet, do not hide it
         res["fusion"] = {"error": f"{type(e).__name__}: {str(e)[:500]}"}
-    slug = gpu_slug(res["provenance"]["gpu"])
-    out_path = out_path or RESULTS / f"{slug}.json"
-    trace_path = trace_path or RESULTS / "traces" / f"{slug}.json"
+    if out_path is None:  # never overwrite a recording (results/h200.json ships with the course)
+        out_path = RESULTS / f"{gpu_slug(res['provenance']['gpu'])}.json"
+        if out_path.exists():
+            out_path = out_path.with_name(f"{out_path.stem}-{time.strftime('%Y%m%d-%H%M%S')}.json")
+    trace_path = trace_path or RESULTS / "traces" / out_path.name
     out_path.parent.mkdir(parents=True, exist_ok=True)
     trace_path.parent.mkdir(parents=True, exist_ok=True)
     out_path.write_text(json.dumps(res, indent=1))
@@ -445,8 +447,10 @@ def run(quick: bool, out_path: Path | None, trace_path: Path | None, command: st
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true", help="batches 1, 8, 64 and 64 steps")
-    p.add_argument("--out", type=Path, default=None, help="default: results/<gpu>.json")
-    p.add_argument("--trace-out", type=Path, default=None, help="default: results/traces/<gpu>.json")
+    p.add_argument("--out", type=Path, default=None,
+                   help="default: results/<gpu>.json, or results/<gpu>-<date-time>.json if that exists")
+    p.add_argument("--trace-out", type=Path, default=None,
+                   help="default: results/traces/ with the same file name")
     p.add_argument("--commit", default=os.environ.get("TINYLLM_COMMIT"),
                    help="git commit to record (default: git rev-parse HEAD)")
     args = p.parse_args(argv)

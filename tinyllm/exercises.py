@@ -7,7 +7,10 @@ NotImplementedError, a crash or a wrong value all give a hint, never a traceback
 GPU-only bonus returns None without CUDA.
 """
 
+import contextlib
 import math
+import signal
+import threading
 
 import torch
 from torch.overrides import TorchFunctionMode
@@ -17,6 +20,30 @@ from tinyllm.results import load_results
 from tinyllm.viz import sig3, slot_mask, wasted_share, window_mask
 
 _FAILED = object()
+
+
+class _TooSlow(Exception):
+    pass
+
+
+@contextlib.contextmanager
+def _time_limit(seconds: float, hint: str):
+    """Interrupt a learner's function that runs past `seconds` (main thread, Unix only;
+    elsewhere no limit) and turn it into a hint."""
+    if not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum, frame):
+        raise _TooSlow(hint)
+
+    previous = signal.signal(signal.SIGALRM, stop)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 def _ok(message: str) -> bool:
@@ -38,6 +65,9 @@ def _call(fn, args: tuple, shown: str, none_ok: bool = False):
         out = fn(*args)
     except NotImplementedError:
         _hint("not solved yet: replace `raise NotImplementedError` with your code")
+        return _FAILED
+    except _TooSlow as e:
+        _hint(f"on {shown}: {e}")
         return _FAILED
     except Exception as e:  # a hint, not a traceback
         _hint(f"on {shown} your function raised {type(e).__name__}: {e}")
@@ -211,12 +241,15 @@ def check_bucket_for(fn) -> bool:
 
 
 def check_default_buckets(fn) -> bool:
-    """fn(max_len, first, growth) → graphs.default_buckets(max_len, first, growth)."""
+    """fn(max_len, first, growth) → graphs.default_buckets(max_len, first, growth). Each
+    case gets 2 s: a bucket that stops growing (int(1 * 1.01) == 1) would loop forever."""
     cases = [(1024, 128, 2), (1000, 128, 2), (100, 128, 2), (128, 128, 2), (129, 128, 2),
              (1024, 128, 1.5), (1024, 16, 3), (10, 1, 1.01)]
-    return _check_cases(fn, [(c, f"max_len={c[0]}, first={c[1]}, growth={c[2]}") for c in cases],
-                        default_buckets, "your buckets are graphs.default_buckets",
-                        lambda got, want: _equal(tuple(got), want))
+    with _time_limit(2.0, "your loop did not end within 2 s: each bucket must be larger than "
+                          "the one before (int(b * growth) can equal b; round up)"):
+        return _check_cases(fn, [(c, f"max_len={c[0]}, first={c[1]}, growth={c[2]}") for c in cases],
+                            default_buckets, "your buckets are graphs.default_buckets",
+                            lambda got, want: _equal(tuple(got), want))
 
 
 def check_wasted_share(value, buckets, max_len: int) -> bool:
@@ -417,7 +450,7 @@ def check_silent_skip(answer, res: dict) -> bool:
     if answer not in names:
         return _hint(f"{answer!r} is not a row name; the rows are {names}")
     return _hint(f"{answer!r} did replay a graph (or never tried to): look for the row whose "
-                 f"cudagraph_skips is above 0, and whose step is as slow as eager")
+                 f"cudagraph_skips is above 0, and whose step is far slower than any graph's")
 
 
 def check_fusion_share(fn, res: dict) -> bool:
@@ -428,6 +461,9 @@ def check_fusion_share(fn, res: dict) -> bool:
     got = _call(fn, (res,), "the recorded fusion rows")
     if got is _FAILED:
         return False
+    if isinstance(got, (int, float)) and abs(got - (1 - want)) <= 0.01:
+        return _hint(f"{got:.2f} is the ratio of the two step times; the share removed is "
+                     f"1 minus that ratio")
     if not isinstance(got, (int, float)) or abs(got - want) > 0.01:
         return _hint(f"you said {got!r}; compare the step_us of the two graph rows, and "
                      f"give a share between 0 and 1")
