@@ -386,6 +386,7 @@ def slot_timeline_figure(stats: list[dict], n_slots: int):
     ax2.step(steps, [st["n_active"] for st in stats], where="mid", color=COLORS["current"])
     ax2.set(xlabel="decode step", ylabel="active\nslots", ylim=(0, n_slots + 0.5))
     ax2.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax2.yaxis.set_major_locator(MaxNLocator(integer=True))
     tw = ax2.twinx()
     tw.step(steps, [st["window"] for st in stats], where="mid", color=COLORS["graph"])
     tw.set_ylabel("window\n(keys)", color=COLORS["graph"])
