@@ -11,13 +11,13 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 from test_viz import fake_results, fake_trace  # noqa: E402
 
-from tinyllm import KVCache, viz  # noqa: E402
+from tinyllm import KVCache, anatomy, viz  # noqa: E402
 from tinyllm.generation import decode_step, prefill  # noqa: E402
 from tinyllm.graphs import default_buckets  # noqa: E402
 
 
 def test_quiet_stderr_silences_fd2_and_restores_it(capfd):
-    with viz.quiet_stderr():
+    with anatomy.quiet_stderr():
         os.write(2, b"profiler noise\n")
     os.write(2, b"after\n")
     err = capfd.readouterr().err
@@ -30,13 +30,13 @@ def toy_step_ops(toy_model):
     cache = KVCache(toy_model.cfg.n_layers)
     logits = prefill(toy_model, idx, cache)
     tok = logits[:, -1:].argmax(-1)
-    events = viz.profile_ops(lambda: decode_step(toy_model, cache, tok, check=False))
-    return viz.step_ops(events)
+    events = anatomy.profile_ops(lambda: decode_step(toy_model, cache, tok, check=False))
+    return anatomy.step_ops(events)
 
 
 def test_step_ops_finds_every_layer_op_once_per_block(toy_model, toy_step_ops):
     n_layers = toy_model.cfg.n_layers
-    counts = viz.op_counts(toy_step_ops, n_layers)
+    counts = anatomy.op_counts(toy_step_ops, n_layers)
     rows = counts["rows"]
     # by the model's code: 7 projections and 2 norms per block; the LM head, the final norm
     # and the embedding outside the blocks
@@ -50,8 +50,8 @@ def test_step_ops_finds_every_layer_op_once_per_block(toy_model, toy_step_ops):
     assert counts["compute"] + counts["views"] == len(toy_step_ops)
     assert counts["totals"]["linear"] == 7 * n_layers + 1
     assert sum(counts["totals"].values()) == counts["compute"]
-    assert all(f"aten::{op}" in viz.VIEW_OPS for r in rows.values() for op in r["views"])
-    table = viz.op_table(counts)
+    assert all(f"aten::{op}" in anatomy.VIEW_OPS for r in rows.values() for op in r["views"])
+    table = anatomy.op_table(counts)
     assert table.splitlines()[-1].split()[:3] == ["total", str(counts["per_layer"]), str(counts["outside"])]
     assert f"= {counts['compute']} compute ops" in table
 
@@ -59,7 +59,7 @@ def test_step_ops_finds_every_layer_op_once_per_block(toy_model, toy_step_ops):
 def test_op_counts_rejects_blocks_that_differ():
     ops = [("Linear", "linear", True)] * 3
     with pytest.raises(ValueError, match="not a multiple of n_layers 2"):
-        viz.op_counts(ops, 2)
+        anatomy.op_counts(ops, 2)
 
 
 @pytest.mark.parametrize("name, family", [
@@ -75,7 +75,7 @@ def test_op_counts_rejects_blocks_that_differ():
     ("k0", "other"),
 ])
 def test_kernel_family(name, family):
-    assert viz.kernel_family(name) == family
+    assert anatomy.kernel_family(name) == family
 
 
 def test_kernel_families_count_one_step():
@@ -84,8 +84,8 @@ def test_kernel_families_count_one_step():
                                               ("vectorized_elementwise_kernel", "gpu"),
                                               ("vectorized_elementwise_kernel", "gpu"),
                                               ("cudaLaunchKernel", "cpu"))]
-    assert viz.kernel_families(events) == {"elementwise": 2, "matmul": 1, "cat": 1}
-    assert viz.kernel_families(events, step=1) == {"elementwise": 2, "matmul": 1, "cat": 1}
+    assert anatomy.kernel_families(events) == {"elementwise": 2, "matmul": 1, "cat": 1}
+    assert anatomy.kernel_families(events, step=1) == {"elementwise": 2, "matmul": 1, "cat": 1}
 
 
 def test_kernels_figure_counts_the_traced_step():
