@@ -56,10 +56,10 @@ notebooks: $(STAMP) ## re-execute every notebook in place from a clean kernel
 		--ExecutePreprocessor.timeout=600 $(NOTEBOOKS)
 
 images: $(STAMP) ## draw the figures in images/ from results/
-	$(PY) -m tinyllm.images
+	$(PY) -m tinyllm.course.images
 
 bench: $(STAMP) ## measure this machine's GPU into results/
-	$(PY) -m tinyllm.bench
+	$(PY) -m tinyllm.lab.bench
 
 screenshots: $(STAMP) ## screenshots of the explorers in JupyterLab into images/ (needs /usr/bin/chromium)
 	SCREENSHOT_DIR=images $(PY) -m pytest -m browser tests/test_browser.py

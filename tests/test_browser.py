@@ -68,7 +68,7 @@ LAB_SETTINGS = {
 
 @dataclass(frozen=True)
 class Explorer:
-    name: str       # the tinyllm.widgets function, and the screenshot's name
+    name: str       # the tinyllm.course.widgets function, and the screenshot's name
     notebook: str   # the notebook that shows it
     control: str    # the description of the control the test moves
     kind: str       # "slider" (moved by keyboard on its handle) or "dropdown"

@@ -7,7 +7,7 @@ import pytest
 import torch
 from test_viz import fake_results
 
-from tinyllm import exercises as ex
+from tinyllm.course import exercises as ex
 from tinyllm.graphs import bucket_for, default_buckets
 from tinyllm.kv_cache import SlotKVCache
 

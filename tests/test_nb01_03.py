@@ -11,7 +11,9 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 from test_viz import fake_results, fake_trace  # noqa: E402
 
-from tinyllm import KVCache, anatomy, viz  # noqa: E402
+from tinyllm import KVCache
+from tinyllm.lab import anatomy
+from tinyllm.course import viz  # noqa: E402
 from tinyllm.generation import decode_step, prefill  # noqa: E402
 from tinyllm.graphs import default_buckets  # noqa: E402
 

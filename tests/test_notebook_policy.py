@@ -117,7 +117,7 @@ def test_solutions_notebook_has_lesson_twin(path):
 
 def gpu_only(checker: str) -> bool:
     """A GPU bonus checker says so in its docstring ("GPU bonus. ...")."""
-    from tinyllm import exercises
+    from tinyllm.course import exercises
 
     fn = getattr(exercises, checker, None)
     return fn is not None and (inspect.getdoc(fn) or "").startswith("GPU bonus")
@@ -171,7 +171,7 @@ def test_no_committed_tracebacks(path):
 def package_names() -> set[str]:
     """Every function, method and class name defined anywhere in tinyllm (dunders aside)."""
     names = set()
-    for py in PACKAGE.glob("*.py"):
+    for py in PACKAGE.rglob("*.py"):
         for node in ast.walk(ast.parse(py.read_text(encoding="utf-8"))):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 if not (node.name.startswith("__") and node.name.endswith("__")):

@@ -1,4 +1,4 @@
-"""tinyllm.setup_check: the environment report of notebook 00 and its exercise checkers.
+"""tinyllm.course.setup_check: the environment report of notebook 00 and its exercise checkers.
 
 A checker must accept the right answer, reject every wrong one with a hint (never a
 traceback), and say "[OK]" only when it returns True.
@@ -10,8 +10,9 @@ import re
 import pytest
 import torch
 
-from tinyllm import Tokenizer, load_pretrained, setup_check
-from tinyllm.setup_check import (
+from tinyllm import Tokenizer, load_pretrained
+from tinyllm.course import setup_check
+from tinyllm.course.setup_check import (
     NO_GPU, check_environment, check_param_split, check_token_count, check_weights,
     print_report,
 )

@@ -13,7 +13,9 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
-from tinyllm import Engine, Transformer, get_config, results, viz  # noqa: E402
+from tinyllm import Engine, Transformer, get_config
+from tinyllm.lab import results
+from tinyllm.course import viz  # noqa: E402
 from tinyllm.kv_cache import padded_causal_mask  # noqa: E402
 
 BATCHES = [1, 2, 4, 8, 16, 32, 64]
@@ -29,7 +31,7 @@ def fake_results(date="2026-11-30"):
     return {
         "provenance": {"gpu": "NVIDIA H200", "torch": "2.11.0+cu130", "cuda": "13.0",
                        "python": "3.12.3", "date": date, "commit": "abc1234def5678",
-                       "command": "python -m tinyllm.bench"},
+                       "command": "python -m tinyllm.lab.bench"},
         "operating_point": {"model": "tiny", "n_params": 3280128, "prompt_len": 32,
                             "decode_steps": 256, "max_len": 1024, "buckets": windows,
                             "dtype": "bfloat16", "timing": "CUDA events, median"},

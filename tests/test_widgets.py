@@ -9,7 +9,7 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 from test_viz import fake_results, fake_stats, fake_trace  # noqa: E402
 
-from tinyllm import viz, widgets  # noqa: E402
+from tinyllm.course import viz, widgets  # noqa: E402
 
 
 @pytest.fixture(autouse=True)

@@ -39,7 +39,7 @@ if [ -n "$tests" ]; then
     tail -5 "$out/gpu_tests.log"
 fi
 if [ $bench = 1 ]; then
-    python3 -m tinyllm.bench --out "$out/bench.json" --trace-out "$out/bench_trace.json" \
+    python3 -m tinyllm.lab.bench --out "$out/bench.json" --trace-out "$out/bench_trace.json" \
         > "$out/bench.log" 2>&1 || status=1
     tail -3 "$out/bench.log"
 fi

@@ -1,7 +1,7 @@
-"""The measurements behind results/: python -m tinyllm.bench (a benchmark, not a test).
+"""The measurements behind results/: python -m tinyllm.lab.bench (a benchmark, not a test).
 
-    python -m tinyllm.bench                  # on a GPU: writes results/<gpu>.json and a trace
-    python -m tinyllm.bench --quick          # fewer batch sizes and steps, for a first look
+    python -m tinyllm.lab.bench                  # on a GPU: writes results/<gpu>.json and a trace
+    python -m tinyllm.lab.bench --quick          # fewer batch sizes and steps, for a first look
 
 Operating point: the shipped model, a 32-token prompt, 256 decode steps; each step timed
 with CUDA events after warm-up, medians reported. Three ways to run the same decode step:
@@ -34,7 +34,7 @@ from tinyllm.graphs import FUSED_COMPILE, GraphDecoder
 from tinyllm.kv_cache import KVCache
 from tinyllm.tokenizer import Tokenizer
 
-RESULTS = Path(__file__).resolve().parent.parent / "results"
+RESULTS = Path(__file__).resolve().parents[2] / "results"
 PROMPT = "The for statement is used to iterate over the elements of a sequence"
 
 
@@ -356,7 +356,7 @@ def measure_fusion(model, batch: int = 1, n_steps: int = 64) -> dict:
 def run(quick: bool, out_path: Path | None, trace_path: Path | None, command: str,
         commit: str | None) -> dict:
     if not torch.cuda.is_available():
-        raise SystemExit("tinyllm.bench measures a GPU and this machine has none; the "
+        raise SystemExit("tinyllm.lab.bench measures a GPU and this machine has none; the "
                          "notebooks show the recorded results from results/ instead")
     model = load_pretrained("cuda")
     prompt_len, n_steps = 32, (64 if quick else 256)
@@ -454,7 +454,7 @@ def main(argv=None) -> None:
     p.add_argument("--commit", default=os.environ.get("TINYLLM_COMMIT"),
                    help="git commit to record (default: git rev-parse HEAD)")
     args = p.parse_args(argv)
-    command = "python -m tinyllm.bench " + " ".join(argv if argv is not None else sys.argv[1:])
+    command = "python -m tinyllm.lab.bench " + " ".join(argv if argv is not None else sys.argv[1:])
     run(args.quick, args.out, args.trace_out, command.strip(), args.commit)
 
 

@@ -21,7 +21,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch, Rectangle
 from matplotlib.ticker import MaxNLocator
 
-from tinyllm.anatomy import kernel_families
+from tinyllm.lab.anatomy import kernel_families
 from tinyllm.graphs import StaticKVCache, bucket_for, check_buckets
 from tinyllm.kv_cache import SlotKVCache
 from tinyllm.model import Rope

@@ -1,4 +1,4 @@
-"""Draw the README's figures from results/: python -m tinyllm.images (make images).
+"""Draw the README's figures from results/: python -m tinyllm.course.images (make images).
 
 Every image in images/ except the browser screenshots comes from here, so each one can be
 redrawn from the recorded data (or, for masks and buckets, from the package itself).
@@ -8,17 +8,17 @@ import argparse
 from pathlib import Path
 
 from tinyllm.graphs import default_buckets
-from tinyllm.results import load_results, load_trace
-from tinyllm.viz import (bucket_figure, fusion_figure, mask_figure, step_time_figure,
+from tinyllm.lab.results import load_results, load_trace
+from tinyllm.course.viz import (bucket_figure, fusion_figure, mask_figure, step_time_figure,
                          timeline_figure, window_mask)
 
-IMAGES = Path(__file__).resolve().parent.parent / "images"
+IMAGES = Path(__file__).resolve().parents[2] / "images"
 
 
 def draw(out: Path = IMAGES, gpu: str = "h200") -> list[Path]:
     res = load_results(gpu)
     if res is None:
-        raise SystemExit(f"no results/{gpu}.json: run python -m tinyllm.bench on a GPU first")
+        raise SystemExit(f"no results/{gpu}.json: run python -m tinyllm.lab.bench on a GPU first")
     pads = [0, 3, 5]
     figures = {
         "timeline.png": timeline_figure(load_trace(res), batch=1),

@@ -16,8 +16,8 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from tinyllm.graphs import bucket_for, default_buckets
-from tinyllm.results import load_results
-from tinyllm.viz import sig3, slot_mask, wasted_share, window_mask
+from tinyllm.lab.results import load_results
+from tinyllm.course.viz import sig3, slot_mask, wasted_share, window_mask
 
 _FAILED = object()
 
@@ -141,7 +141,7 @@ def check_launch_bound(answer, res: dict | None = None) -> bool | None:
     needs at least as long to issue a step as the GPU needs to run its kernels."""
     res = res or load_results()
     if res is None:
-        print("No recorded results found in results/: run python -m tinyllm.bench on a GPU.")
+        print("No recorded results found in results/: run python -m tinyllm.lab.bench on a GPU.")
         return None
     cpu, gpu = res["cpu_time"], res["gpu_kernel_time"]
     times = {b: (c, gpu["eager_us"][gpu["batch"].index(b)])

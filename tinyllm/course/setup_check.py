@@ -1,9 +1,9 @@
 """Is this machine ready for the course? One [OK]/[FAIL] line per thing a learner needs.
 
-    from tinyllm.setup_check import check_environment, print_report
+    from tinyllm.course.setup_check import check_environment, print_report
     print_report(check_environment())
 
-or, from a terminal, `python -m tinyllm.setup_check`. Notebook 00 calls it first.
+or, from a terminal, `python -m tinyllm.course.setup_check`. Notebook 00 calls it first.
 
 A machine without a GPU is ready: every lesson runs on the CPU, and the cells that measure
 a GPU show a recorded measurement from results/ instead. Only something that stops a

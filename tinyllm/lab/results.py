@@ -1,6 +1,6 @@
 """Recorded GPU measurements (results/), for notebooks that run without a GPU.
 
-A learner's own `python -m tinyllm.bench` writes results/<gpu>.json; the notebooks prefer
+A learner's own `python -m tinyllm.lab.bench` writes results/<gpu>.json; the notebooks prefer
 it to the shipped H200 recording. Every number shown from here is labelled with where it
 was measured (provenance_label), never passed off as a live measurement.
 """
@@ -8,7 +8,7 @@ was measured (provenance_label), never passed off as a live measurement.
 import json
 from pathlib import Path
 
-RESULTS_DIR = Path(__file__).resolve().parent.parent / "results"  # the repository's results/
+RESULTS_DIR = Path(__file__).resolve().parents[2] / "results"  # the repository's results/
 SHIPPED = "h200"
 
 

@@ -13,8 +13,8 @@ import ipywidgets as W
 from IPython.display import display
 
 from tinyllm.graphs import bucket_for, default_buckets
-from tinyllm.results import capture_cost, provenance_label
-from tinyllm.viz import (MIB, bucket_figure, cpu_gpu_figure, mask_figure, slot_timeline_figure,
+from tinyllm.lab.results import capture_cost, provenance_label
+from tinyllm.course.viz import (MIB, bucket_figure, cpu_gpu_figure, mask_figure, slot_timeline_figure,
                          timeline_figure, wasted_share, window_mask)
 
 

@@ -1,0 +1,4 @@
+"""The lab: measurements of the book (tinyllm/). Nothing in the book imports it.
+
+bench (python -m tinyllm.lab.bench), results (recorded runs), anatomy (a decode step op by op).
+"""
