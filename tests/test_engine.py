@@ -101,7 +101,7 @@ def test_engine_serves_200_requests_like_each_alone(shipped_model, requests):
     engine = Engine(shipped_model, n_slots=8, max_len=128, use_graph=False, eos_id=EOS)
     calls = []
     step = engine.decoder.step
-    engine.decoder.step = lambda tok: calls.append(1) or step(tok)
+    engine.decoder.step = lambda tok, check=True: calls.append(1) or step(tok, check)
     rids = [engine.submit(p, n) for p, n in requests]
     assert rids == list(range(200))
     result = engine.run()

@@ -60,11 +60,8 @@ def test_no_nan_in_logits_or_cache_for_padded_batches(shipped_model, batch):
     slots = SlotKVCache(shipped_model.cfg.n_layers, 4, 64, "cpu")
     slots.admit(1, 5)
     prefill(shipped_model, idx[:1, -5:], slots)
-    slots.window = 32
-    try:
+    with slots.decoding(32):
         out = decode_step(shipped_model, slots, torch.zeros(4, 1, dtype=torch.long))
-    finally:
-        slots.window = None
     assert torch.isfinite(out).all()
     assert all(torch.isfinite(t).all() for t in slots.k + slots.v)
 

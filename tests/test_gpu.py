@@ -77,14 +77,14 @@ def test_replay_equals_the_static_step_through_every_bucket(gpu_model, doc_ids, 
     idx, pad_lens = prompts(doc_ids, batch, 32, padded)
     windows = lockstep(graph, eager, idx, pad_lens, 1024 - 32, "request 1")
     assert sorted(set(windows)) == [128, 256, 512, 1024]
-    assert sorted(graph.graphs.graphs) == [128, 256, 512, 1024]  # captured lazily, once each
+    assert sorted(graph.graphs) == [128, 256, 512, 1024]  # captured lazily, once each
     assert graph.cache.n == 1024
     # second request on the same decoders (graphs reused, cache reset by prefill)
-    graphs_before = dict(graph.graphs.graphs)
+    graphs_before = dict(graph.graphs)
     idx, pad_lens = prompts(doc_ids, batch, 100, padded, start=50_000)
     windows = lockstep(graph, eager, idx, pad_lens, 300, "request 2")
     assert sorted(set(windows)) == [128, 256, 512]
-    assert graph.graphs.graphs == graphs_before  # no new capture
+    assert graph.graphs == graphs_before  # no new capture
 
 
 @pytest.mark.parametrize("padded", [False, True], ids=["unpadded", "padded"])
@@ -155,7 +155,7 @@ def test_slot_replay_equals_the_eager_slot_step(gpu_model, doc_ids):
                 del running[s]
                 check_slots_agree(A, B, f"release at step {steps}")
     assert windows == {128, 256, 512}
-    assert sorted(graph.graphs.graphs) == [128, 256, 512]
+    assert sorted(graph.graphs) == [128, 256, 512]
     assert A.lens == [0] * n_slots
 
 
@@ -184,44 +184,44 @@ def test_capture_makes_one_graph_per_bucket_in_one_pool(gpu_model, doc_ids):
     idx, _ = prompts(doc_ids, 4, 50, False)
     dec = GraphDecoder(gpu_model, 4, use_graph=True)
     twin = GraphDecoder(gpu_model, 4, use_graph=False)
-    assert dec.graphs.pool is None and dec.graphs.graphs == {}  # nothing before a capture
+    assert dec.pool is None and dec.graphs == {}  # nothing before a capture
     dec.prefill(idx)
     twin.prefill(idx)
     pos = dec.cache.pos.clone()
     seconds = dec.capture()
     assert isinstance(seconds, float) and seconds > 0
-    assert sorted(dec.graphs.graphs) == list(dec.buckets) == [128, 256, 512, 1024]
-    pool = dec.graphs.pool
+    assert sorted(dec.graphs) == list(dec.buckets) == [128, 256, 512, 1024]
+    pool = dec.pool
     assert pool is not None
-    assert all(g.pool() == pool for g, _ in dec.graphs.graphs.values())  # one shared pool
-    outs = [out for _, out in dec.graphs.graphs.values()]
+    assert all(g.pool() == pool for g, _ in dec.graphs.values())  # one shared pool
+    outs = [out for _, out in dec.graphs.values()]
     assert all(o.shape == (4, 1, gpu_model.cfg.vocab_size) for o in outs)
     # capturing moved nothing: the position is the prefill's, on host and device
     assert dec.cache.n == 50 and torch.equal(dec.cache.pos, pos) and dec.cache.window is None
     # capturing again captures nothing new
-    assert dec.capture() >= 0 and dec.graphs.graphs.keys() == {128, 256, 512, 1024}
+    assert dec.capture() >= 0 and dec.graphs.keys() == {128, 256, 512, 1024}
     # and the captured graphs decode exactly like the eager static step
     tok = idx[:, -1:]
     for _ in range(3):
         g, e = dec.step(tok), twin.step(tok)
         assert torch.equal(g, e)
         tok = e[:, -1:].argmax(-1)
-    assert dec.graphs.graphs.keys() == {128, 256, 512, 1024}
+    assert dec.graphs.keys() == {128, 256, 512, 1024}
 
 
 def test_slot_capture_makes_one_graph_per_bucket_in_one_pool(gpu_model):
     slots = SlotKVCache(gpu_model.cfg.n_layers, 4, 1000, DEVICE)
     dec = SlotGraphDecoder(gpu_model, slots, use_graph=True)
-    assert dec.graphs.pool is None
+    assert dec.pool is None
     slots.admit(2, 7)
     prefill(gpu_model, torch.arange(7, device=DEVICE)[None], slots)
     lens, lens_dev = list(slots.lens), slots.lens_dev.clone()
     seconds = dec.capture((256, 1000))
     assert isinstance(seconds, float) and seconds > 0
-    assert sorted(dec.graphs.graphs) == [256, 1000]
+    assert sorted(dec.graphs) == [256, 1000]
     seconds = dec.capture()
-    assert sorted(dec.graphs.graphs) == list(dec.buckets) == [128, 256, 512, 1000]
-    assert all(g.pool() == dec.graphs.pool for g, _ in dec.graphs.graphs.values())
+    assert sorted(dec.graphs) == list(dec.buckets) == [128, 256, 512, 1000]
+    assert all(g.pool() == dec.pool for g, _ in dec.graphs.values())
     assert slots.lens == lens and torch.equal(slots.lens_dev, lens_dev)
     assert slots.window is None
 
@@ -296,4 +296,4 @@ def test_replay_equals_the_static_step_for_any_shape(gpu_model, data):
     graph = GraphDecoder(gpu_model, batch, max_len=PROP_MAX_LEN, buckets=PROP_BUCKETS, use_graph=True)
     eager = GraphDecoder(gpu_model, batch, max_len=PROP_MAX_LEN, buckets=PROP_BUCKETS, use_graph=False)
     windows = lockstep(graph, eager, idx, pad_lens, steps, f"batch {batch}, T {T}, pads {pads}")
-    assert sorted(graph.graphs.graphs) == sorted(set(windows))
+    assert sorted(graph.graphs) == sorted(set(windows))

@@ -35,13 +35,13 @@ def prompts(doc_ids):
 
 def record_windows(dec):
     """Wrap the decoder's step runner to record the window of every decode step."""
-    windows, run = [], dec.graphs.run
+    windows, run = [], dec.run
 
-    def spy(window, capture):
+    def spy(window):
         windows.append(window)
-        return run(window, capture)
+        return run(window)
 
-    dec.graphs.run = spy
+    dec.run = spy
     return windows
 
 
@@ -179,12 +179,12 @@ def test_use_graph_false_never_creates_cuda_state(shipped_model):
     cuda_before = torch.cuda.is_initialized()
     dec = GraphDecoder(shipped_model, 2, max_len=128, buckets=(32, 128), use_graph=False)
     dec.generate(torch.randint(0, 256, (2, 5)), 60)
-    assert dec.graphs.pool is None and dec.graphs.graphs == {}
+    assert dec.pool is None and dec.graphs == {}
 
     engine = Engine(shipped_model, 2, max_len=64, use_graph=False, buckets=(16, 64))
     engine.submit([1, 2, 3], 30)
     engine.submit([4, 5], 20)
     engine.run()
-    assert engine.decoder.graphs.pool is None and engine.decoder.graphs.graphs == {}
+    assert engine.decoder.pool is None and engine.decoder.graphs == {}
     assert {s["window"] for s in engine.stats} == {16, 64}
     assert torch.cuda.is_initialized() == cuda_before

@@ -193,10 +193,10 @@ def test_static_and_slot_decode_masks_have_no_empty_row(toy_model):
     rope = toy_model.rope
     cache = StaticKVCache(toy_model.cfg.n_layers, 3, 64, "cpu")
     cache.reset(torch.tensor([0, 5, 19]))
-    cache.window = 32
     for pos in (19, 20, 31):
         cache.pos.fill_(pos)
-        cos, _ = cache.begin_step(1, rope)
+        with cache.decoding(32):
+            cos, _ = cache.begin_step(1, rope)
         mask = cache.attn_kwargs["attn_mask"]
         assert cos.shape == (1, toy_model.cfg.head_dim // 2)
         assert mask.shape == (3, 1, 1, 32)
@@ -208,8 +208,8 @@ def test_static_and_slot_decode_masks_have_no_empty_row(toy_model):
     slots = SlotKVCache(toy_model.cfg.n_layers, 4, 64, "cpu")
     slots.lens_dev.copy_(torch.tensor([7, 0, 30, 0]))
     slots.active_dev.copy_(torch.tensor([1, 0, 1, 0]))  # slots 1 and 3 are free
-    slots.window = 32
-    cos, _ = slots.begin_step(1, rope)
+    with slots.decoding(32):
+        cos, _ = slots.begin_step(1, rope)
     mask = slots.attn_kwargs["attn_mask"]
     assert cos.shape == (4, 1, toy_model.cfg.head_dim // 2)
     torch.testing.assert_close(cos[2, 0], rope.cos[30], atol=0, rtol=0)

@@ -13,6 +13,7 @@ from test_viz import fake_results, fake_trace  # noqa: E402
 
 from tinyllm import KVCache
 from tinyllm.lab import anatomy
+from tinyllm import graphs, kv_cache
 from tinyllm.course import viz  # noqa: E402
 from tinyllm.generation import decode_step, prefill  # noqa: E402
 from tinyllm.graphs import default_buckets  # noqa: E402
@@ -113,13 +114,13 @@ def test_floor_figure_draws_the_recorded_times():
 
 
 def test_bucket_tradeoff():
-    rows = viz.bucket_tradeoff(1024, 128, growths=(4, 2, 1.5))
+    rows = graphs.bucket_tradeoff(1024, 128, growths=(4, 2, 1.5))
     assert [r["growth"] for r in rows] == [None, 4, 2, 1.5]
     assert rows[0]["buckets"] == (1024,) and rows[2]["buckets"] == default_buckets(1024, 128, 2)
     assert [r["n_graphs"] for r in rows] == [len(r["buckets"]) for r in rows] == [1, 3, 4, 7]
     shares = [r["wasted_share"] for r in rows]
     assert shares == sorted(shares, reverse=True)  # more graphs, less waste
-    assert shares[0] == viz.wasted_share((1024,), 1024)
+    assert shares[0] == graphs.wasted_share((1024,), 1024)
     (ax,) = viz.bucket_tradeoff_figure(1024, 128, growths=(4, 2, 1.5)).axes
     x, y = ax.lines[0].get_data()
     assert list(x) == [1, 3, 4, 7] and list(y) == [100 * s for s in shares]

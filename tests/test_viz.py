@@ -15,6 +15,8 @@ from matplotlib.figure import Figure  # noqa: E402
 
 from tinyllm import Engine, Transformer, get_config
 from tinyllm.lab import results
+from tinyllm import StaticKVCache, graphs, kv_cache
+from tinyllm.model import Rope
 from tinyllm.course import viz  # noqa: E402
 from tinyllm.kv_cache import padded_causal_mask  # noqa: E402
 
@@ -85,23 +87,28 @@ def no_leaked_figures():
 
 
 def test_window_mask_is_the_static_cache_mask():
-    m = viz.window_mask(5, 8, [0, 3, 5])
+    m = kv_cache.window_mask(5, 8, [0, 3, 5])
     assert m.dtype == torch.bool and m.shape == (3, 8)
     assert m.tolist()[1] == [False, False, False, True, True, True, False, False]
     # the decode mask is the last query row of the prefill mask with the same pads
     full = padded_causal_mask(0, 6, torch.tensor([0, 3, 5]))[:, 0, -1]
     assert torch.equal(m[:, :6], full) and not m[:, 6:].any()
-    with pytest.raises(ValueError, match="pos 8"):
-        viz.window_mask(8, 8, [0])
+    # and it is the mask the static cache builds for its decode step
+    cache = StaticKVCache(1, 3, 8, "cpu")
+    cache.reset(torch.tensor([0, 3, 5]))
+    cache.pos.fill_(5)
+    with cache.decoding(8):
+        cache.begin_step(1, Rope(2, 8, 10000.0))
+    assert torch.equal(cache.attn_kwargs["attn_mask"][:, 0, 0], m)
 
 
 def test_slot_mask_is_the_slot_cache_mask():
-    m = viz.slot_mask([0, 2, 4], 6)
+    m = kv_cache.slot_mask([0, 2, 4], 6)
     assert m.int().tolist() == [[1, 0, 0, 0, 0, 0], [1, 1, 1, 0, 0, 0], [1, 1, 1, 1, 1, 0]]
 
 
 def test_mask_figure_shows_the_mask():
-    mask = viz.window_mask(5, 8, [0, 3, 5])
+    mask = kv_cache.window_mask(5, 8, [0, 3, 5])
     fig = viz.mask_figure(mask, pos=5, first_valid=[0, 3, 5])
     assert isinstance(fig, Figure)
     ax = fig.axes[0]
@@ -112,26 +119,26 @@ def test_mask_figure_shows_the_mask():
 
 
 def test_bucket_windows_by_hand():
-    w = viz.bucket_windows((4, 8, 10), 10)
+    w = graphs.bucket_windows((4, 8, 10), 10)
     assert w == [4, 4, 4, 4, 8, 8, 8, 8, 10, 10]
-    assert viz.bucket_windows(None, 300)[126:129] == [128, 128, 256]  # n = 127, 128, 129
+    assert graphs.bucket_windows(None, 300)[126:129] == [128, 128, 256]  # n = 127, 128, 129
     with pytest.raises(ValueError, match="max_len"):
-        viz.bucket_windows((4, 8), 10)
+        graphs.bucket_windows((4, 8), 10)
 
 
 def test_wasted_share():
     max_len = 100
     mean_n = sum(range(1, max_len + 1)) / max_len
-    assert viz.wasted_share((max_len,), max_len) == pytest.approx(1 - mean_n / max_len)
-    assert viz.wasted_share(tuple(range(1, 11)), 10) == 0  # a bucket per length: no waste
+    assert graphs.wasted_share((max_len,), max_len) == pytest.approx(1 - mean_n / max_len)
+    assert graphs.wasted_share(tuple(range(1, 11)), 10) == 0  # a bucket per length: no waste
     # (4, 8): windows 4,4,4,4,8,8,8,8 over n = 1..8 → (3+2+1+0+3+2+1+0) / 48
-    assert viz.wasted_share((4, 8), 8) == pytest.approx(12 / 48)
+    assert graphs.wasted_share((4, 8), 8) == pytest.approx(12 / 48)
 
 
 def test_bucket_figure_draws_the_windows():
     fig = viz.bucket_figure((4, 8, 10), 10)
     window_line = fig.axes[0].lines[0]
-    assert list(window_line.get_ydata()) == viz.bucket_windows((4, 8, 10), 10)
+    assert list(window_line.get_ydata()) == graphs.bucket_windows((4, 8, 10), 10)
     assert "3 graphs" in fig.axes[0].get_title()
 
 

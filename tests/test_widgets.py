@@ -9,6 +9,7 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 from test_viz import fake_results, fake_stats, fake_trace  # noqa: E402
 
+from tinyllm import graphs, kv_cache
 from tinyllm.course import viz, widgets  # noqa: E402
 
 
@@ -24,11 +25,11 @@ def control(w, name):
 
 def test_mask_explorer_follows_position_window_and_pads():
     w = widgets.mask_explorer(batch_pads=(0, 3, 5), window=16)
-    assert torch.equal(w.result, viz.window_mask(9, 16, [0, 3, 5]))
+    assert torch.equal(w.result, kv_cache.window_mask(9, 16, [0, 3, 5]))
     control(w, "pos").value = 20  # past the first bucket: the next one is picked
-    assert torch.equal(w.result, viz.window_mask(20, 32, [0, 3, 5]))
+    assert torch.equal(w.result, kv_cache.window_mask(20, 32, [0, 3, 5]))
     control(w, "pad_1").value = 7
-    assert torch.equal(w.result, viz.window_mask(20, 32, [0, 7, 5]))
+    assert torch.equal(w.result, kv_cache.window_mask(20, 32, [0, 7, 5]))
     control(w, "bucket").value = 16  # too small for position 20: explained, not drawn
     assert w.result is None
 
@@ -43,7 +44,7 @@ def test_bucket_explorer_sums_only_recorded_windows(capsys):
                                    "capture_s": pytest.approx(0.07), "pool_bytes": 9 * 2 ** 20}
     assert "[384] were not measured" in capsys.readouterr().out
     control(w, "max_len").value = 512
-    assert w.result["wasted_share"] == pytest.approx(viz.wasted_share((128, 384, 512), 512))
+    assert w.result["wasted_share"] == pytest.approx(graphs.wasted_share((128, 384, 512), 512))
 
 
 def test_timing_explorer_offers_recorded_batches_only():

@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from tinyllm.generation import check_sampling, make_generator, model_device, prefill, sample
+from tinyllm.checks import check_sampling, model_device
+from tinyllm.generation import make_generator, prefill, sample
 from tinyllm.graphs import SlotGraphDecoder
 from tinyllm.kv_cache import SlotKVCache
 from tinyllm.model import Transformer
@@ -54,7 +55,8 @@ class Engine:
         self.queue: deque[Request] = deque()
         self.running: dict[int, Request] = {}  # slot → request
         self.stats: list[dict] = []  # one entry per decode step
-        self._next_rid = 0
+        self.finished: dict[int, list[int]] = {}  # rid → ids, until run() returns them
+        self.next_rid = 0
 
     @property
     def max_len(self) -> int:
@@ -83,30 +85,34 @@ class Engine:
             raise ValueError(f"prompt length {len(prompt)} + max_new_tokens {max_new_tokens} > "
                              f"slot max_len {self.max_len}")
         check_sampling(temperature, top_k, V, seed)
-        rid = self._next_rid
-        self._next_rid += 1
+        rid = self.next_rid
+        self.next_rid += 1
         self.queue.append(Request(rid, prompt, max_new_tokens, temperature, top_k,
                                   make_generator(seed, self.device)))
         return rid
 
     def run(self) -> dict[int, list[int]]:
-        """Serve every queued request; returns {request id: generated ids (EOS included)}."""
-        done: dict[int, list[int]] = {}
+        """Serve every queued request; returns {request id: generated ids (EOS included)} for
+        every request finished since the last run() returned."""
         while self.queue or self.running:
-            self._admit(done)
+            self.admit()
             if self.running:
-                self._decode(done)
+                self.step()
+        done, self.finished = self.finished, {}
         return done
 
-    def _emit(self, slot: int, req: Request, tok: int, done: dict) -> None:
+    def emit(self, slot: int, req: Request, tok: int) -> None:
+        """Append a generated token; a request that is done leaves its slot."""
         req.out.append(tok)
         if tok == self.eos_id or len(req.out) == req.max_new_tokens:
-            done[req.rid] = req.out
+            self.finished[req.rid] = req.out
             del self.running[slot]
             self.slots.release(slot)
 
     @torch.no_grad()
-    def _admit(self, done: dict) -> None:
+    def admit(self) -> None:
+        """Move queued requests into free slots: prefill each prompt alone, eagerly, into
+        its slot, and sample its first token."""
         for slot in self.slots.free_slots():
             if not self.queue:
                 return
@@ -116,21 +122,24 @@ class Engine:
             idx = torch.tensor([req.prompt], device=self.device)
             logits = prefill(self.model, idx, self.slots)
             tok = sample(logits[:, -1], req.temperature, req.top_k, req.generator)
-            self._emit(slot, req, int(tok), done)
+            self.emit(slot, req, int(tok))
 
     @torch.no_grad()
-    def _decode(self, done: dict) -> None:
+    def step(self) -> None:
+        """One decode step for every slot at once (free slots compute and are ignored)."""
         t0 = time.perf_counter()
         n = self.slots.n_slots
         holders = [self.running[s].rid if s in self.running else None for s in range(n)]
         window = self.decoder.bucket_for(max(self.slots.lens) + 1)
         last = [self.running[s].out[-1] if s in self.running else 0 for s in range(n)]
-        logits = self.decoder.step(torch.tensor(last, device=self.device)[:, None])[:, -1]
+        tok = torch.tensor(last, device=self.device)[:, None]
+        logits = self.decoder.step(tok, check=False)[:, -1]  # ids the engine checked or sampled
         greedy = logits.argmax(dim=-1).tolist()  # free slots' rows are ignored
         for s, req in list(self.running.items()):
             nxt = greedy[s] if req.temperature == 0 else int(
-                sample(logits[s:s + 1], req.temperature, req.top_k, req.generator))
-            self._emit(s, req, nxt, done)
+                sample(logits[s : s + 1], req.temperature, req.top_k, req.generator)
+            )
+            self.emit(s, req, nxt)
         self.stats.append({"step": len(self.stats), "window": window, "slots": holders,
                            "n_active": n - holders.count(None),
-                           "step_s": time.perf_counter() - t0})
+                           "step_s": time.perf_counter() - t0})  # fmt: skip

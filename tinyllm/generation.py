@@ -19,6 +19,7 @@ import torch
 from torch import Tensor
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+from tinyllm.checks import check_generate_args, check_ids, check_prompt, model_device
 from tinyllm.kv_cache import KVCache
 
 
@@ -30,9 +31,10 @@ ATTENTION_BACKENDS = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION
 
 
 @contextlib.contextmanager
-def autocast(device):
+def autocast(device, attention_backends=None):
     """The one precision (and attention-kernel) policy: bf16 autocast on CUDA (fp16 where
-    the GPU lacks bf16) with ATTENTION_BACKENDS; nothing at all on the CPU (fp32).
+    the GPU lacks bf16), with SDPA limited to attention_backends (default
+    ATTENTION_BACKENDS); nothing at all on the CPU (fp32).
 
     cache_enabled=False: autocast's cache of cast weights does not survive graph capture."""
     device = torch.device(device)
@@ -40,80 +42,9 @@ def autocast(device):
         yield
         return
     dtype = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
-    with torch.autocast("cuda", dtype=dtype, cache_enabled=False), sdpa_kernel(ATTENTION_BACKENDS):
+    backends = ATTENTION_BACKENDS if attention_backends is None else attention_backends
+    with torch.autocast("cuda", dtype=dtype, cache_enabled=False), sdpa_kernel(backends):
         yield
-
-
-def model_device(model) -> torch.device:
-    return next(model.parameters()).device
-
-
-# --- checking what users pass, before any device work --------------------------------------
-# An out-of-range id that reaches a CUDA kernel poisons the whole process, so every public
-# entry point checks ids, shapes and lengths on the host first.
-
-def check_ids(idx, vocab_size: int, device, name: str = "idx") -> None:
-    if not isinstance(idx, Tensor):
-        raise ValueError(f"{name} must be a torch.Tensor of token ids, got {type(idx).__name__}")
-    if idx.dtype.is_floating_point or idx.dtype.is_complex or idx.dtype == torch.bool:
-        raise ValueError(f"{name} must hold integer token ids, got dtype {idx.dtype}")
-    if idx.device != torch.device(device):
-        raise ValueError(f"{name} is on {idx.device}, the model on {device}: move it first")
-    if idx.numel():
-        lo, hi = (int(x) for x in torch.aminmax(idx))  # a reduction reads ids, never indexes
-        bad = lo if lo < 0 else hi
-        if lo < 0 or hi >= vocab_size:
-            raise ValueError(f"{name} holds token id {bad}, outside the vocabulary [0, {vocab_size})")
-
-
-def check_prompt(idx, model, max_new_tokens: int = 0, pad_lens=None, max_len: int | None = None
-                 ) -> None:
-    """Shapes, ids, pads and lengths of a (B, T) prompt that will grow by max_new_tokens,
-    against max_len (default the model's max_seq_len). Nothing is ever truncated: a prompt
-    that does not fit is an error."""
-    cfg, device = model.cfg, model_device(model)
-    max_len = max_len or cfg.max_seq_len
-    check_ids(idx, cfg.vocab_size, device)
-    if idx.dim() != 2:
-        raise ValueError(f"idx must be (B, T), got shape {tuple(idx.shape)}")
-    B, T = idx.shape
-    if B < 1 or T < 1:
-        raise ValueError(f"empty prompt: idx has shape {tuple(idx.shape)}")
-    if not isinstance(max_new_tokens, int) or isinstance(max_new_tokens, bool) or max_new_tokens < 0:
-        raise ValueError(f"max_new_tokens must be an int >= 0, got {max_new_tokens!r}")
-    if T + max_new_tokens > max_len:
-        raise ValueError(f"prompt length {T} + max_new_tokens {max_new_tokens} = "
-                         f"{T + max_new_tokens} > max_len {max_len}")
-    if pad_lens is not None:
-        if not isinstance(pad_lens, Tensor) or pad_lens.shape != (B,):
-            shape = tuple(pad_lens.shape) if isinstance(pad_lens, Tensor) else type(pad_lens).__name__
-            raise ValueError(f"pad_lens must be a tensor of shape ({B},), got {shape}")
-        if pad_lens.dtype.is_floating_point or pad_lens.dtype == torch.bool:
-            raise ValueError(f"pad_lens must be integers, got dtype {pad_lens.dtype}")
-        if pad_lens.device != idx.device:
-            raise ValueError(f"pad_lens is on {pad_lens.device}, idx on {idx.device}")
-        lo, hi = (int(x) for x in torch.aminmax(pad_lens))
-        if lo < 0 or hi >= T:
-            raise ValueError(f"pad_lens holds {lo if lo < 0 else hi}: each row needs 0 <= pads "
-                             f"< prompt length {T}")
-
-
-def check_generate_args(max_new_tokens, temperature: float, top_k: int | None, vocab_size: int,
-                        seed=None, eos_id=None) -> None:
-    if not isinstance(max_new_tokens, int) or isinstance(max_new_tokens, bool) or max_new_tokens < 1:
-        raise ValueError(f"max_new_tokens must be an int >= 1, got {max_new_tokens!r}")
-    check_sampling(temperature, top_k, vocab_size, seed)
-    if eos_id is not None and (not isinstance(eos_id, int) or not 0 <= eos_id < vocab_size):
-        raise ValueError(f"eos_id {eos_id!r} outside the vocabulary [0, {vocab_size})")
-
-
-def check_sampling(temperature: float, top_k: int | None, vocab_size: int, seed=None) -> None:
-    if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)):
-        raise ValueError(f"seed must be an int or None, got {seed!r}")
-    if not isinstance(temperature, (int, float)) or not temperature >= 0:
-        raise ValueError(f"temperature must be >= 0, got {temperature!r}")
-    if top_k is not None and (not isinstance(top_k, int) or not 1 <= top_k <= vocab_size):
-        raise ValueError(f"top_k must be an int in [1, vocab_size {vocab_size}], got {top_k!r}")
 
 
 # --- the inference phases -----------------------------------------------------------------

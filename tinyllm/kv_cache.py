@@ -1,21 +1,56 @@
-"""Keeping keys and values between decode steps.
+"""Keeping keys and values between decode steps (notebooks 02 and 06).
 
-The cache protocol (see model.py) has three calls: begin_step(T, rope) → (cos, sin) and
-sets the attention mask, layer(i).update(k, v) → the keys and values to attend over, and
-end_step(T). Two caches live here:
+The model drives a cache through the cache protocol (`Cache` below, and model.py):
+
+    cos, sin = cache.begin_step(T, rope)   # RoPE rows for these T positions; sets the mask
+    for each layer i:
+        k, v = cache.layer(i).update(k, v)  # store the new keys, get back the keys to attend
+        attend with **cache.layer(i).attn_kwargs
+    cache.end_step(T)                      # advance the position (device work only in decode)
+
+Three caches follow it:
 
 - KVCache: the dynamic cache of eager decode. Each step appends, so every shape grows by
-  one per token. Simple and exact, but a CUDA graph cannot replay it (graphs.py).
+  one per token. Simple and exact, but a CUDA graph cannot replay it (notebook 02).
+- StaticKVCache: fixed shapes for graph decode. The position is the device tensor `pos`,
+  K/V are written with index_copy_ at it, and a decode step attends over a fixed `window`
+  of keys with the later ones masked (graphs.py replays that step).
 - SlotKVCache: the continuous-batching cache. A fixed number of slots, each holding one
   request at its own length, all decoded together in one batch (engine.py).
 
+A static or slot cache is in decode mode inside `with cache.decoding(window):`, and in
+prefill mode outside it. Its positions exist twice: on the device (`pos`, `lens_dev`),
+which the kernels read, and on the host (`n`, `lens`), which picks the window without a
+device read. A decode step's end_step moves only the device copy, so that a CUDA graph can
+hold it; the caller then calls advance_host(). snapshot()/restore() save and put back the
+positions (never K/V): the host copy is the truth between steps, and restore() rewrites the
+device copy from it.
+
 Every mask here is a boolean "may attend" tensor for F.scaled_dot_product_attention. No
-row is ever all False: SDPA returns NaN for such a row, and the NaN then spreads through
-the cache. A pad (or free) row attends at least to itself.
+row is ever all False: a pad (or free) row attends at least to itself, so no step depends
+on what SDPA returns for a fully masked row (notebook 02 measures it).
 """
+
+import contextlib
+from typing import Protocol
 
 import torch
 from torch import Tensor
+
+
+class Cache(Protocol):
+    """What the model calls on a cache (model.py); every cache here follows it."""
+
+    def begin_step(self, T: int, rope) -> tuple[Tensor, Tensor]: ...
+
+    def layer(self, i: int) -> "LayerKV": ...
+
+    def end_step(self, T: int) -> None: ...
+
+    def advance_host(self) -> None: ...
+
+
+# --- masks ---------------------------------------------------------------------------------
 
 
 def causal_kwargs(offset: int, T: int, device) -> dict:
@@ -41,10 +76,34 @@ def padded_causal_mask(offset: int, T: int, first_valid: Tensor) -> Tensor:
     return mask[:, None]
 
 
+def window_mask(pos, window: int, first_valid) -> Tensor:
+    """(B, window) mask of the static decode step at position pos: keys at or before pos
+    that are not left pads of the row (row b's real tokens start at first_valid[b]). The
+    step's own key (pos) is never a pad, so no row is empty. pos: an int or a 1-element
+    tensor (the cache's device position); first_valid: (B,) ints."""
+    first_valid = torch.as_tensor(first_valid)
+    k_pos = torch.arange(window, device=first_valid.device)
+    return (k_pos <= torch.as_tensor(pos, device=first_valid.device)) & (
+        k_pos >= first_valid[:, None]
+    )
+
+
+def slot_mask(lens, window: int) -> Tensor:
+    """(n_slots, window) mask of the slot decode step: slot b attends to keys 0..lens[b]
+    (its own new key is at lens[b]); a free slot (length 0) attends to key 0 alone."""
+    lens = torch.as_tensor(lens)
+    k_pos = torch.arange(window, device=lens.device)
+    return k_pos <= lens[:, None]
+
+
+# --- the dynamic cache ---------------------------------------------------------------------
+
+
 class KVCache:
     """Dynamic cache: each layer's K/V grow by T along the sequence axis at every step.
 
-    first_valid (B,) is the number of left pads per row (None: no pads)."""
+    first_valid (B,) is the number of left pads per row (None: no pads). Its position n
+    lives on the host only, so end_step advances it and advance_host() has nothing to do."""
 
     def __init__(self, n_layers: int, first_valid: Tensor | None = None):
         self.k: list[Tensor | None] = [None] * n_layers
@@ -67,6 +126,9 @@ class KVCache:
     def end_step(self, T: int) -> None:
         self.n += T
 
+    def advance_host(self) -> None:
+        pass
+
 
 class LayerKV:
     """One layer's view of a KVCache."""
@@ -82,18 +144,149 @@ class LayerKV:
         return c.k[i], c.v[i]
 
 
-class SlotKVCache:
+# --- fixed shapes: the static and the slot cache -------------------------------------------
+
+
+class FixedCache:
+    """What the static and the slot cache share: K/V buffers of fixed shape, allocated at the
+    first write, and the decode mode."""
+
+    def __init__(self, n_layers: int, rows: int, max_len: int):
+        self.n_layers, self.max_len = n_layers, max_len
+        self.k: list[Tensor | None] = [None] * n_layers
+        self.v: list[Tensor | None] = [None] * n_layers
+        self.rows = rows
+        self.window: int | None = None  # set only inside decoding(window)
+        self.attn_kwargs: dict = {}
+
+    @contextlib.contextmanager
+    def decoding(self, window: int):
+        """Decode mode for the block: one token per row, attending over `window` keys."""
+        if not isinstance(window, int) or not 1 <= window <= self.max_len:
+            raise ValueError(f"window {window!r} outside [1, max_len {self.max_len}]")
+        outer, self.window = self.window, window
+        try:
+            yield self
+        finally:
+            self.window = outer
+
+    def buffers(self, i: int, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        """Layer i's K/V buffers (rows, kv_heads, max_len, head_dim), made at the first write."""
+        if self.k[i] is None:
+            shape = (self.rows, k.shape[1], self.max_len, k.shape[3])
+            self.k[i] = torch.zeros(shape, dtype=k.dtype, device=k.device)
+            self.v[i] = torch.zeros(shape, dtype=v.dtype, device=v.device)
+        elif self.k[i].dtype != k.dtype:
+            raise ValueError(f"cache holds {self.k[i].dtype}, got {k.dtype}")
+        return self.k[i], self.v[i]
+
+    def nbytes(self) -> int:
+        return sum(t.numel() * t.element_size() for t in self.k + self.v if t is not None)
+
+
+class StaticKVCache(FixedCache):
+    """Shared-position cache with fixed shapes (batch rows, max_len positions).
+
+    - Prefill (outside decoding()): from position 0, as KVCache; writes and returns
+      positions 0..T-1.
+    - Decode (inside decoding(window), T=1): the position is the device tensor `pos`; K/V
+      are written with index_copy_ at pos, RoPE rows gathered with index_select at pos, and
+      the first `window` keys returned with keys past pos and pad keys masked. Nothing in
+      the step depends on a host value of the position, so a CUDA graph can replay it.
+
+    first_valid (B,) is the left-pad count per row (zeros when unpadded); n is the host
+    copy of pos.
+    """
+
+    def __init__(self, n_layers: int, batch: int, max_len: int, device):
+        super().__init__(n_layers, batch, max_len)
+        self.batch = batch
+        self.pos = torch.zeros(1, dtype=torch.long, device=device)
+        self.first_valid = torch.zeros(batch, dtype=torch.long, device=device)
+        self.pad_lens: list[int] | None = None  # host copy of first_valid, None: no pads
+        self.n = 0
+
+    @property
+    def padded(self) -> bool:
+        return self.pad_lens is not None
+
+    def reset(self, pad_lens: Tensor | None = None) -> None:
+        """Empty the cache for a new request, left-padded by pad_lens (B,) if given."""
+        self.restore({"n": 0, "pad_lens": None if pad_lens is None else pad_lens.tolist()})
+
+    def snapshot(self) -> dict:
+        return {"n": self.n, "pad_lens": self.pad_lens}
+
+    def restore(self, state: dict) -> None:
+        """Put back the positions of a snapshot(), on the host and on the device."""
+        self.n, self.pad_lens = state["n"], state["pad_lens"]
+        self.pos.fill_(self.n)
+        self.first_valid.copy_(torch.tensor(self.pad_lens or [0] * self.batch))
+
+    def begin_step(self, T: int, rope) -> tuple[Tensor, Tensor]:
+        if self.window is None:
+            if self.n != 0:
+                raise ValueError(f"StaticKVCache prefills only from position 0, not {self.n}")
+            cos, sin = rope(T, 0)
+            self.attn_kwargs = (
+                {"attn_mask": padded_causal_mask(0, T, self.first_valid)}
+                if self.padded
+                else causal_kwargs(0, T, cos.device)
+            )
+            return cos, sin
+        if T != 1:
+            raise ValueError(f"decode takes one token per row, got T={T}")
+        mask = window_mask(self.pos, self.window, self.first_valid)
+        self.attn_kwargs = {"attn_mask": mask[:, None, None, :]}
+        return rope.cos.index_select(0, self.pos), rope.sin.index_select(0, self.pos)
+
+    def layer(self, i: int) -> "StaticLayerKV":
+        return StaticLayerKV(self, i)
+
+    def end_step(self, T: int) -> None:
+        if self.window is None:
+            self.n = T
+            self.pos.fill_(T)
+        else:
+            self.pos.add_(1)  # device work only: advance_host() moves n
+
+    def advance_host(self) -> None:
+        """After a decode step: move the host copy n as the step moved pos."""
+        self.n += 1
+
+
+class StaticLayerKV:
+    def __init__(self, cache: StaticKVCache, i: int):
+        self.cache, self.i = cache, i
+        self.attn_kwargs = cache.attn_kwargs
+
+    def update(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        c = self.cache
+        ck, cv = c.buffers(self.i, k, v)
+        if c.window is None:
+            T = k.shape[2]
+            if T > c.max_len:
+                raise ValueError(f"KV cache full: position {T} > max_len {c.max_len}")
+            ck[:, :, :T] = k
+            cv[:, :, :T] = v
+            return ck[:, :, :T], cv[:, :, :T]
+        ck.index_copy_(2, c.pos, k)
+        cv.index_copy_(2, c.pos, v)
+        return ck[:, :, : c.window], cv[:, :, : c.window]
+
+
+class SlotKVCache(FixedCache):
     """n_slots rows of max_len positions; each slot holds one request at its own length.
 
-    - Prefill: admit(slot, T), then one model call on that slot's prompt (1, T) writes its
-      positions 0..T-1. No pads: each prompt is prefilled alone.
-    - Decode (`window` set, T=1): all n_slots rows at once. Row b writes its new K/V at
-      position lens_dev[b] and attends to keys 0..lens_dev[b] of the first `window`;
+    - Prefill (outside decoding()): admit(slot, T), then one model call on that slot's
+      prompt (1, T) writes its positions 0..T-1. No pads: each prompt is prefilled alone.
+    - Decode (inside decoding(window), T=1): all n_slots rows at once. Row b writes its new
+      K/V at position lens_dev[b] and attends to keys 0..lens_dev[b] of the first `window`;
       free rows compute too (they attend to key 0 alone) but do not advance.
 
-    lens (host list) and lens_dev (device) hold each slot's length and must agree. A decode
-    step's end_step advances only lens_dev (device work, which a CUDA graph can replay), so
-    the decoder calls advance_host() after every decode step, replayed or eager.
+    lens (host) and lens_dev (device) hold each slot's length, active and active_dev whether
+    it holds a request. A decode step's end_step advances only lens_dev; advance_host()
+    then advances lens.
     """
 
     def __init__(self, n_layers: int, n_slots: int, max_len: int, device):
@@ -101,16 +294,13 @@ class SlotKVCache:
             raise ValueError(f"n_slots must be an int >= 1, got {n_slots!r}")
         if not isinstance(max_len, int) or max_len < 1:
             raise ValueError(f"max_len must be an int >= 1, got {max_len!r}")
-        self.n_layers, self.n_slots, self.max_len = n_layers, n_slots, max_len
-        self.k: list[Tensor | None] = [None] * n_layers
-        self.v: list[Tensor | None] = [None] * n_layers
+        super().__init__(n_layers, n_slots, max_len)
+        self.n_slots = n_slots
         self.lens = [0] * n_slots
         self.active = [False] * n_slots
         self.lens_dev = torch.zeros(n_slots, dtype=torch.long, device=device)
         self.active_dev = torch.zeros(n_slots, dtype=torch.long, device=device)
-        self.window: int | None = None
         self.prefill_slot: int | None = None
-        self.attn_kwargs: dict = {}
 
     def free_slots(self) -> list[int]:
         return [s for s in range(self.n_slots) if not self.active[s]]
@@ -133,10 +323,21 @@ class SlotKVCache:
         self.active_dev[slot] = 0
         self.lens_dev[slot] = 0
 
+    def snapshot(self) -> dict:
+        return {"lens": list(self.lens), "active": list(self.active),
+                "prefill_slot": self.prefill_slot}
+
+    def restore(self, state: dict) -> None:
+        """Put back the positions of a snapshot(), on the host and on the device."""
+        self.lens, self.active = list(state["lens"]), list(state["active"])
+        self.prefill_slot = state["prefill_slot"]
+        self.lens_dev.copy_(torch.tensor(self.lens))
+        self.active_dev.copy_(torch.tensor(self.active, dtype=torch.long))
+
     def advance_host(self) -> None:
-        """Advance the host lengths of active slots, as end_step does on the device."""
-        for s in range(self.n_slots):
-            self.lens[s] += self.active[s]
+        """After a decode step: advance the host lengths of active slots, as end_step did
+        on the device."""
+        self.lens = [n + a for n, a in zip(self.lens, self.active)]
 
     def begin_step(self, T: int, rope) -> tuple[Tensor, Tensor]:
         if self.window is None:
@@ -147,8 +348,8 @@ class SlotKVCache:
             return cos, sin
         if T != 1:
             raise ValueError(f"decode takes one token per slot, got T={T}")
-        k_pos = torch.arange(self.window, device=self.lens_dev.device)
-        self.attn_kwargs = {"attn_mask": (k_pos <= self.lens_dev[:, None])[:, None, None, :]}
+        mask = slot_mask(self.lens_dev, self.window)
+        self.attn_kwargs = {"attn_mask": mask[:, None, None, :]}
         # each slot at its own position: per-row cos/sin, shape (n_slots, 1, D/2)
         return rope.cos[self.lens_dev][:, None], rope.sin[self.lens_dev][:, None]
 
@@ -161,12 +362,7 @@ class SlotKVCache:
             self.lens[s], self.active[s] = T, True
             self.lens_dev[s], self.active_dev[s] = T, 1
         else:
-            # device work only, so that a graph (or torch.compile) can hold it; the
-            # decoder advances the host lengths after every decode step: advance_host()
-            self.lens_dev.add_(self.active_dev)
-
-    def nbytes(self) -> int:
-        return sum(t.numel() * t.element_size() for t in self.k + self.v if t is not None)
+            self.lens_dev.add_(self.active_dev)  # device work only: advance_host() moves lens
 
 
 class SlotLayerKV:
@@ -175,21 +371,16 @@ class SlotLayerKV:
         self.attn_kwargs = cache.attn_kwargs
 
     def update(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
-        c, i = self.cache, self.i
-        _, H, T, D = k.shape
-        if c.k[i] is None:
-            shape = (c.n_slots, H, c.max_len, D)
-            c.k[i] = torch.zeros(shape, dtype=k.dtype, device=k.device)
-            c.v[i] = torch.zeros(shape, dtype=v.dtype, device=v.device)
-        elif c.k[i].dtype != k.dtype:
-            raise ValueError(f"cache holds {c.k[i].dtype}, got {k.dtype}")
+        c = self.cache
+        ck, cv = c.buffers(self.i, k, v)
         if c.window is None:
-            s = c.prefill_slot
-            c.k[i][s, :, :T] = k[0]
-            c.v[i][s, :, :T] = v[0]
-            return c.k[i][s:s + 1, :, :T], c.v[i][s:s + 1, :, :T]
+            s, T = c.prefill_slot, k.shape[2]
+            ck[s, :, :T] = k[0]
+            cv[s, :, :T] = v[0]
+            return ck[s : s + 1, :, :T], cv[s : s + 1, :, :T]
         # decode: row b writes at its own position lens_dev[b]
+        H, D = k.shape[1], k.shape[3]
         where = c.lens_dev.view(-1, 1, 1, 1).expand(-1, H, 1, D)
-        c.k[i].scatter_(2, where, k)
-        c.v[i].scatter_(2, where, v)
-        return c.k[i][:, :, :c.window], c.v[i][:, :, :c.window]
+        ck.scatter_(2, where, k)
+        cv.scatter_(2, where, v)
+        return ck[:, :, : c.window], cv[:, :, : c.window]

@@ -15,9 +15,10 @@ import threading
 import torch
 from torch.overrides import TorchFunctionMode
 
-from tinyllm.graphs import bucket_for, default_buckets
+from tinyllm.course.viz import sig3
+from tinyllm.graphs import bucket_for, default_buckets, wasted_share
+from tinyllm.kv_cache import slot_mask, window_mask
 from tinyllm.lab.results import load_results
-from tinyllm.course.viz import sig3, slot_mask, wasted_share, window_mask
 
 _FAILED = object()
 

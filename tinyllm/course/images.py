@@ -7,10 +7,11 @@ redrawn from the recorded data (or, for masks and buckets, from the package itse
 import argparse
 from pathlib import Path
 
-from tinyllm.graphs import default_buckets
-from tinyllm.lab.results import load_results, load_trace
 from tinyllm.course.viz import (bucket_figure, fusion_figure, mask_figure, step_time_figure,
-                         timeline_figure, window_mask)
+                                timeline_figure)
+from tinyllm.graphs import default_buckets
+from tinyllm.kv_cache import window_mask
+from tinyllm.lab.results import load_results, load_trace
 
 IMAGES = Path(__file__).resolve().parents[2] / "images"
 

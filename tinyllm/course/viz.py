@@ -5,10 +5,10 @@ closed to pyplot as soon as it is made: a notebook cell that ends with the call 
 once, and a loop or a widget that draws many leaks none. Titles state the message, and
 any claim in a title is computed from the data it is drawn from.
 
-The data helpers beside the figures (window_mask, slot_mask, bucket_windows, wasted_share,
-gpu_idle_share, slot_segments) are what the figures draw and what the tests check. The
-masks come from the package's own caches (StaticKVCache, SlotKVCache) run on the CPU, so a
-picture of a mask is the mask the decoder uses, not a re-implementation of it.
+The arithmetic the figures draw (masks, bucket windows, wasted work) is the book's own
+(tinyllm.kv_cache.window_mask and slot_mask, tinyllm.graphs.bucket_windows, wasted_share
+and bucket_tradeoff), so a picture of a mask is the mask the decoder uses. The helpers
+here (gpu_idle_share, slot_segments) read recorded traces and engine stats.
 """
 
 import io
@@ -22,9 +22,7 @@ from matplotlib.patches import Patch, Rectangle
 from matplotlib.ticker import MaxNLocator
 
 from tinyllm.lab.anatomy import kernel_families
-from tinyllm.graphs import StaticKVCache, bucket_for, check_buckets
-from tinyllm.kv_cache import SlotKVCache
-from tinyllm.model import Rope
+from tinyllm.graphs import bucket_tradeoff, bucket_windows, check_buckets, wasted_share
 
 # One meaning, one colour, in every notebook: the Okabe–Ito palette (safe for the common
 # colour-vision deficiencies), with greys for what is computed but thrown away. Requests in
@@ -76,40 +74,6 @@ def _figure(nrows: int = 1, ncols: int = 1, **kw):
 
 # --- masks ------------------------------------------------------------------------------
 
-def _decode_mask(cache, window: int) -> torch.Tensor:
-    cache.window = window
-    cache.begin_step(1, Rope(head_dim=2, max_seq_len=window, theta=10000.0))
-    return cache.attn_kwargs["attn_mask"][:, 0, 0, :]
-
-
-def window_mask(pos: int, window: int, first_valid) -> torch.Tensor:
-    """(B, window) bool, True = may attend: the mask StaticKVCache builds for the decode
-    step at `pos` of rows left-padded by first_valid (B,)."""
-    first_valid = torch.as_tensor(first_valid, dtype=torch.long)
-    if first_valid.dim() != 1:
-        raise ValueError(f"first_valid must be 1-D (one pad count per row), got shape "
-                         f"{tuple(first_valid.shape)}")
-    if not 0 <= pos < window:
-        raise ValueError(f"pos {pos} outside [0, window {window}): the step at pos attends "
-                         f"over pos + 1 keys")
-    cache = StaticKVCache(1, len(first_valid), window, "cpu")
-    cache.reset(first_valid)
-    cache.pos.fill_(pos)
-    return _decode_mask(cache, window)
-
-
-def slot_mask(lens, window: int) -> torch.Tensor:
-    """(n_slots, window) bool: the decode mask SlotKVCache builds for slots of lengths
-    lens (0 = a free slot, which attends to key 0 alone)."""
-    lens = torch.as_tensor(lens, dtype=torch.long)
-    if lens.dim() != 1 or int(lens.min()) < 0 or int(lens.max()) >= window:
-        raise ValueError(f"lens must be 1-D with values in [0, window {window}), "
-                         f"got {lens.tolist()}")
-    cache = SlotKVCache(1, len(lens), window, "cpu")
-    cache.lens_dev.copy_(lens)
-    return _decode_mask(cache, window)
-
-
 def mask_figure(mask, pos: int | None = None, first_valid=None, title: str | None = None):
     """A (B, W) mask as an image: rows = batch rows, columns = key positions. The image
     array is the mask itself (1 = attended); pad keys and the current position are drawn
@@ -145,20 +109,6 @@ def mask_figure(mask, pos: int | None = None, first_valid=None, title: str | Non
 
 
 # --- buckets ----------------------------------------------------------------------------
-
-def bucket_windows(buckets, max_len: int) -> list[int]:
-    """The window at n_keys = 1..max_len (the step at position n - 1 attends over n keys):
-    the smallest bucket that holds n."""
-    buckets = check_buckets(buckets, max_len)
-    return [bucket_for(n, buckets) for n in range(1, max_len + 1)]
-
-
-def wasted_share(buckets, max_len: int) -> float:
-    """Share of a whole max_len-token generation's attention work spent on masked keys:
-    sum(window - n) / sum(window) over n = 1..max_len."""
-    windows = bucket_windows(buckets, max_len)
-    return sum(w - n for n, w in enumerate(windows, 1)) / sum(windows)
-
 
 def bucket_figure(buckets, max_len: int):
     """Window vs keys needed: the gap to the exact-length diagonal is the wasted work."""
@@ -464,19 +414,6 @@ def floor_figure(res: dict, batch: int = 1):
 
 
 # --- buckets: how many graphs for how little waste (notebook 03) ---------------------------
-
-def bucket_tradeoff(max_len: int, first: int = 128, growths=(8, 4, 2, 1.5, 1.25)) -> list[dict]:
-    """One window of max_len keys, then default_buckets(max_len, first, g) for each growth g:
-    {"growth", "buckets", "n_graphs", "wasted_share"} each (growth None for one window)."""
-    from tinyllm.graphs import default_buckets
-
-    out = [{"growth": None, "buckets": (max_len,)}]
-    out += [{"growth": g, "buckets": default_buckets(max_len, first, g)} for g in growths]
-    for r in out:
-        r["n_graphs"] = len(r["buckets"])
-        r["wasted_share"] = wasted_share(r["buckets"], max_len)
-    return out
-
 
 def bucket_tradeoff_figure(max_len: int, first: int = 128, growths=(8, 4, 2, 1.5, 1.25)):
     """Wasted attention work vs the number of graphs to capture."""

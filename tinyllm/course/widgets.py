@@ -12,10 +12,11 @@ arithmetic (bucket lists, masks) is computed; nothing is extrapolated.
 import ipywidgets as W
 from IPython.display import display
 
-from tinyllm.graphs import bucket_for, default_buckets
+from tinyllm.course.viz import (MIB, bucket_figure, cpu_gpu_figure, mask_figure,
+                                slot_timeline_figure, timeline_figure)
+from tinyllm.graphs import bucket_for, default_buckets, wasted_share
+from tinyllm.kv_cache import window_mask
 from tinyllm.lab.results import capture_cost, provenance_label
-from tinyllm.course.viz import (MIB, bucket_figure, cpu_gpu_figure, mask_figure, slot_timeline_figure,
-                         timeline_figure, wasted_share, window_mask)
 
 
 def _slider(cls, value, lo, hi, description, step=1):

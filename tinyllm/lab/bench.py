@@ -18,21 +18,20 @@ import argparse
 import json
 import os
 import platform
-import statistics
 import subprocess
 import sys
-import tempfile
 import time
+from functools import partial
 from pathlib import Path
 
 import torch
+from torch.nn.attention import SDPBackend
 
-from tinyllm.checkpoint import load_pretrained
-from tinyllm.engine import Engine
-from tinyllm.generation import decode_step, left_pad, prefill
-from tinyllm.graphs import FUSED_COMPILE, GraphDecoder
-from tinyllm.kv_cache import KVCache
-from tinyllm.tokenizer import Tokenizer
+from tinyllm import Engine, GraphDecoder, KVCache, Tokenizer, autocast, load_pretrained
+from tinyllm.generation import ATTENTION_BACKENDS, decode_step, left_pad, prefill
+from tinyllm.graphs import FUSED_COMPILE
+from tinyllm.lab.exactness import compare_eager_static, compare_replay
+from tinyllm.lab.timing import copy_bandwidth_GBps, kernel_summary, pool_bytes, profile_steps, time_steps
 
 RESULTS = Path(__file__).resolve().parents[2] / "results"
 PROMPT = "The for statement is used to iterate over the elements of a sequence"
@@ -71,155 +70,10 @@ def make_step(model, mode: str, idx: torch.Tensor):
     decoder.prefill(idx)
     if mode == "graph":
         decoder.capture()
-    return decoder._step  # as generate() runs it: its own tokens need no re-check
-
-
-def time_steps(step, tok: torch.Tensor, n_steps: int, warmup: int = 16, n_cpu: int = 64) -> dict:
-    """Median step time of n_steps decode steps run back to back, as a decode loop runs
-    them: a CUDA event between consecutive steps, so each interval is whichever is slower,
-    the CPU issuing the step or the GPU running it. cpu_us: median host time to issue one
-    step, measured separately with the GPU idle before each step."""
-    events = [torch.cuda.Event(enable_timing=True) for _ in range(n_steps + 1)]
-    for _ in range(warmup):
-        step(tok)
-    torch.cuda.synchronize()
-    events[0].record()
-    for i in range(n_steps):
-        step(tok)
-        events[i + 1].record()
-    torch.cuda.synchronize()
-    gpu = [a.elapsed_time(b) * 1e3 for a, b in zip(events, events[1:])]
-    cpu = []
-    for _ in range(n_cpu):
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        step(tok)
-        cpu.append((time.perf_counter() - t0) * 1e6)
-    torch.cuda.synchronize()
-    return {"step_us": statistics.median(gpu), "cpu_us": statistics.median(cpu)}
-
-
-def profile_steps(step, tok: torch.Tensor, n_steps: int = 3) -> list[dict]:
-    """Kernels and launch calls of n_steps consecutive steps, from torch.profiler's trace."""
-    from torch.profiler import ProfilerActivity, profile, record_function
-
-    for _ in range(3):
-        step(tok)
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-        for i in range(n_steps):
-            with record_function(f"decode_step_{i}"):
-                step(tok)
-            torch.cuda.synchronize()
-    with tempfile.TemporaryDirectory() as tmp:
-        prof.export_chrome_trace(f"{tmp}/trace.json")
-        events = json.loads(Path(f"{tmp}/trace.json").read_text())["traceEvents"]
-    steps = sorted((e["ts"], e["ts"] + e["dur"], int(e["name"].rsplit("_", 1)[1]))
-                   for e in events if e.get("name", "").startswith("decode_step_")
-                   and e.get("cat") == "user_annotation")
-    launch_ts = {}
-    out = []
-    for e in events:
-        if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {}):
-            if "Launch" in e["name"] or "Memcpy" in e["name"] or "Memset" in e["name"]:
-                launch_ts[e["args"]["correlation"]] = e["ts"]
-                out.append({"name": e["name"], "start": e["ts"], "dur": e["dur"], "kind": "cpu",
-                            "corr": e["args"]["correlation"]})
-    for e in events:
-        if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset"):
-            out.append({"name": e["name"][:60], "start": e["ts"], "dur": e["dur"], "kind": "gpu",
-                        "corr": e.get("args", {}).get("correlation")})
-    trace = []
-    for ev in out:
-        t = ev["start"] if ev["kind"] == "cpu" else launch_ts.get(ev["corr"])
-        owner = next((s for lo, hi, s in steps if t is not None and lo <= t <= hi), None)
-        if owner is not None:
-            trace.append({"step": owner, "name": ev["name"], "start_us": ev["start"],
-                          "dur_us": ev["dur"], "kind": ev["kind"]})
-    t0 = min((e["start_us"] for e in trace), default=0)
-    for e in trace:
-        e["start_us"] = round(e["start_us"] - t0, 3)
-        e["dur_us"] = round(e["dur_us"], 3)
-    return sorted(trace, key=lambda e: e["start_us"])
-
-
-def kernel_summary(trace: list[dict]) -> dict:
-    steps = sorted({e["step"] for e in trace})
-    per_step = [[e for e in trace if e["step"] == s and e["kind"] == "gpu"] for s in steps]
-    return {"kernels": statistics.median(len(k) for k in per_step),
-            "kernel_us": statistics.median(sum(e["dur_us"] for e in k) for k in per_step)}
-
-
-# --- notebook 05's two comparisons (any device) --------------------------------------------
-
-@torch.no_grad()
-def compare_replay(model, idx, steps: int, pad_lens=None, buckets=None,
-                   requests: int = 2, check_reference: bool = False) -> dict:
-    """Graph replay vs the same static step run eagerly, bit for bit, at every step, for
-    `requests` requests back to back on the same two decoders. Needs CUDA."""
-    ref = GraphDecoder(model, idx.shape[0], buckets=buckets, use_graph=False)
-    fast = GraphDecoder(model, idx.shape[0], buckets=buckets, use_graph=True)
-    # a second eager reference: is the eager static step itself deterministic?
-    twin = GraphDecoder(model, idx.shape[0], buckets=buckets, use_graph=False) if check_reference else None
-    first, first_twin, windows, n = None, None, set(), 0
-    for r in range(requests):
-        a, b = ref.prefill(idx, pad_lens), fast.prefill(idx, pad_lens)
-        if twin is not None:
-            twin.prefill(idx, pad_lens)
-        tok = a[:, -1:].argmax(-1)
-        for s in range(steps):
-            windows.add(fast.bucket_for(fast.cache.n + 1))
-            a, b = ref.step(tok), fast.step(tok)
-            n += 1
-            if first is None and not torch.equal(a, b):
-                first = {"request": r, "step": s, "max_abs_diff": (a - b).abs().max().item()}
-            if twin is not None:
-                c = twin.step(tok)
-                if first_twin is None and not torch.equal(a, c):
-                    first_twin = {"request": r, "step": s, "max_abs_diff": (a - c).abs().max().item()}
-            tok = a[:, -1].argmax(-1, keepdim=True)
-    out = {"batch": idx.shape[0], "pad_lens": None if pad_lens is None else pad_lens.tolist(),
-           "requests": requests, "steps": n, "windows": sorted(windows),
-           "all_equal": first is None, "first_difference": first}
-    if twin is not None:
-        out["reference_deterministic"] = first_twin is None
-        out["reference_first_difference"] = first_twin
-    return out
-
-
-@torch.no_grad()
-def compare_eager_static(model, idx, steps: int, pad_lens=None, buckets=None) -> dict:
-    """Eager decode (dynamic cache, exact length, no mask) vs the static step (fixed window,
-    masked), both fed the eager run's greedy tokens. Per step: the largest logit difference
-    and the rows whose greedy token differs, with the eager top-1 minus top-2 margin there."""
-    cache = KVCache(model.cfg.n_layers, first_valid=pad_lens)
-    a = prefill(model, idx, cache)
-    static = GraphDecoder(model, idx.shape[0], buckets=buckets, use_graph=False)
-    b = static.prefill(idx, pad_lens)
-    diffs, flips, agree = [], [], 0
-    for s in range(steps):
-        la, lb = a[:, -1].float(), b[:, -1].float()
-        diffs.append((la - lb).abs().max().item())
-        ta, tb = la.argmax(-1), lb.argmax(-1)
-        agree += int((ta == tb).sum())
-        for row in (ta != tb).nonzero().flatten().tolist():
-            top2 = la[row].topk(2).values
-            flips.append({"step": s, "row": row, "margin": (top2[0] - top2[1]).item()})
-        tok = ta[:, None]
-        a = decode_step(model, cache, tok, check=False)
-        b = static._step(tok)
-    return {"batch": idx.shape[0], "steps": steps, "max_logit_diff_per_step": diffs,
-            "max_logit_diff": max(diffs), "token_agreement": agree / (steps * idx.shape[0]),
-            "first_flip_step": flips[0]["step"] if flips else None, "flips": flips}
+    return partial(decoder.step, check=False)  # as generate() runs it: no id re-check
 
 
 # --- the GPU measurements ------------------------------------------------------------------
-
-def pool_bytes(pool) -> int:
-    """Bytes reserved by one graph memory pool, from the allocator's snapshot."""
-    return sum(seg["total_size"] for seg in torch.cuda.memory_snapshot()
-               if tuple(seg.get("segment_pool_id", ())) == tuple(pool))
-
 
 def measure_capture(model, idx) -> dict:
     out = {"batch": idx.shape[0], "windows": [], "capture_s": [], "pool_bytes": []}
@@ -229,29 +83,14 @@ def measure_capture(model, idx) -> dict:
         d.prefill(idx)
         out["windows"].append(w)
         out["capture_s"].append(round(d.capture((w,)), 4))
-        out["pool_bytes"].append(pool_bytes(d.graphs.pool))
+        out["pool_bytes"].append(pool_bytes(d.pool))
         del d
     d = GraphDecoder(model, idx.shape[0])
     d.prefill(idx)
     out["total_capture_s"] = round(d.capture(), 4)
-    out["shared_pool_bytes"] = pool_bytes(d.graphs.pool)
+    out["shared_pool_bytes"] = pool_bytes(d.pool)
     out["separate_pools_bytes"] = sum(out["pool_bytes"])
     return out
-
-
-def copy_bandwidth_GBps() -> float:
-    x = torch.empty(2**28, dtype=torch.float32, device="cuda").normal_()  # 1 GiB
-    y = torch.empty_like(x)
-    for _ in range(3):
-        y.copy_(x)
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(10):
-        y.copy_(x)
-    end.record()
-    end.synchronize()
-    seconds = start.elapsed_time(end) / 1e3 / 10
-    return 2 * x.numel() * x.element_size() / seconds / 1e9  # bytes read + written
 
 
 def measure_engine(model, n_slots: int, n_requests: int, seed: int = 0) -> dict:
@@ -280,17 +119,33 @@ def measure_engine(model, n_slots: int, n_requests: int, seed: int = 0) -> dict:
 
 
 def compiled_static_step(model, idx, mode: str, buckets=None, static_addresses=False):
-    """A static-cache step through torch.compile(model, mode=...): `buckets` None is the
-    project's default buckets, (max_len,) the gpt-fast layout (one window of max_len keys).
-    static_addresses marks the cache tensors as fixed, as module buffers are."""
-    decoder = GraphDecoder(model, idx.shape[0], buckets=buckets, use_graph=False)
+    """A static-cache step through torch.compile(model, mode=...) as a user first writes it
+    (no fullgraph, dynamic shapes allowed): `buckets` None is the project's default buckets,
+    (max_len,) one window of max_len keys. static_addresses marks the cache tensors as
+    fixed, as module buffers are."""
+    compile_args = {"mode": mode, "dynamic": None, "fullgraph": False}
+    decoder = GraphDecoder(model, idx.shape[0], buckets=buckets, use_graph=False,
+                           fused=compile_args)
     decoder.prefill(idx)
     if static_addresses:
         c = decoder.cache
         for t in c.k + c.v + [c.pos, c.first_valid, decoder.tok]:
             torch._dynamo.mark_static_address(t)
-    decoder.graphs.step_model = torch.compile(model, mode=mode)
-    return decoder._step
+    return partial(decoder.step, check=False)
+
+
+def eager_step_with_backends(model, idx, attention_backends):
+    """Eager decode (prefill, then the dynamic cache's step) with SDPA limited to
+    attention_backends instead of generation.ATTENTION_BACKENDS."""
+    cache = KVCache(model.cfg.n_layers)
+
+    @torch.no_grad()
+    def run(tokens):
+        with autocast(idx.device, attention_backends=attention_backends):
+            return model(tokens, cache=cache)[0]
+
+    run(idx)
+    return run
 
 
 def measure_fusion(model, batch: int = 1, n_steps: int = 64) -> dict:
@@ -307,12 +162,12 @@ def measure_fusion(model, batch: int = 1, n_steps: int = 64) -> dict:
         d = GraphDecoder(model, batch, fused=True)
         d.prefill(idx)
         d.capture()
-        return d._step
+        return partial(d.step, check=False)
 
     def fused_eager():
         d = GraphDecoder(model, batch, fused=True, use_graph=False)
         d.prefill(idx)
-        return d._step
+        return partial(d.step, check=False)
 
     variants = {
         "eager": lambda: make_step(model, "eager", idx),
@@ -393,16 +248,12 @@ def run(quick: bool, out_path: Path | None, trace_path: Path | None, command: st
             print(f"batch {B:3d} {mode:6s} step {t['step_us']:8.1f} us  cpu {t['cpu_us']:8.1f} us"
                   f"  kernels {k['kernels']:4.0f} ({k['kernel_us']:.1f} us)", flush=True)
     # the same eager step with cuDNN attention allowed: a new plan for every key length
-    from tinyllm import generation
-    saved = list(generation.ATTENTION_BACKENDS)
-    generation.ATTENTION_BACKENDS.append(torch.nn.attention.SDPBackend.CUDNN_ATTENTION)
-    try:
-        idx = prompt_batch(1, prompt_len, "cuda")
-        t = time_steps(make_step(model, "eager", idx), idx[:, -1:].clone(), min(n_steps, 64), warmup=4)
-        res["eager_with_cudnn_attention"] = {"batch": 1, "step_us": round(t["step_us"], 1)}
-        print("eager with cuDNN attention", res["eager_with_cudnn_attention"], flush=True)
-    finally:
-        generation.ATTENTION_BACKENDS[:] = saved
+    idx = prompt_batch(1, prompt_len, "cuda")
+    cudnn = [*ATTENTION_BACKENDS, SDPBackend.CUDNN_ATTENTION]
+    t = time_steps(eager_step_with_backends(model, idx, cudnn), idx[:, -1:].clone(),
+                   min(n_steps, 64), warmup=4)
+    res["eager_with_cudnn_attention"] = {"batch": 1, "step_us": round(t["step_us"], 1)}
+    print("eager with cuDNN attention", res["eager_with_cudnn_attention"], flush=True)
     step_time["speedup"] = [round(e / g, 2) for e, g in zip(step_time["eager_us"], step_time["graph_us"])]
     res["step_time"], res["cpu_time"], res["gpu_kernel_time"] = step_time, cpu_time, kernel_time
     res["kernels_per_step"] = kernels

@@ -1,0 +1,112 @@
+"""Timing and profiling a decode step on a GPU (notebooks 01, 04 and 07, and bench.py).
+
+time_steps times steps back to back with CUDA events, as a decode loop runs them;
+profile_steps records their kernels and launch calls with torch.profiler; pool_bytes reads a
+graph memory pool's size from the allocator; copy_bandwidth_GBps measures the bandwidth
+floor's denominator. All of them need CUDA.
+"""
+
+import json
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+
+def time_steps(step, tok: torch.Tensor, n_steps: int, warmup: int = 16, n_cpu: int = 64) -> dict:
+    """Median step time of n_steps decode steps run back to back, as a decode loop runs
+    them: a CUDA event between consecutive steps, so each interval is whichever is slower,
+    the CPU issuing the step or the GPU running it. cpu_us: median host time to issue one
+    step, measured separately with the GPU idle before each step."""
+    events = [torch.cuda.Event(enable_timing=True) for _ in range(n_steps + 1)]
+    for _ in range(warmup):
+        step(tok)
+    torch.cuda.synchronize()
+    events[0].record()
+    for i in range(n_steps):
+        step(tok)
+        events[i + 1].record()
+    torch.cuda.synchronize()
+    gpu = [a.elapsed_time(b) * 1e3 for a, b in zip(events, events[1:])]
+    cpu = []
+    for _ in range(n_cpu):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        step(tok)
+        cpu.append((time.perf_counter() - t0) * 1e6)
+    torch.cuda.synchronize()
+    return {"step_us": statistics.median(gpu), "cpu_us": statistics.median(cpu)}
+
+
+def profile_steps(step, tok: torch.Tensor, n_steps: int = 3) -> list[dict]:
+    """Kernels and launch calls of n_steps consecutive steps, from torch.profiler's trace."""
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    for _ in range(3):
+        step(tok)
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        for i in range(n_steps):
+            with record_function(f"decode_step_{i}"):
+                step(tok)
+            torch.cuda.synchronize()
+    with tempfile.TemporaryDirectory() as tmp:
+        prof.export_chrome_trace(f"{tmp}/trace.json")
+        events = json.loads(Path(f"{tmp}/trace.json").read_text())["traceEvents"]
+    steps = sorted((e["ts"], e["ts"] + e["dur"], int(e["name"].rsplit("_", 1)[1]))
+                   for e in events if e.get("name", "").startswith("decode_step_")
+                   and e.get("cat") == "user_annotation")
+    launch_ts = {}
+    out = []
+    for e in events:
+        if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {}):
+            if "Launch" in e["name"] or "Memcpy" in e["name"] or "Memset" in e["name"]:
+                launch_ts[e["args"]["correlation"]] = e["ts"]
+                out.append({"name": e["name"], "start": e["ts"], "dur": e["dur"], "kind": "cpu",
+                            "corr": e["args"]["correlation"]})
+    for e in events:
+        if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset"):
+            out.append({"name": e["name"][:60], "start": e["ts"], "dur": e["dur"], "kind": "gpu",
+                        "corr": e.get("args", {}).get("correlation")})
+    trace = []
+    for ev in out:
+        t = ev["start"] if ev["kind"] == "cpu" else launch_ts.get(ev["corr"])
+        owner = next((s for lo, hi, s in steps if t is not None and lo <= t <= hi), None)
+        if owner is not None:
+            trace.append({"step": owner, "name": ev["name"], "start_us": ev["start"],
+                          "dur_us": ev["dur"], "kind": ev["kind"]})
+    t0 = min((e["start_us"] for e in trace), default=0)
+    for e in trace:
+        e["start_us"] = round(e["start_us"] - t0, 3)
+        e["dur_us"] = round(e["dur_us"], 3)
+    return sorted(trace, key=lambda e: e["start_us"])
+
+
+def kernel_summary(trace: list[dict]) -> dict:
+    steps = sorted({e["step"] for e in trace})
+    per_step = [[e for e in trace if e["step"] == s and e["kind"] == "gpu"] for s in steps]
+    return {"kernels": statistics.median(len(k) for k in per_step),
+            "kernel_us": statistics.median(sum(e["dur_us"] for e in k) for k in per_step)}
+
+
+def pool_bytes(pool) -> int:
+    """Bytes reserved by one graph memory pool, from the allocator's snapshot."""
+    return sum(seg["total_size"] for seg in torch.cuda.memory_snapshot()
+               if tuple(seg.get("segment_pool_id", ())) == tuple(pool))
+
+
+def copy_bandwidth_GBps() -> float:
+    x = torch.empty(2**28, dtype=torch.float32, device="cuda").normal_()  # 1 GiB
+    y = torch.empty_like(x)
+    for _ in range(3):
+        y.copy_(x)
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(10):
+        y.copy_(x)
+    end.record()
+    end.synchronize()
+    seconds = start.elapsed_time(end) / 1e3 / 10
+    return 2 * x.numel() * x.element_size() / seconds / 1e9  # bytes read + written
