@@ -1,4 +1,5 @@
 """The lab: measurements of the book (tinyllm/). Nothing in the book imports it.
 
-bench (python -m tinyllm.lab.bench), results (recorded runs), anatomy (a decode step op by op).
+bench (python -m tinyllm.lab.bench), results (recorded runs), anatomy (a decode step op by op),
+simgraph (CUDA graphs simulated on the CPU, for capture and replay without a GPU).
 """
