@@ -1,5 +1,10 @@
-"""The lab: measurements of the book (tinyllm/). Nothing in the book imports it.
+"""The lab: measurements of the book (tinyllm/). Nothing in the book imports it, and it uses
+only the book's public names.
 
-bench (python -m tinyllm.lab.bench), results (recorded runs), anatomy (a decode step op by op),
-simgraph (CUDA graphs simulated on the CPU, for capture and replay without a GPU).
+- bench: `python -m tinyllm.lab.bench` (make bench), the GPU measurements behind results/;
+- timing: timing and profiling a step on a GPU; exactness: notebook 05's two comparisons;
+- anatomy: one decode step, op by op and kernel by kernel; results: recorded runs;
+- simgraph: CUDA graphs simulated on a CPU, for capture and replay without a GPU;
+- gptfast: gpt-fast's decode recipe on the course's weights, the peer the course measures
+  itself against.
 """
