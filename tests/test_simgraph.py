@@ -267,20 +267,20 @@ def test_toy_model_forward_replays_bit_exact(toy_model):
 @torch.no_grad()
 def test_the_course_decode_step_replays_like_its_eager_reference(toy_model):
     """GraphDecoder's static step (position in a device tensor, K/V written with index_copy_,
-    a masked window), captured here instead of on a GPU."""
+    a masked window), captured with its own capture_window instead of on a GPU."""
     idx = torch.randint(0, toy_model.cfg.vocab_size, (2, 7))
-    ref, sim = (GraphDecoder(toy_model, 2, max_len=32, buckets=(16, 32), use_graph=False)
-                for _ in range(2))
+    ref = GraphDecoder(toy_model, 2, max_len=32, buckets=(16, 32), use_graph=False)
+    sim = GraphDecoder(toy_model, 2, max_len=32, buckets=(16, 32), graph_api=api)
     ref.prefill(idx)
     sim.prefill(idx)
-    ref.cache.window = sim.cache.window = 16
-    g, out = captured(sim.graphs.forward)
+    g, out = sim.capture_window(16)
     assert sim.cache.pos.item() == 7  # recorded, not run
     tok = idx[:, -1:]
     for _ in range(8):
         ref.tok.copy_(tok)
         sim.tok.copy_(tok)
-        want = ref.graphs.forward()
+        with ref.cache.decoding(16):
+            want = ref.forward()
         g.replay()
         assert torch.equal(out, want)
         tok = want[:, -1].argmax(-1, keepdim=True)
