@@ -45,34 +45,40 @@ pytestmark = pytest.mark.browser
 REPO = Path(__file__).resolve().parent.parent
 NOTEBOOKS = REPO / "notebooks"
 CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--no-first-run", "--disable-sync"]
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+    "--disable-sync",
+]
 VIEWPORT = {"width": 1280, "height": 1000}
 
 # Bounded waits, in seconds: generous for a loaded 2-core machine, never open-ended.
-SERVER_START_S = 90      # JupyterLab answers /api/status
-SERVER_STOP_S = 30       # /api/shutdown until the process is gone
-NOTEBOOK_OPEN_S = 120    # the notebook's cells are on the page and its kernel is idle
-RUN_ALL_S = 300          # Run All Cells, from the click until the kernel is idle again
-WIDGET_UPDATE_S = 60     # one control change until the redrawn output is shown
+SERVER_START_S = 90  # JupyterLab answers /api/status
+SERVER_STOP_S = 30  # /api/shutdown until the process is gone
+NOTEBOOK_OPEN_S = 120  # the notebook's cells are on the page and its kernel is idle
+RUN_ALL_S = 300  # Run All Cells, from the click until the kernel is idle again
+WIDGET_UPDATE_S = 60  # one control change until the redrawn output is shown
 
 # The settings JupyterLab starts with (in the temporary folder, not the user's): every cell
 # attached to the page (the default windowing skips rendering off-screen cells), and no
 # request to the Jupyter news feed.
 LAB_SETTINGS = {
     "@jupyterlab/notebook-extension/tracker": {"windowingMode": "none"},
-    "@jupyterlab/apputils-extension/notification": {"fetchNews": "false",
-                                                    "checkForUpdates": False},
+    "@jupyterlab/apputils-extension/notification": {"fetchNews": "false", "checkForUpdates": False},
 }
 
 
 @dataclass(frozen=True)
 class Explorer:
-    name: str       # the tinyllm.course.widgets function, and the screenshot's name
-    notebook: str   # the notebook that shows it
-    control: str    # the description of the control the test moves
-    kind: str       # "slider" (moved by keyboard on its handle) or "dropdown"
-    figures: int    # how many figures it shows, before and after the change
+    name: str  # the tinyllm.course.widgets function, and the screenshot's name
+    notebook: str  # the notebook that shows it
+    control: str  # the description of the control the test moves
+    kind: str  # "slider" (moved by keyboard on its handle) or "dropdown"
+    figures: int  # how many figures it shows, before and after the change
 
 
 EXPLORERS = [
@@ -89,8 +95,9 @@ def unavailable(message: str):
     if os.environ.get("CI") == "true":
         pytest.fail(f"{message} (CI=true: the browser test must run in CI)", pytrace=False)
     if os.environ.get("SCREENSHOT_DIR"):
-        pytest.fail(f"{message} (SCREENSHOT_DIR is set: screenshots need the browser)",
-                    pytrace=False)
+        pytest.fail(
+            f"{message} (SCREENSHOT_DIR is set: screenshots need the browser)", pytrace=False
+        )
     pytest.skip(message)
 
 
@@ -130,8 +137,9 @@ class Lab:
 
     # -- requests ------------------------------------------------------------------------
 
-    def request(self, path: str, method: str = "GET", token: str | None = "own",
-                timeout: float = 10) -> tuple[int, bytes]:
+    def request(
+        self, path: str, method: str = "GET", token: str | None = "own", timeout: float = 10
+    ) -> tuple[int, bytes]:
         """(status, body) of an HTTP request to the server; token "own" sends this server's
         token in the Authorization header, None sends no token."""
         req = urllib.request.Request(self.url + path, method=method)
@@ -171,37 +179,57 @@ class Lab:
         env["PYTHONHASHSEED"] = "0"
         # Nothing of the user's home: configuration, data (kernel specs), runtime files,
         # IPython and matplotlib all live in the temporary folder.
-        env.update(HOME=str(self.home),
-                   JUPYTER_CONFIG_DIR=str(self.root / "jupyter" / "config"),
-                   JUPYTER_DATA_DIR=str(self.root / "jupyter" / "data"),
-                   JUPYTER_RUNTIME_DIR=str(self.root / "jupyter" / "runtime"),
-                   IPYTHONDIR=str(self.root / "ipython"),
-                   MPLCONFIGDIR=str(self.root / "matplotlib"))
-        cmd = [sys.executable, "-m", "jupyter", "lab",
-               "--ip=127.0.0.1", f"--port={self.port}", "--port-retries=0", "--no-browser",
-               f"--IdentityProvider.token={self.token}",
-               f"--ServerApp.root_dir={self.notebooks}",
-               f"--LabApp.user_settings_dir={settings}",
-               f"--LabApp.workspaces_dir={self.root / 'lab' / 'workspaces'}"]
+        env.update(
+            HOME=str(self.home),
+            JUPYTER_CONFIG_DIR=str(self.root / "jupyter" / "config"),
+            JUPYTER_DATA_DIR=str(self.root / "jupyter" / "data"),
+            JUPYTER_RUNTIME_DIR=str(self.root / "jupyter" / "runtime"),
+            IPYTHONDIR=str(self.root / "ipython"),
+            MPLCONFIGDIR=str(self.root / "matplotlib"),
+        )
+        cmd = [
+            sys.executable,
+            "-m",
+            "jupyter",
+            "lab",
+            "--ip=127.0.0.1",
+            f"--port={self.port}",
+            "--port-retries=0",
+            "--no-browser",
+            f"--IdentityProvider.token={self.token}",
+            f"--ServerApp.root_dir={self.notebooks}",
+            f"--LabApp.user_settings_dir={settings}",
+            f"--LabApp.workspaces_dir={self.root / 'lab' / 'workspaces'}",
+        ]
         if os.geteuid() == 0:
             cmd.append("--allow-root")
         with open(self.log_path, "wb") as log:
-            self.proc = subprocess.Popen(cmd, cwd=self.notebooks, env=env, stdin=subprocess.DEVNULL,
-                                         stdout=log, stderr=subprocess.STDOUT,
-                                         start_new_session=True)
+            self.proc = subprocess.Popen(
+                cmd,
+                cwd=self.notebooks,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
         deadline = time.monotonic() + SERVER_START_S
         while True:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"JupyterLab exited with status {self.proc.returncode} "
-                                   f"before answering:\n{self.log_tail()}")
+                raise RuntimeError(
+                    f"JupyterLab exited with status {self.proc.returncode} "
+                    f"before answering:\n{self.log_tail()}"
+                )
             try:
                 if self.request("/api/status", timeout=2)[0] == 200:
                     return
             except OSError:
                 pass
             if time.monotonic() > deadline:
-                raise RuntimeError(f"JupyterLab did not answer on {self.url} within "
-                                   f"{SERVER_START_S} s:\n{self.log_tail()}")
+                raise RuntimeError(
+                    f"JupyterLab did not answer on {self.url} within "
+                    f"{SERVER_START_S} s:\n{self.log_tail()}"
+                )
             time.sleep(0.25)
 
     def stop(self):
@@ -250,11 +278,14 @@ def lab(tmp_path_factory):
 
 def require_chromium():
     if find_spec("playwright") is None:
-        unavailable("the playwright Python package is missing: pip install playwright "
-                    "(its browser download is not needed)")
+        unavailable(
+            "the playwright Python package is missing: pip install playwright "
+            "(its browser download is not needed)"
+        )
     if not os.access(CHROMIUM, os.X_OK):
-        unavailable(f"{CHROMIUM} is missing: install Debian's Chromium with "
-                    "`sudo apt-get install chromium`")
+        unavailable(
+            f"{CHROMIUM} is missing: install Debian's Chromium with `sudo apt-get install chromium`"
+        )
 
 
 @pytest.fixture(scope="module")
@@ -266,8 +297,13 @@ def browser(lab):
     pw = sync_playwright().start()
     try:
         context = pw.chromium.launch_persistent_context(
-            str(lab.root / "chromium-profile"), executable_path=CHROMIUM, headless=True,
-            args=CHROMIUM_ARGS, viewport=VIEWPORT, env={**os.environ, "HOME": str(lab.home)})
+            str(lab.root / "chromium-profile"),
+            executable_path=CHROMIUM,
+            headless=True,
+            args=CHROMIUM_ARGS,
+            viewport=VIEWPORT,
+            env={**os.environ, "HOME": str(lab.home)},
+        )
         try:
             yield context
         finally:
@@ -320,16 +356,18 @@ JS_REDRAWN = f"""([out, before, n]) => {{
 
 def open_notebook(page, lab: Lab, notebook: str):
     # `reset`: a fresh workspace, so notebooks opened by earlier tests are not restored
-    page.goto(f"{lab.url}/lab/tree/{notebook}?token={lab.token}&reset",
-              timeout=NOTEBOOK_OPEN_S * 1000)
+    page.goto(
+        f"{lab.url}/lab/tree/{notebook}?token={lab.token}&reset", timeout=NOTEBOOK_OPEN_S * 1000
+    )
     page.wait_for_selector(f".jp-NotebookPanel {CODE_PROMPTS}", timeout=NOTEBOOK_OPEN_S * 1000)
     try:
         page.wait_for_function(JS_IDLE, timeout=NOTEBOOK_OPEN_S * 1000, polling=200)
     except Exception as e:
         dialog = page.locator(".jp-Dialog")
         detail = f" A dialog says: {dialog.first.inner_text()!r}" if dialog.count() else ""
-        raise AssertionError(f"the kernel of {notebook} did not become idle within "
-                             f"{NOTEBOOK_OPEN_S} s.{detail}") from e
+        raise AssertionError(
+            f"the kernel of {notebook} did not become idle within {NOTEBOOK_OPEN_S} s.{detail}"
+        ) from e
     n_open = page.locator(".jp-NotebookPanel").count()
     assert n_open == 1, f"expected only {notebook} open, found {n_open} notebooks"
 
@@ -346,15 +384,18 @@ def run_all_cells(page, notebook: str):
         cells = page.locator(".jp-CodeCell")
         last = max((i for i in range(len(prompts)) if i not in not_run), default=None)
         out = cells.nth(last).locator(".jp-OutputArea").inner_text() if last is not None else ""
-        raise AssertionError(f"{notebook}: Run All Cells stopped; code cells {not_run} (0-based) "
-                             f"did not run. Output of the last cell that ran:\n{out[-3000:]}")
+        raise AssertionError(
+            f"{notebook}: Run All Cells stopped; code cells {not_run} (0-based) "
+            f"did not run. Output of the last cell that ran:\n{out[-3000:]}"
+        )
 
 
 def assert_no_widget_errors(page, notebook: str):
     errors = page.get_by_text("Error displaying widget")
     if errors.count():
-        raise AssertionError(f"{notebook}: {errors.count()} output(s) show "
-                             f"{errors.first.inner_text()!r}")
+        raise AssertionError(
+            f"{notebook}: {errors.count()} output(s) show {errors.first.inner_text()!r}"
+        )
 
 
 def find_explorer(page, ex: Explorer):
@@ -365,8 +406,10 @@ def find_explorer(page, ex: Explorer):
         box.wait_for(state="visible", timeout=WIDGET_UPDATE_S * 1000)
     except Exception as e:
         assert_no_widget_errors(page, ex.notebook)  # a widget that failed to show says so late
-        raise AssertionError(f"{ex.notebook}: no {ex.name} (an interactive widget with a "
-                             f"control named {ex.control!r}) is shown") from e
+        raise AssertionError(
+            f"{ex.notebook}: no {ex.name} (an interactive widget with a "
+            f"control named {ex.control!r}) is shown"
+        ) from e
     kind = {"slider": ".widget-slider", "dropdown": ".widget-dropdown"}[ex.kind]
     control = box.locator(kind).filter(has=label).first
     return box, control
@@ -380,17 +423,23 @@ def output_images(out) -> list[str]:
 
 def change_control(page, ex: Explorer, control, out) -> list[str]:
     """Move the control step by step, waiting for each redraw; returns what was set."""
+
     def redrawn(action, what):
         before = out.inner_html()
         action()
         try:
-            page.wait_for_function(JS_REDRAWN, arg=[out.element_handle(), before, ex.figures],
-                                   timeout=WIDGET_UPDATE_S * 1000, polling=100)
+            page.wait_for_function(
+                JS_REDRAWN,
+                arg=[out.element_handle(), before, ex.figures],
+                timeout=WIDGET_UPDATE_S * 1000,
+                polling=100,
+            )
         except Exception as e:
             raise AssertionError(
                 f"{ex.name}: within {WIDGET_UPDATE_S} s after {what}, the output did not "
                 f"change to {ex.figures} figure(s); it shows {out.locator('img').count()} "
-                f"figure(s) and the text {out.inner_text()[-500:]!r}") from e
+                f"figure(s) and the text {out.inner_text()[-500:]!r}"
+            ) from e
 
     if ex.kind == "slider":
         handle = control.locator(".noUi-handle")
@@ -435,13 +484,20 @@ def save_screenshot(page, locator, lab: Lab, name: str) -> Path:
         page.set_viewport_size({"width": VIEWPORT["width"], "height": int(height) + 250})
     try:
         try:
-            page.wait_for_function(JS_IN_VIEW, arg=locator.element_handle(), timeout=20_000,
-                                   polling=200)
+            page.wait_for_function(
+                JS_IN_VIEW, arg=locator.element_handle(), timeout=20_000, polling=200
+            )
         except Exception as e:
-            raise AssertionError(f"{name}: could not bring the cell ({height:.0f} px high) "
-                                 f"wholly into view for its screenshot") from e
-        locator.screenshot(path=str(path), animations="disabled", caret="hide",
-                           style=".jp-cell-toolbar { visibility: hidden !important; }")
+            raise AssertionError(
+                f"{name}: could not bring the cell ({height:.0f} px high) "
+                f"wholly into view for its screenshot"
+            ) from e
+        locator.screenshot(
+            path=str(path),
+            animations="disabled",
+            caret="hide",
+            style=".jp-cell-toolbar { visibility: hidden !important; }",
+        )
     finally:
         page.set_viewport_size(VIEWPORT)
     if os.environ.get("SCREENSHOT_DIR"):
@@ -481,19 +537,26 @@ def test_explorer_redraws_in_jupyterlab(lab, ex, request):
         out = box.locator(".widget-output").last
         box.scroll_into_view_if_needed()
         try:
-            page.wait_for_function(JS_SHOWN, arg=[out.element_handle(), ex.figures],
-                                   timeout=WIDGET_UPDATE_S * 1000, polling=100)
+            page.wait_for_function(
+                JS_SHOWN,
+                arg=[out.element_handle(), ex.figures],
+                timeout=WIDGET_UPDATE_S * 1000,
+                polling=100,
+            )
         except Exception as e:
-            raise AssertionError(f"{ex.name}: expected {ex.figures} figure(s), the output shows "
-                                 f"{out.locator('img').count()} and the text "
-                                 f"{out.inner_text()[-500:]!r}") from e
+            raise AssertionError(
+                f"{ex.name}: expected {ex.figures} figure(s), the output shows "
+                f"{out.locator('img').count()} and the text "
+                f"{out.inner_text()[-500:]!r}"
+            ) from e
         before = output_images(out)
 
         set_to = change_control(page, ex, control, out)
         after = output_images(out)
         assert after, f"{ex.name}: no figure after setting {ex.control!r} to {set_to}"
-        assert after != before, (f"{ex.name}: the figure did not change when {ex.control!r} "
-                                 f"was set to {set_to}")
+        assert after != before, (
+            f"{ex.name}: the figure did not change when {ex.control!r} was set to {set_to}"
+        )
         assert_no_widget_errors(page, ex.notebook)
 
         cell = page.locator(".jp-CodeCell").filter(has=box).first
@@ -504,8 +567,10 @@ def test_explorer_redraws_in_jupyterlab(lab, ex, request):
             page.screenshot(path=str(shot), full_page=True)
         except Exception:
             pass
-        print(f"page screenshot: {shot}\npage errors: {page_errors}\n"
-              f"JupyterLab log:\n{lab.log_tail()}")
+        print(
+            f"page screenshot: {shot}\npage errors: {page_errors}\n"
+            f"JupyterLab log:\n{lab.log_tail()}"
+        )
         raise
     finally:
         page.close()

@@ -35,7 +35,9 @@ def test_save_load_round_trip(toy_model, tmp_path):
     with torch.no_grad():
         torch.testing.assert_close(loaded(idx)[0], toy_model(idx)[0], atol=2e-2, rtol=0)
     # saving the loaded model again gives the same bytes: bf16 → fp32 → bf16 is exact
-    assert save(loaded, tmp_path / "again.safetensors") == save(toy_model, tmp_path / "b.safetensors")
+    assert save(loaded, tmp_path / "again.safetensors") == save(
+        toy_model, tmp_path / "b.safetensors"
+    )
 
 
 def test_load_rejects_a_wrong_sha256(toy_model, tmp_path):
@@ -51,8 +53,11 @@ def test_load_rejects_a_tensor_of_the_wrong_shape(toy_model, tmp_path):
     tensors = {k: v.to(torch.bfloat16).contiguous() for k, v in toy_model.state_dict().items()}
     tensors["blocks.1.attn.wk.weight"] = torch.zeros(7, 64, dtype=torch.bfloat16)
     save_file(tensors, str(path), metadata={"config": json.dumps(toy_model.cfg.to_dict())})
-    with pytest.raises(ValueError, match=r"tensor blocks\.1\.attn\.wk\.weight has shape \(7, 64\), "
-                                         r"the config needs \(32, 64\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"tensor blocks\.1\.attn\.wk\.weight has shape \(7, 64\), "
+        r"the config needs \(32, 64\)",
+    ):
         load(path)
 
 
@@ -62,7 +67,9 @@ def test_load_rejects_missing_or_unexpected_tensors(toy_model, tmp_path):
     del tensors["norm.weight"]
     tensors["extra.weight"] = torch.zeros(3)
     save_file(tensors, str(path), metadata={"config": json.dumps(toy_model.cfg.to_dict())})
-    with pytest.raises(ValueError, match=r"missing tensors \['norm.weight'\], unexpected \['extra.weight'\]"):
+    with pytest.raises(
+        ValueError, match=r"missing tensors \['norm.weight'\], unexpected \['extra.weight'\]"
+    ):
         load(path)
 
 

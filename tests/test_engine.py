@@ -22,7 +22,7 @@ EOS = ord("e")  # a byte the shipped model emits often, but not always within 30
 
 def cut(doc_ids, rng, n):
     s = rng.randrange(len(doc_ids) - n)
-    return doc_ids[s:s + n]
+    return doc_ids[s : s + n]
 
 
 def test_slot_lengths_agree_on_host_and_device(shipped_model, doc_ids):
@@ -36,8 +36,22 @@ def test_slot_lengths_agree_on_host_and_device(shipped_model, doc_ids):
     rng, text_rng = random.Random(1), random.Random(2)
     # (prompt length, tokens to decode), popped from the end: short ones first (window 32),
     # long ones later (window 96); prompt + tokens <= max_len
-    plan = [(50, 46), (9, 30), (1, 40), (33, 12), (20, 40), (47, 5), (2, 2), (60, 36),
-            (15, 25), (40, 1), (5, 20), (28, 33), (3, 9), (12, 6)]
+    plan = [
+        (50, 46),
+        (9, 30),
+        (1, 40),
+        (33, 12),
+        (20, 40),
+        (47, 5),
+        (2, 2),
+        (60, 36),
+        (15, 25),
+        (40, 1),
+        (5, 20),
+        (28, 33),
+        (3, 9),
+        (12, 6),
+    ]
     queue = [(cut(doc_ids, text_rng, T), n) for T, n in plan]
     running = {}  # slot → [eager cache, last token, steps left]
     steps, windows, admitted, released = 0, set(), 0, 0
@@ -94,7 +108,9 @@ def first_difference(model, prompt, got, want):
     with torch.no_grad():
         logits, _ = model(torch.tensor([prompt + want[:i]]))
     top2 = logits[0, -1].topk(2).values
-    return f"token {i}: engine {got[i]}, alone {want[i]}, top-2 margin {float(top2[0] - top2[1]):.3g}"
+    return (
+        f"token {i}: engine {got[i]}, alone {want[i]}, top-2 margin {float(top2[0] - top2[1]):.3g}"
+    )
 
 
 def test_engine_serves_200_requests_like_each_alone(shipped_model, requests):
@@ -115,10 +131,12 @@ def test_engine_serves_200_requests_like_each_alone(shipped_model, requests):
     for rid, (prompt, n) in zip(rids, requests):
         alone = generate(shipped_model, torch.tensor([prompt]), n, eos_id=EOS)[0].tolist()
         if EOS in alone:
-            alone = alone[:alone.index(EOS) + 1]
+            alone = alone[: alone.index(EOS) + 1]
             by_eos += 1
         got = result[rid]
-        assert got == alone, f"request {rid}: " + first_difference(shipped_model, prompt, got, alone)
+        assert got == alone, f"request {rid}: " + first_difference(
+            shipped_model, prompt, got, alone
+        )
         assert len(got) == n or got[-1] == EOS
     assert 20 <= by_eos <= 180  # both ways of finishing happen often
 
@@ -154,13 +172,17 @@ def test_engine_sampling_follows_each_requests_seed(shipped_model, requests):
     outs = []
     for others in (0, 3):
         engine = Engine(shipped_model, n_slots=4, max_len=128, use_graph=False)
-        for p, m in requests[10:10 + others]:
+        for p, m in requests[10 : 10 + others]:
             engine.submit(p, m, temperature=0.8, seed=99)
         rid = engine.submit(prompt, n, temperature=1.0, top_k=20, seed=5)
         outs.append(engine.run()[rid])
     assert outs[0] == outs[1]
-    assert outs[0] == generate(shipped_model, torch.tensor([prompt]), n, temperature=1.0,
-                               top_k=20, seed=5)[0].tolist()
+    assert (
+        outs[0]
+        == generate(shipped_model, torch.tensor([prompt]), n, temperature=1.0, top_k=20, seed=5)[
+            0
+        ].tolist()
+    )
     engine = Engine(shipped_model, n_slots=2, max_len=128, use_graph=False)
     a = engine.submit(prompt, n, temperature=1.0, top_k=20, seed=6)
     assert engine.run()[a] != outs[0]

@@ -86,9 +86,13 @@ def differences(requirements, environment):
     for name in sorted(requirements.keys() | environment.keys()):
         req, env = requirements.get(name), environment.get(name)
         if env is None:
-            lines.append(f"{name}: pinned in requirements.txt ({req}), missing from environment.yml")
+            lines.append(
+                f"{name}: pinned in requirements.txt ({req}), missing from environment.yml"
+            )
         elif req is None:
-            lines.append(f"{name}: pinned in environment.yml ({env}), missing from requirements.txt")
+            lines.append(
+                f"{name}: pinned in environment.yml ({env}), missing from requirements.txt"
+            )
         elif req != env:
             lines.append(f"{name}: requirements.txt has {req}, environment.yml has {env}")
     return lines
@@ -98,7 +102,9 @@ def test_environment_yml_pins_what_requirements_txt_pins():
     requirements = read_requirements()
     conda, pip = read_environment()
     assert requirements, "requirements.txt pins nothing"
-    assert "python" in conda and "pip" in conda, "environment.yml must take python and pip from conda"
+    assert "python" in conda and "pip" in conda, (
+        "environment.yml must take python and pip from conda"
+    )
     # A package that conda installs counts as well as one under pip:, with its version.
     both = {name: v for name, v in conda.items() if name not in ("python", "pip")}
     for name, version in pip.items():
@@ -121,7 +127,9 @@ def test_pins_satisfy_pyproject():
     for spec in map(Requirement, wanted):
         name = normalize(spec.name)
         if name not in pins:
-            problems.append(f"{name}: a dependency in pyproject.toml, not pinned in requirements.txt")
+            problems.append(
+                f"{name}: a dependency in pyproject.toml, not pinned in requirements.txt"
+            )
         elif not spec.specifier.contains(pins[name], prereleases=True):
             problems.append(f"{name}: pinned {pins[name]}, pyproject.toml asks {spec.specifier}")
     assert not problems, "\n".join(problems)

@@ -18,6 +18,7 @@ def stub(*args):
 
 # --- correct answers, written as a learner would ------------------------------------------
 
+
 def bandwidth_floor(n_params, bytes_per_param, bandwidth_GBps):
     return n_params * bytes_per_param / (bandwidth_GBps * 1e9) * 1e6
 
@@ -72,30 +73,58 @@ RES = fake_results()
 RES["gpu_kernel_time"]["eager_us"][-1] = 10_000  # batch 64 is no longer launch-bound
 
 CHECKS = {  # name: (check, correct answer, wrong answer)
-    "bandwidth": (ex.check_bandwidth_floor, bandwidth_floor,
-                  lambda n, b, bw: n * b / bw),  # forgot the units
+    "bandwidth": (
+        ex.check_bandwidth_floor,
+        bandwidth_floor,
+        lambda n, b, bw: n * b / bw,
+    ),  # forgot the units
     "kernels": (lambda a: ex.check_kernels_per_step(a, 180), 170, 40),
-    "launch_bound": (lambda a: ex.check_launch_bound(a, RES), launch_bound_batches(RES),
-                     set(RES["step_time"]["batch"])),
-    "window_mask": (ex.check_window_mask, window_mask,
-                    lambda pos, window, fv: torch.arange(window)[None].expand(len(fv), -1) <= pos),
-    "static_write": (ex.check_static_write, static_write,
-                     lambda cache_k, k_new, pos: cache_k.index_copy(2, pos, k_new)),  # not in place
-    "bucket_for": (ex.check_bucket_for, my_bucket_for,
-                   lambda n, buckets: next((b for b in buckets if b > n), buckets[-1])),  # > not >=
-    "default_buckets": (ex.check_default_buckets, my_default_buckets,
-                        lambda max_len, first, growth: [first * 2 ** i for i in range(3)]),
+    "launch_bound": (
+        lambda a: ex.check_launch_bound(a, RES),
+        launch_bound_batches(RES),
+        set(RES["step_time"]["batch"]),
+    ),
+    "window_mask": (
+        ex.check_window_mask,
+        window_mask,
+        lambda pos, window, fv: torch.arange(window)[None].expand(len(fv), -1) <= pos,
+    ),
+    "static_write": (
+        ex.check_static_write,
+        static_write,
+        lambda cache_k, k_new, pos: cache_k.index_copy(2, pos, k_new),
+    ),  # not in place
+    "bucket_for": (
+        ex.check_bucket_for,
+        my_bucket_for,
+        lambda n, buckets: next((b for b in buckets if b > n), buckets[-1]),
+    ),  # > not >=
+    "default_buckets": (
+        ex.check_default_buckets,
+        my_default_buckets,
+        lambda max_len, first, growth: [first * 2**i for i in range(3)],
+    ),
     "wasted_share": (lambda v: ex.check_wasted_share(v, (4, 8), 8), 0.25, 0.75),
     "stale_reads": (ex.check_stale_reads, "abe", {"a"}),
     "pool_choice": (ex.check_pool_choice, "b", "c"),
-    "first_difference": (ex.check_first_difference, first_difference,
-                         lambda a, b: next((i for i, (x, y) in enumerate(zip(a, b))
-                                            if not torch.allclose(x, y)), None)),
-    "flip_margin": (ex.check_flip_margin, flip_margin,
-                    lambda logits: logits.max(dim=-1).values - logits.min(dim=-1).values),
+    "first_difference": (
+        ex.check_first_difference,
+        first_difference,
+        lambda a, b: next(
+            (i for i, (x, y) in enumerate(zip(a, b)) if not torch.allclose(x, y)), None
+        ),
+    ),
+    "flip_margin": (
+        ex.check_flip_margin,
+        flip_margin,
+        lambda logits: logits.max(dim=-1).values - logits.min(dim=-1).values,
+    ),
     "admission": (ex.check_admission, admission, lambda free, queue: list(zip(free, queue))),
-    "slot_mask": (ex.check_slot_mask, slot_mask,
-                  lambda lens, window: torch.arange(window) < lens[:, None]),
+    "slot_mask": (
+        ex.check_slot_mask,
+        slot_mask,
+        lambda lens, window: torch.arange(window) < lens[:, None],
+    ),
 }
 FUNCTION_CHECKS = [name for name, (_, good, _) in CHECKS.items() if callable(good)]
 
@@ -142,6 +171,7 @@ def test_reference_answers_are_the_package():
 def test_host_read_of_pos_is_caught(capsys):
     def write_with_item(cache_k, k_new, pos):
         cache_k[:, :, pos.item()] = k_new[:, :, 0]
+
     assert ex.check_static_write(write_with_item) is False
     assert "reads pos on the host (item)" in capsys.readouterr().out
 
@@ -176,6 +206,7 @@ def test_capture_replay_on_a_gpu():
             static_x.copy_(x)
             graph.replay()
             return static_out
+
         return run
 
     assert ex.check_capture_replay(capture) is True

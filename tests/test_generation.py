@@ -11,8 +11,15 @@ from tinyllm import GraphDecoder, SlotKVCache, complete, generate
 from tinyllm.generation import decode_step, left_pad, prefill, sample
 from tinyllm.kv_cache import KVCache
 
-PROMPTS = ["The for statement", "x", "Class definitions", "A generator expression is",
-           "import", "The ", "while True:\n    "]
+PROMPTS = [
+    "The for statement",
+    "x",
+    "Class definitions",
+    "A generator expression is",
+    "import",
+    "The ",
+    "while True:\n    ",
+]
 EOS_E = ord("e")  # a byte the shipped model does emit (checked in the tests that use it)
 
 
@@ -46,8 +53,9 @@ def test_no_nan_in_logits_or_cache_for_padded_batches(shipped_model, batch):
     assert all(torch.isfinite(t).all() for t in cache.k + cache.v)
 
     # the static cache of the graph decoder, whose decode window also holds unused keys
-    dec = GraphDecoder(shipped_model, idx.shape[0], max_len=128, buckets=(32, 64, 128),
-                       use_graph=False)
+    dec = GraphDecoder(
+        shipped_model, idx.shape[0], max_len=128, buckets=(32, 64, 128), use_graph=False
+    )
     logits = [dec.prefill(idx, pad_lens)]
     tok = logits[0][:, -1:].argmax(-1)
     for _ in range(40):  # crosses the 32 and 64 buckets
@@ -77,7 +85,7 @@ def test_rows_stay_eos_after_emitting_it(shipped_model, batch):
         if EOS_E in ref:
             emitted += 1
             first = ref.index(EOS_E)
-            assert row[:first + 1] == ref[:first + 1]  # the same text up to the EOS
+            assert row[: first + 1] == ref[: first + 1]  # the same text up to the EOS
             assert row[first:] == [EOS_E] * (n - first)  # then EOS to the end
         else:
             assert row == ref
@@ -93,7 +101,7 @@ def test_eos_in_every_row_stops_early_and_fills_with_eos(shipped_model, tokenize
     assert max(firsts) < 20  # every row emits it early: the loop stops early
     out = generate(shipped_model, idx, 200, pad_lens=pad_lens, eos_id=EOS_E)
     for b, first in enumerate(firsts):
-        assert out[b, :first + 1].tolist() == plain[b, :first + 1].tolist()
+        assert out[b, : first + 1].tolist() == plain[b, : first + 1].tolist()
         assert (out[b, first:] == EOS_E).all()
 
 
@@ -136,8 +144,9 @@ def test_complete_returns_text(shipped_model, tokenizer):
     assert isinstance(texts, list) and len(texts) == 2
     assert all(isinstance(t, str) and t for t in texts)
     for p, t in zip(prompts, texts):
-        ids = generate(shipped_model, torch.tensor([tokenizer.encode(p)]), 40,
-                       eos_id=tokenizer.eos_id)[0].tolist()
+        ids = generate(
+            shipped_model, torch.tensor([tokenizer.encode(p)]), 40, eos_id=tokenizer.eos_id
+        )[0].tolist()
         assert t == tokenizer.decode(ids)
     assert texts[0].startswith(" is executed")
     with pytest.raises(ValueError, match="list of prompts"):

@@ -104,11 +104,15 @@ def test_caches_sized_as_generate_py(toy_model):
 def test_inductor_settings_are_restored():
     cfg = torch._inductor.config
     before = (cfg.coordinate_descent_tuning, cfg.triton.unique_kernel_names)
-    flipped = {"coordinate_descent_tuning": not before[0],
-               "triton.unique_kernel_names": not before[1]}
+    flipped = {
+        "coordinate_descent_tuning": not before[0],
+        "triton.unique_kernel_names": not before[1],
+    }
     with gptfast.inductor_settings(flipped):
         assert (cfg.coordinate_descent_tuning, cfg.triton.unique_kernel_names) == (
-            not before[0], not before[1])
+            not before[0],
+            not before[1],
+        )
     assert (cfg.coordinate_descent_tuning, cfg.triton.unique_kernel_names) == before
     with pytest.raises(RuntimeError), gptfast.inductor_settings(flipped):
         raise RuntimeError("inside")
@@ -121,8 +125,9 @@ def test_inductor_settings_are_restored():
 
 def test_unknown_extra_inductor_key_raises_before_any_work(toy_model, idx):
     with pytest.raises(ValueError, match="no_such_setting"):
-        gptfast.make_decode_step(toy_model, idx, 4, compile_mode=None,
-                                 extra_inductor={"no_such_setting": True})
+        gptfast.make_decode_step(
+            toy_model, idx, 4, compile_mode=None, extra_inductor={"no_such_setting": True}
+        )
 
 
 def test_stepping_past_the_cache_raises(toy_model, idx):
@@ -163,8 +168,10 @@ def test_decode_one_token_compiles_as_one_graph(toy_model, idx):
     runs = []
     torch._dynamo.reset()
     try:
-        for decode in (gptfast.decode_one_token,
-                       torch.compile(gptfast.decode_one_token, backend="eager", fullgraph=True)):
+        for decode in (
+            gptfast.decode_one_token,
+            torch.compile(gptfast.decode_one_token, backend="eager", fullgraph=True),
+        ):
             torch.manual_seed(7)
             pos = torch.tensor([idx.shape[1]], dtype=torch.int)
             with torch.no_grad(), torch._dynamo.config.patch(error_on_recompile=True):

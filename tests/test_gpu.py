@@ -34,10 +34,10 @@ def gpu_model():
 
 def prompts(doc_ids, batch, T, padded, start=0, device=DEVICE):
     """batch rows of real text, T tokens wide; padded: row b is shorter by (7 b) mod T."""
-    rows = [doc_ids[start + 997 * b:start + 997 * b + T] for b in range(batch)]
+    rows = [doc_ids[start + 997 * b : start + 997 * b + T] for b in range(batch)]
     if not padded:
         return torch.tensor(rows, device=device), None
-    rows = [r[(7 * b) % T:] for b, r in enumerate(rows)]
+    rows = [r[(7 * b) % T :] for b, r in enumerate(rows)]
     return left_pad(rows, pad_id=257, device=device)
 
 
@@ -58,8 +58,10 @@ def lockstep(graph, eager, idx, pad_lens, steps, label=""):
         g = graph.step(tok)
         e = eager.step(tok)
         if not torch.equal(g, e):
-            pytest.fail(f"{label} step {i} (position {eager.cache.n - 1}, window {windows[-1]}): "
-                        + describe(g, e))
+            pytest.fail(
+                f"{label} step {i} (position {eager.cache.n - 1}, window {windows[-1]}): "
+                + describe(g, e)
+            )
         tok = e[:, -1:].argmax(-1)
     assert graph.cache.n == eager.cache.n
     assert torch.equal(graph.cache.pos, eager.cache.pos)
@@ -126,7 +128,7 @@ def test_slot_replay_equals_the_eager_slot_step(gpu_model, doc_ids):
             T, n = queue.pop()
             slot = free[rng.randrange(len(free))]
             start = text_rng.randrange(len(doc_ids) - T)
-            idx = torch.tensor([doc_ids[start:start + T]], device=DEVICE)
+            idx = torch.tensor([doc_ids[start : start + T]], device=DEVICE)
             A.admit(slot, T)
             B.admit(slot, T)
             la, lb = prefill(gpu_model, idx, A), prefill(gpu_model, idx, B)
@@ -165,7 +167,7 @@ def test_engine_with_graphs_equals_engine_without(gpu_model, doc_ids):
     for _ in range(60):
         T = rng.randint(1, 60)
         start = rng.randrange(len(doc_ids) - T)
-        reqs.append((doc_ids[start:start + T], rng.randint(1, 60)))
+        reqs.append((doc_ids[start : start + T], rng.randint(1, 60)))
     results, stats = [], []
     for use_graph in (None, False):  # None: graphs, since the model is on CUDA
         engine = Engine(gpu_model, n_slots=8, max_len=256, use_graph=use_graph, eos_id=ord("e"))
@@ -226,11 +228,14 @@ def test_slot_capture_makes_one_graph_per_bucket_in_one_pool(gpu_model):
     assert slots.window is None
 
 
-@pytest.mark.parametrize("bad, message", [
-    ([[5], [258]], r"tok holds token id 258, outside the vocabulary \[0, 258\)"),
-    ([[-1], [5]], r"tok holds token id -1, outside the vocabulary \[0, 258\)"),
-    ([[2**40], [5]], r"tok holds token id 1099511627776, outside the vocabulary"),
-])
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        ([[5], [258]], r"tok holds token id 258, outside the vocabulary \[0, 258\)"),
+        ([[-1], [5]], r"tok holds token id -1, outside the vocabulary \[0, 258\)"),
+        ([[2**40], [5]], r"tok holds token id 1099511627776, outside the vocabulary"),
+    ],
+)
 def test_a_bad_token_raises_and_the_device_still_works(gpu_model, doc_ids, bad, message):
     idx, _ = prompts(doc_ids, 2, 20, False)
     dec = GraphDecoder(gpu_model, 2, max_len=256, buckets=(128, 256), use_graph=True)
@@ -273,15 +278,21 @@ def test_a_bad_token_raises_and_the_device_still_works(gpu_model, doc_ids, bad, 
 PROP_MAX_LEN, PROP_BUCKETS = 256, (32, 64, 128, 256)
 
 
-@settings(max_examples=10, deadline=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=10,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
 @given(data=st.data())
 def test_replay_equals_the_static_step_for_any_shape(gpu_model, data):
     batch = data.draw(st.integers(1, 8), label="batch")
     T = data.draw(st.integers(1, 120), label="prompt length")
     padded = data.draw(st.booleans(), label="padded")
-    pads = data.draw(st.lists(st.integers(0, T - 1), min_size=batch, max_size=batch),
-                     label="pad_lens") if padded else None
+    pads = (
+        data.draw(st.lists(st.integers(0, T - 1), min_size=batch, max_size=batch), label="pad_lens")
+        if padded
+        else None
+    )
     steps = data.draw(st.integers(1, PROP_MAX_LEN - T), label="steps")
     seed = data.draw(st.integers(0, 2**31 - 1), label="seed")
     gen = torch.Generator().manual_seed(seed)
@@ -293,7 +304,11 @@ def test_replay_equals_the_static_step_for_any_shape(gpu_model, data):
             idx[b, :p] = 257
         pad_lens = pad_lens.to(DEVICE)
     idx = idx.to(DEVICE)
-    graph = GraphDecoder(gpu_model, batch, max_len=PROP_MAX_LEN, buckets=PROP_BUCKETS, use_graph=True)
-    eager = GraphDecoder(gpu_model, batch, max_len=PROP_MAX_LEN, buckets=PROP_BUCKETS, use_graph=False)
+    graph = GraphDecoder(
+        gpu_model, batch, max_len=PROP_MAX_LEN, buckets=PROP_BUCKETS, use_graph=True
+    )
+    eager = GraphDecoder(
+        gpu_model, batch, max_len=PROP_MAX_LEN, buckets=PROP_BUCKETS, use_graph=False
+    )
     windows = lockstep(graph, eager, idx, pad_lens, steps, f"batch {batch}, T {T}, pads {pads}")
     assert sorted(graph.graphs) == sorted(set(windows))

@@ -20,9 +20,12 @@ def gpu_model():
 def test_fused_replay_equals_the_fused_step_run_eagerly(gpu_model, batch):
     buckets = (64, 128, 256)  # small buckets: three windows compiled, two boundaries crossed
     graph = GraphDecoder(gpu_model, batch, max_len=256, buckets=buckets, fused=True)
-    eager = GraphDecoder(gpu_model, batch, max_len=256, buckets=buckets, fused=True,
-                         use_graph=False)
-    idx = torch.randint(0, 256, (batch, 40), device="cuda", generator=torch.Generator("cuda").manual_seed(batch))
+    eager = GraphDecoder(
+        gpu_model, batch, max_len=256, buckets=buckets, fused=True, use_graph=False
+    )
+    idx = torch.randint(
+        0, 256, (batch, 40), device="cuda", generator=torch.Generator("cuda").manual_seed(batch)
+    )
     tok = eager.prefill(idx)[:, -1:].argmax(-1)
     graph.prefill(idx)
     for step in range(256 - 40):

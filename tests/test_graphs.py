@@ -28,8 +28,8 @@ ATOL = 1e-4
 def prompts(doc_ids):
     """Four real-text prompts: all 40 tokens, or 40, 23, 31 and 7 (left-padded to 40)."""
     starts = (1000, 5000, 9000, 13000)
-    same = torch.tensor([doc_ids[s:s + 40] for s in starts])
-    ragged = left_pad([doc_ids[s:s + n] for s, n in zip(starts, (40, 23, 31, 7))], pad_id=257)
+    same = torch.tensor([doc_ids[s : s + 40] for s in starts])
+    ragged = left_pad([doc_ids[s : s + n] for s, n in zip(starts, (40, 23, 31, 7))], pad_id=257)
     return {"unpadded": (same, None), "padded": ragged}
 
 
@@ -85,7 +85,7 @@ def test_one_decoder_serves_two_requests_in_a_row(shipped_model, prompts, doc_id
     """Request B on a decoder that just served A equals B on a fresh decoder: prefill
     resets the position and the pads, and stale keys of A stay masked."""
     a_idx, a_pads = prompts["padded"]
-    b_idx = torch.tensor([doc_ids[s:s + 12] for s in (200, 300, 400, 500)])
+    b_idx = torch.tensor([doc_ids[s : s + 12] for s in (200, 300, 400, 500)])
     dec = GraphDecoder(shipped_model, 4, max_len=512, buckets=BUCKETS, use_graph=False)
     first_a = dec.generate(a_idx, 250, pad_lens=a_pads)
     reused = dec.generate(b_idx, 150)
@@ -118,33 +118,40 @@ def test_static_step_returns_one_position_per_row(shipped_model):
 
 # --- buckets -----------------------------------------------------------------------------
 
-@pytest.mark.parametrize("args, kwargs, want", [
-    ((1024,), {}, (128, 256, 512, 1024)),
-    ((1000,), {}, (128, 256, 512, 1000)),  # max_len not a power of two ends the list
-    ((513,), {}, (128, 256, 512, 513)),
-    ((100,), {}, (100,)),  # max_len below the first bucket
-    ((128,), {}, (128,)),
-    ((129,), {}, (128, 129)),
-    ((1,), {}, (1,)),
-    ((1024,), {"growth": 1.5}, (128, 192, 288, 432, 648, 972, 1024)),
-    ((1024,), {"growth": 3}, (128, 384, 1024)),
-    ((1024,), {"first": 64}, (64, 128, 256, 512, 1024)),
-    ((1024,), {"first": 300, "growth": 2.5}, (300, 750, 1024)),
-    ((133,), {"growth": 1.001}, (128, 129, 130, 131, 132, 133)),  # always grows by >= 1
-])
+
+@pytest.mark.parametrize(
+    "args, kwargs, want",
+    [
+        ((1024,), {}, (128, 256, 512, 1024)),
+        ((1000,), {}, (128, 256, 512, 1000)),  # max_len not a power of two ends the list
+        ((513,), {}, (128, 256, 512, 513)),
+        ((100,), {}, (100,)),  # max_len below the first bucket
+        ((128,), {}, (128,)),
+        ((129,), {}, (128, 129)),
+        ((1,), {}, (1,)),
+        ((1024,), {"growth": 1.5}, (128, 192, 288, 432, 648, 972, 1024)),
+        ((1024,), {"growth": 3}, (128, 384, 1024)),
+        ((1024,), {"first": 64}, (64, 128, 256, 512, 1024)),
+        ((1024,), {"first": 300, "growth": 2.5}, (300, 750, 1024)),
+        ((133,), {"growth": 1.001}, (128, 129, 130, 131, 132, 133)),  # always grows by >= 1
+    ],
+)
 def test_default_buckets(args, kwargs, want):
     got = default_buckets(*args, **kwargs)
     assert got == want
     assert list(got) == sorted(set(got)) and got[-1] == args[0]
 
 
-@pytest.mark.parametrize("args, message", [
-    ((0,), r"max_len must be an int >= 1, got 0"),
-    ((100.0,), r"max_len must be an int >= 1, got 100.0"),
-    ((1024, 0), r"first bucket must be an int >= 1, got 0"),
-    ((1024, 128, 1), r"growth must be > 1, got 1"),
-    ((1024, 128, 0.5), r"growth must be > 1, got 0.5"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        ((0,), r"max_len must be an int >= 1, got 0"),
+        ((100.0,), r"max_len must be an int >= 1, got 100.0"),
+        ((1024, 0), r"first bucket must be an int >= 1, got 0"),
+        ((1024, 128, 1), r"growth must be > 1, got 1"),
+        ((1024, 128, 0.5), r"growth must be > 1, got 0.5"),
+    ],
+)
 def test_default_buckets_rejects_bad_arguments(args, message):
     with pytest.raises(ValueError, match=message):
         default_buckets(*args)
@@ -164,7 +171,12 @@ def test_bucket_for_at_the_edges():
 
 def test_decoders_take_default_or_given_buckets(shipped_model):
     assert GraphDecoder(shipped_model, 1, use_graph=False).buckets == (128, 256, 512, 1024)
-    assert GraphDecoder(shipped_model, 1, max_len=1000, use_graph=False).buckets == (128, 256, 512, 1000)
+    assert GraphDecoder(shipped_model, 1, max_len=1000, use_graph=False).buckets == (
+        128,
+        256,
+        512,
+        1000,
+    )
     assert GraphDecoder(shipped_model, 1, max_len=100, use_graph=False).buckets == (100,)
     # given buckets are sorted and deduplicated
     dec = GraphDecoder(shipped_model, 1, max_len=256, buckets=(256, 64, 64, 128), use_graph=False)

@@ -47,17 +47,26 @@ def book_names() -> tuple[set[str], set[str], dict[str, set[str]]]:
         tree = ast.parse(path.read_text(encoding="utf-8"))
         module_globals = globals_.setdefault(path.stem, set())
         for node in tree.body:
-            targets = node.targets if isinstance(node, ast.Assign) else (
-                [node.target] if isinstance(node, (ast.AnnAssign, ast.AugAssign)) else [])
+            targets = (
+                node.targets
+                if isinstance(node, ast.Assign)
+                else ([node.target] if isinstance(node, (ast.AnnAssign, ast.AugAssign)) else [])
+            )
             module_globals.update(t.id for t in targets if isinstance(t, ast.Name))
         for node in ast.walk(tree):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 if private(node.name):
                     privates.add(node.name)
-            elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store) and private(node.id):
+            elif (
+                isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store) and private(node.id)
+            ):
                 privates.add(node.id)
-            elif (isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store)
-                  and isinstance(node.value, ast.Name) and node.value.id == "self"):
+            elif (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.ctx, ast.Store)
+                and isinstance(node.value, ast.Name)
+                and node.value.id == "self"
+            ):
                 (privates if private(node.attr) else attributes).add(node.attr)
     return privates, attributes, globals_
 
@@ -77,7 +86,12 @@ def book_module_aliases(tree: ast.AST) -> dict[str, str]:
         elif isinstance(node, ast.Import):
             for a in node.names:
                 parts = a.name.split(".")
-                if parts[0] == "tinyllm" and len(parts) == 2 and parts[1] in BOOK_MODULES and a.asname:
+                if (
+                    parts[0] == "tinyllm"
+                    and len(parts) == 2
+                    and parts[1] in BOOK_MODULES
+                    and a.asname
+                ):
                     aliases[a.asname] = parts[1]
     return aliases
 
@@ -90,12 +104,18 @@ def from_tinyllm(tree: ast.AST) -> set[str]:
         if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("tinyllm"):
             names.update(a.asname or a.name for a in node.names)
         elif isinstance(node, ast.Import):
-            names.update(a.asname or a.name.split(".")[0] for a in node.names
-                         if a.name.startswith("tinyllm"))
+            names.update(
+                a.asname or a.name.split(".")[0] for a in node.names if a.name.startswith("tinyllm")
+            )
     assigns = [n for n in ast.walk(tree) if isinstance(n, ast.Assign)]
     while True:
-        grown = {t.id for n in assigns if root_name(n.value) in names
-                 for t in ast.walk(ast.Tuple(n.targets)) if isinstance(t, ast.Name)} - names
+        grown = {
+            t.id
+            for n in assigns
+            if root_name(n.value) in names
+            for t in ast.walk(ast.Tuple(n.targets))
+            if isinstance(t, ast.Name)
+        } - names
         if not grown:
             return names
         names |= grown
@@ -120,8 +140,11 @@ def breaches(source: str, where: str, context: str = "") -> list[str]:
 
     def module_global(node) -> str | None:
         """'generation.ATTENTION_BACKENDS' when node is a book module's global."""
-        if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
-                and node.value.id in modules):
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id in modules
+        ):
             return f"{modules[node.value.id]}.{node.attr}"
         return None
 
@@ -130,8 +153,11 @@ def breaches(source: str, where: str, context: str = "") -> list[str]:
             for a in node.names:
                 if private(a.name):
                     note(node, f"imports the private name {a.name} from {node.module}")
-        elif isinstance(node, ast.Attribute) and private(node.attr) and (
-                node.attr in PRIVATE or root_name(node) in derived):
+        elif (
+            isinstance(node, ast.Attribute)
+            and private(node.attr)
+            and (node.attr in PRIVATE or root_name(node) in derived)
+        ):
             note(node, f"reads the private name {node.attr} of a tinyllm object")
         elif isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
@@ -140,13 +166,23 @@ def breaches(source: str, where: str, context: str = "") -> list[str]:
                 name = module_global(inner)
                 if name:
                     note(node, f"assigns to the book's global {name}")
-                elif (isinstance(t, ast.Attribute) and t.attr in ATTRIBUTES
-                      and root_name(t) not in ("self", "cls")):
+                elif (
+                    isinstance(t, ast.Attribute)
+                    and t.attr in ATTRIBUTES
+                    and root_name(t) not in ("self", "cls")
+                ):
                     note(node, f"assigns to the book's internal attribute .{t.attr}")
-        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-              and node.func.attr in MUTATORS and module_global(node.func.value)):
-            note(node, f"changes the book's global {module_global(node.func.value)} "
-                       f"with .{node.func.attr}()")
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in MUTATORS
+            and module_global(node.func.value)
+        ):
+            note(
+                node,
+                f"changes the book's global {module_global(node.func.value)} "
+                f"with .{node.func.attr}()",
+            )
     return found
 
 
@@ -156,8 +192,12 @@ def notebook_sources(path: Path):
     for i, cell in enumerate(nb["cells"]):
         if cell["cell_type"] == "code":
             src = "".join(cell["source"])
-            yield i, "\n".join("" if ln.lstrip().startswith(("%", "!")) else ln
-                               for ln in src.splitlines())
+            yield (
+                i,
+                "\n".join(
+                    "" if ln.lstrip().startswith(("%", "!")) else ln for ln in src.splitlines()
+                ),
+            )
 
 
 def rel(path: Path) -> str:
@@ -174,13 +214,23 @@ def test_the_book_is_found():
 @pytest.mark.parametrize("path", BOOK, ids=rel)
 def test_the_book_never_imports_its_wing(path):
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    wrong = [f"{rel(path)}:{n.lineno}" for n in ast.walk(tree)
-             if (isinstance(n, ast.ImportFrom) and (n.module or "").startswith(
-                 ("tinyllm.lab", "tinyllm.course")))
-             or (isinstance(n, ast.ImportFrom) and n.module == "tinyllm"
-                 and any(a.name in ("lab", "course") for a in n.names))
-             or (isinstance(n, ast.Import) and any(a.name.startswith(
-                 ("tinyllm.lab", "tinyllm.course")) for a in n.names))]
+    wrong = [
+        f"{rel(path)}:{n.lineno}"
+        for n in ast.walk(tree)
+        if (
+            isinstance(n, ast.ImportFrom)
+            and (n.module or "").startswith(("tinyllm.lab", "tinyllm.course"))
+        )
+        or (
+            isinstance(n, ast.ImportFrom)
+            and n.module == "tinyllm"
+            and any(a.name in ("lab", "course") for a in n.names)
+        )
+        or (
+            isinstance(n, ast.Import)
+            and any(a.name.startswith(("tinyllm.lab", "tinyllm.course")) for a in n.names)
+        )
+    ]
     assert not wrong, f"the book imports its wing at {wrong}"
 
 
@@ -204,31 +254,44 @@ def test_notebooks_use_only_public_names(path):
 
 # --- the scan catches what it is about --------------------------------------------------------
 
-BAD_CELLS = {
-    "from tinyllm import GraphDecoder\ndecoder = GraphDecoder(model, 1)\ndecoder._step(tok)":
-        "reads the private name _step of a tinyllm object",
+BAD_CELLS = {  # a cell → what the scan must say about it
+    "from tinyllm import GraphDecoder\ndecoder = GraphDecoder(model, 1)\ndecoder._step(tok)": (
+        "reads the private name _step of a tinyllm object"
+    ),
     "print(inspect.getsource(Engine._decode))": "reads the private name _decode",
-    "from tinyllm import Engine\nengine = Engine(model, 4)\nlogits = engine._admit()":
-        "reads the private name _admit of a tinyllm object",
+    "from tinyllm import Engine\nengine = Engine(model, 4)\nlogits = engine._admit()": (
+        "reads the private name _admit of a tinyllm object"
+    ),
     "from tinyllm import graphs\ngraphs._Graphs": "reads the private name _Graphs",
     "model._init_weights(layer)": "reads the private name _init_weights",
     "from tinyllm.graphs import _Graphs": "imports the private name _Graphs",
-    "from tinyllm import generation\ngeneration.ATTENTION_BACKENDS.append(x)":
-        "changes the book's global generation.ATTENTION_BACKENDS with .append()",
-    "from tinyllm import generation as g\ng.ATTENTION_BACKENDS = []":
-        "assigns to the book's global generation.ATTENTION_BACKENDS",
-    "from tinyllm import graphs\ngraphs.FUSED_COMPILE['mode'] = 'max-autotune'":
-        "assigns to the book's global graphs.FUSED_COMPILE",
-    "decoder.step_model = torch.compile(model)": "assigns to the book's internal attribute .step_model",
+    "from tinyllm import generation\ngeneration.ATTENTION_BACKENDS.append(x)": (
+        "changes the book's global generation.ATTENTION_BACKENDS with .append()"
+    ),
+    "from tinyllm import generation as g\ng.ATTENTION_BACKENDS = []": (
+        "assigns to the book's global generation.ATTENTION_BACKENDS"
+    ),
+    "from tinyllm import graphs\ngraphs.FUSED_COMPILE['mode'] = 'max-autotune'": (
+        "assigns to the book's global graphs.FUSED_COMPILE"
+    ),
+    "decoder.step_model = torch.compile(model)": (
+        "assigns to the book's internal attribute .step_model"
+    ),
     "decoder.cache.window = 32": "assigns to the book's internal attribute .window",
 }
 
 
 @pytest.mark.parametrize("cell", BAD_CELLS)
 def test_a_notebook_that_breaks_the_rule_fails(cell, tmp_path):
-    nb = {"cells": [{"cell_type": "code", "source": ["from tinyllm import Engine"]},
-                    {"cell_type": "code", "source": ["import torch\n", cell]}],
-          "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+    nb = {
+        "cells": [
+            {"cell_type": "code", "source": ["from tinyllm import Engine"]},
+            {"cell_type": "code", "source": ["import torch\n", cell]},
+        ],
+        "metadata": {},
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
     path = tmp_path / "99_bad.ipynb"
     path.write_text(json.dumps(nb))
     found = notebook_breaches(path)
@@ -241,7 +304,9 @@ def test_a_notebook_that_breaks_the_rule_fails(cell, tmp_path):
 
 
 def test_public_names_and_other_packages_pass():
-    ok = ("import torch\ntorch._dynamo.reset()\nfrom torch._dynamo.utils import counters\n"
-          "decoder.step(tok, check=False)\nengine.admit()\nself.window = 3\nx.__class__\n"
-          "from tinyllm import generation\nprint(generation.ATTENTION_BACKENDS)\n")
+    ok = (
+        "import torch\ntorch._dynamo.reset()\nfrom torch._dynamo.utils import counters\n"
+        "decoder.step(tok, check=False)\nengine.admit()\nself.window = 3\nx.__class__\n"
+        "from tinyllm import generation\nprint(generation.ATTENTION_BACKENDS)\n"
+    )
     assert breaches(ok, "ok") == []

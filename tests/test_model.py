@@ -28,7 +28,7 @@ def test_incremental_decode_matches_full_forward(toy_model):
     cache = KVCache(toy_model.cfg.n_layers)
     parts = [prefill(toy_model, idx[:, :10], cache)]
     for t in range(10, 48):
-        parts.append(decode_step(toy_model, cache, idx[:, t:t + 1]))
+        parts.append(decode_step(toy_model, cache, idx[:, t : t + 1]))
     inc = torch.cat(parts, dim=1)
     assert inc.shape == full.shape
     assert cache.n == 48 and cache.k[0].shape[2] == 48
@@ -57,7 +57,7 @@ def test_left_padded_rows_match_each_row_alone(toy_model):
     step = decode_step(toy_model, cache, nxt)
     for b, row in enumerate(rows):
         alone, _ = toy_model(torch.tensor([row + [int(nxt[b])]]))
-        torch.testing.assert_close(logits[b, int(pad_lens[b]):], alone[0, :-1], atol=ATOL, rtol=0)
+        torch.testing.assert_close(logits[b, int(pad_lens[b]) :], alone[0, :-1], atol=ATOL, rtol=0)
         torch.testing.assert_close(step[b, 0], alone[0, -1], atol=ATOL, rtol=0)
 
 
@@ -102,8 +102,9 @@ def test_per_row_rope_equals_shared_when_rows_are_equal(toy_model):
         torch.testing.assert_close(per_row, shared, atol=0, rtol=0)
     # offset 0 with shared tables is exactly the cache-less forward
     plain, _ = toy_model(idx)
-    torch.testing.assert_close(toy_model(idx, cache=_RowCache([0] * 3, shared=True))[0], plain,
-                               atol=0, rtol=0)
+    torch.testing.assert_close(
+        toy_model(idx, cache=_RowCache([0] * 3, shared=True))[0], plain, atol=0, rtol=0
+    )
 
 
 @torch.no_grad()
@@ -112,15 +113,17 @@ def test_per_row_rope_places_each_row_at_its_own_position(toy_model):
     offsets = [0, 4, 31]
     per_row, _ = toy_model(idx, cache=_RowCache(offsets))
     for b, off in enumerate(offsets):
-        alone, _ = toy_model(idx[b:b + 1], cache=_RowCache([off], shared=True))
-        torch.testing.assert_close(per_row[b:b + 1], alone, atol=ATOL, rtol=0)
+        alone, _ = toy_model(idx[b : b + 1], cache=_RowCache([off], shared=True))
+        torch.testing.assert_close(per_row[b : b + 1], alone, atol=ATOL, rtol=0)
     # and apply_rope itself: a per-row table equals the row's own shared table
     x = torch.randn(3, 4, 9, toy_model.cfg.head_dim)
     cos, sin = _RowCache(offsets).begin_step(9, toy_model.rope)
     rotated = apply_rope(x, cos, sin)
     for b, off in enumerate(offsets):
         c, s = toy_model.rope(9, off)
-        torch.testing.assert_close(rotated[b:b + 1], apply_rope(x[b:b + 1], c, s), atol=0, rtol=0)
+        torch.testing.assert_close(
+            rotated[b : b + 1], apply_rope(x[b : b + 1], c, s), atol=0, rtol=0
+        )
 
 
 def brute_padded_mask(offset, T, first_valid):
@@ -148,8 +151,11 @@ def test_padded_causal_mask_matches_brute_force():
         first_valid = torch.randint(0, offset + T + 1, (B,), generator=gen)
         mask = padded_causal_mask(offset, T, first_valid)
         assert mask.dtype == torch.bool and mask.shape == (B, 1, T, offset + T)
-        assert torch.equal(mask, brute_padded_mask(offset, T, first_valid.tolist())), \
-            (offset, T, first_valid)
+        assert torch.equal(mask, brute_padded_mask(offset, T, first_valid.tolist())), (
+            offset,
+            T,
+            first_valid,
+        )
         assert mask.any(dim=-1).all(), "a fully masked row makes SDPA return NaN"
 
 

@@ -11,12 +11,11 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 from test_viz import fake_results, fake_trace  # noqa: E402
 
-from tinyllm import KVCache
-from tinyllm.lab import anatomy
-from tinyllm import graphs, kv_cache
+from tinyllm import KVCache, graphs
 from tinyllm.course import viz  # noqa: E402
 from tinyllm.generation import decode_step, prefill  # noqa: E402
 from tinyllm.graphs import default_buckets  # noqa: E402
+from tinyllm.lab import anatomy
 
 
 def test_quiet_stderr_silences_fd2_and_restores_it(capfd):
@@ -55,7 +54,11 @@ def test_step_ops_finds_every_layer_op_once_per_block(toy_model, toy_step_ops):
     assert sum(counts["totals"].values()) == counts["compute"]
     assert all(f"aten::{op}" in anatomy.VIEW_OPS for r in rows.values() for op in r["views"])
     table = anatomy.op_table(counts)
-    assert table.splitlines()[-1].split()[:3] == ["total", str(counts["per_layer"]), str(counts["outside"])]
+    assert table.splitlines()[-1].split()[:3] == [
+        "total",
+        str(counts["per_layer"]),
+        str(counts["outside"]),
+    ]
     assert f"= {counts['compute']} compute ops" in table
 
 
@@ -65,28 +68,37 @@ def test_op_counts_rejects_blocks_that_differ():
         anatomy.op_counts(ops, 2)
 
 
-@pytest.mark.parametrize("name, family", [
-    ("nvjet_sm90_tst_8x64_64x16_4x1_v_bz_TNN", "matmul"),
-    ("std::enable_if<!(false), void>::type internal::gemvx::kernel", "matmul"),
-    ("void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits", "attention"),
-    ("void at::native::(anonymous namespace)::vectorized_layer_nor", "norm"),
-    ("void at::native::(anonymous namespace)::CatArrayBatchedCopy_", "cat"),
-    ("void at::native::index_elementwise_kernel<128, 4, at::native", "index"),
-    ("void at::native::(anonymous namespace)::indexSelectSmallInde", "index"),
-    ("void at::native::vectorized_elementwise_kernel<8, at::native", "elementwise"),
-    ("Memcpy DtoD (Device -> Device)", "memcpy"),
-    ("k0", "other"),
-])
+@pytest.mark.parametrize(
+    "name, family",
+    [
+        ("nvjet_sm90_tst_8x64_64x16_4x1_v_bz_TNN", "matmul"),
+        ("std::enable_if<!(false), void>::type internal::gemvx::kernel", "matmul"),
+        ("void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits", "attention"),
+        ("void at::native::(anonymous namespace)::vectorized_layer_nor", "norm"),
+        ("void at::native::(anonymous namespace)::CatArrayBatchedCopy_", "cat"),
+        ("void at::native::index_elementwise_kernel<128, 4, at::native", "index"),
+        ("void at::native::(anonymous namespace)::indexSelectSmallInde", "index"),
+        ("void at::native::vectorized_elementwise_kernel<8, at::native", "elementwise"),
+        ("Memcpy DtoD (Device -> Device)", "memcpy"),
+        ("k0", "other"),
+    ],
+)
 def test_kernel_family(name, family):
     assert anatomy.kernel_family(name) == family
 
 
 def test_kernel_families_count_one_step():
-    events = [{"step": s, "name": n, "start_us": 0.0, "dur_us": 1.0, "kind": kind}
-              for s in (0, 1) for n, kind in (("nvjet_a", "gpu"), ("CatArrayBatchedCopy", "gpu"),
-                                              ("vectorized_elementwise_kernel", "gpu"),
-                                              ("vectorized_elementwise_kernel", "gpu"),
-                                              ("cudaLaunchKernel", "cpu"))]
+    events = [
+        {"step": s, "name": n, "start_us": 0.0, "dur_us": 1.0, "kind": kind}
+        for s in (0, 1)
+        for n, kind in (
+            ("nvjet_a", "gpu"),
+            ("CatArrayBatchedCopy", "gpu"),
+            ("vectorized_elementwise_kernel", "gpu"),
+            ("vectorized_elementwise_kernel", "gpu"),
+            ("cudaLaunchKernel", "cpu"),
+        )
+    ]
     assert anatomy.kernel_families(events) == {"elementwise": 2, "matmul": 1, "cat": 1}
     assert anatomy.kernel_families(events, step=1) == {"elementwise": 2, "matmul": 1, "cat": 1}
 
@@ -104,8 +116,12 @@ def test_kernels_figure_counts_the_traced_step():
 def test_floor_figure_draws_the_recorded_times():
     res = fake_results()
     t = viz.floor_times(res, 1)
-    assert t == {"floor": 1.64, "kernels": res["gpu_kernel_time"]["eager_us"][0],
-                 "graph": res["step_time"]["graph_us"][0], "eager": res["step_time"]["eager_us"][0]}
+    assert t == {
+        "floor": 1.64,
+        "kernels": res["gpu_kernel_time"]["eager_us"][0],
+        "graph": res["step_time"]["graph_us"][0],
+        "eager": res["step_time"]["eager_us"][0],
+    }
     (ax,) = viz.floor_figure(res, 1).axes
     assert [p.get_height() for p in ax.patches] == list(t.values())
     assert f"{viz.sig3(t['eager'] / t['floor'])}× the bandwidth floor" in ax.get_title()

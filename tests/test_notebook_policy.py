@@ -80,6 +80,7 @@ def ids(paths):
 
 # --- lesson notebooks ---------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("path", LESSONS, ids=ids(LESSONS))
 def test_at_most_a_quarter_of_code_cells_are_unchecked(path):
     cells = code_cells(load(path))
@@ -87,7 +88,8 @@ def test_at_most_a_quarter_of_code_cells_are_unchecked(path):
     assert 4 * len(marked) <= len(cells), (
         f"{path.name}: {len(marked)} of {len(cells)} code cells carry NBVAL_IGNORE_OUTPUT or "
         f"NBVAL_SKIP ({marked}); at most a quarter may: keep the markers for timing and widget "
-        f"cells, print the rest rounded")
+        f"cells, print the rest rounded"
+    )
 
 
 @pytest.mark.parametrize("path", LESSONS, ids=ids(LESSONS))
@@ -101,6 +103,7 @@ def test_lesson_has_goals_exercises_and_recap(path):
 
 
 # --- solutions ----------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("path", NUMBERED, ids=ids(NUMBERED))
 def test_numbered_notebook_has_solutions_twin(path):
@@ -125,9 +128,12 @@ def gpu_only(checker: str) -> bool:
 
 def exercise_checkers(nb: dict) -> set[str]:
     """Checkers called in a lesson's exercise cells: those holding a stub to fill in."""
-    return {name for c in code_cells(nb)
-            if "answer = None" in source(c) or "NotImplementedError" in source(c)
-            for name in CHECK_CALL.findall(source(c))}
+    return {
+        name
+        for c in code_cells(nb)
+        if "answer = None" in source(c) or "NotImplementedError" in source(c)
+        for name in CHECK_CALL.findall(source(c))
+    }
 
 
 def solved_checkers(path: Path) -> set[str]:
@@ -154,19 +160,24 @@ def test_every_solved_checker_printed_ok(path):
     unsolved = sorted((wanted | called) - solved_checkers(path))
     assert not unsolved, (
         f"{path.name}: no call of {unsolved} printed [OK] in the committed outputs "
-        f"(run `make notebooks` after fixing the solution)")
+        f"(run `make notebooks` after fixing the solution)"
+    )
 
 
 @pytest.mark.parametrize("path", EVERY, ids=ids(EVERY))
 def test_no_committed_tracebacks(path):
     """An unsolved exercise prints a hint, and a solved one [OK]: never a traceback."""
-    errors = [f"cell {c.get('id', '?')}: {o.get('ename')}: {o.get('evalue')}"
-              for c in code_cells(load(path)) for o in c.get("outputs", [])
-              if o["output_type"] == "error"]
+    errors = [
+        f"cell {c.get('id', '?')}: {o.get('ename')}: {o.get('evalue')}"
+        for c in code_cells(load(path))
+        for o in c.get("outputs", [])
+        if o["output_type"] == "error"
+    ]
     assert not errors, f"{path.name} has committed errors: {errors}"
 
 
 # --- no second copy of package code ---------------------------------------------------------
+
 
 def package_names() -> set[str]:
     """Every function, method and class name defined anywhere in tinyllm (dunders aside)."""
@@ -191,8 +202,9 @@ def defined_names(tree: ast.AST, inside_mine: bool = False):
 
 def python_source(cell: dict) -> str:
     """A code cell without IPython's line magics and shell escapes."""
-    return "\n".join("" if line.lstrip().startswith(("%", "!")) else line
-                     for line in source(cell).splitlines())
+    return "\n".join(
+        "" if line.lstrip().startswith(("%", "!")) else line for line in source(cell).splitlines()
+    )
 
 
 def test_package_names_are_found():
@@ -211,4 +223,5 @@ def test_no_notebook_redefines_package_code(path):
                 clashes.append(f"{name} (cell {cell.get('id', '?')})")
     assert not clashes, (
         f"{path.name} defines {clashes}, names tinyllm already uses: show the package's code "
-        f"with inspect.getsource and call it; name exercise functions my_...")
+        f"with inspect.getsource and call it; name exercise functions my_..."
+    )

@@ -164,7 +164,8 @@ def test_fixed_shape_work_is_allowed_inside_capture():
     x = torch.arange(4.0)
     pos = torch.tensor([2])
     g, (picked, clipped, shape, same) = captured(
-        lambda: (x[pos], torch.where(x > 1, x, 0.0), x.shape[0] + len(x), torch.as_tensor(x)))
+        lambda: (x[pos], torch.where(x > 1, x, 0.0), x.shape[0] + len(x), torch.as_tensor(x))
+    )
     assert shape == 8 and same is x
     g.replay()
     assert torch.equal(picked, torch.tensor([2.0]))
@@ -207,8 +208,9 @@ class TinyStep:
 
     def __init__(self):
         self.emb = torch.nn.Embedding(16, 8)
-        self.mlp = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.SiLU(),
-                                       torch.nn.Linear(8, 16))
+        self.mlp = torch.nn.Sequential(
+            torch.nn.Linear(8, 8), torch.nn.SiLU(), torch.nn.Linear(8, 16)
+        )
         self.tok = torch.zeros(1, dtype=torch.long)
         self.pos = torch.zeros(1, dtype=torch.long)
         self.cache = torch.zeros(8, 8)
@@ -285,5 +287,6 @@ def test_the_course_decode_step_replays_like_its_eager_reference(toy_model):
         assert torch.equal(out, want)
         tok = want[:, -1].argmax(-1, keepdim=True)
     assert sim.cache.pos.item() == ref.cache.pos.item() == 15
-    assert all(torch.equal(a, b) for a, b in zip(sim.cache.k + sim.cache.v,
-                                                 ref.cache.k + ref.cache.v))
+    assert all(
+        torch.equal(a, b) for a, b in zip(sim.cache.k + sim.cache.v, ref.cache.k + ref.cache.v)
+    )

@@ -37,13 +37,16 @@ def test_special_ids(tokenizer):
     assert tokenizer.decode(ids) == "ok"
 
 
-@pytest.mark.parametrize("data, text", [
-    (b"\xff", "\ufffd"),
-    (b"ab\xc3", "ab\ufffd"),  # a truncated two-byte sequence
-    ("🐍".encode()[:3] + b"x", "\ufffdx"),  # a truncated emoji, then ASCII
-    (b"\x80\x80ok", "\ufffd\ufffdok"),  # lone continuation bytes
-    (b"\xed\xa0\x80", "\ufffd\ufffd\ufffd"),  # a UTF-16 surrogate is not UTF-8
-])
+@pytest.mark.parametrize(
+    "data, text",
+    [
+        (b"\xff", "\ufffd"),
+        (b"ab\xc3", "ab\ufffd"),  # a truncated two-byte sequence
+        ("🐍".encode()[:3] + b"x", "\ufffdx"),  # a truncated emoji, then ASCII
+        (b"\x80\x80ok", "\ufffd\ufffdok"),  # lone continuation bytes
+        (b"\xed\xa0\x80", "\ufffd\ufffd\ufffd"),  # a UTF-16 surrogate is not UTF-8
+    ],
+)
 def test_invalid_utf8_becomes_replacement_characters(tokenizer, data, text):
     assert tokenizer.decode(list(data)) == text
 

@@ -12,9 +12,29 @@ from tinyllm.checkpoint import PRETRAINED, sha256
 def test_toy_training_lowers_the_loss(tmp_path):
     out, log, card = tmp_path / "toy.safetensors", tmp_path / "log.json", tmp_path / "card.md"
     shipped = sha256(PRETRAINED)
-    cmd = [sys.executable, "-m", "tinyllm.train", "--preset", "toy", "--steps", "30",
-           "--batch", "8", "--seq-len", "64", "--eval-every", "5", "--device", "cpu",
-           "--out", str(out), "--log", str(log), "--card", str(card)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "tinyllm.train",
+        "--preset",
+        "toy",
+        "--steps",
+        "30",
+        "--batch",
+        "8",
+        "--seq-len",
+        "64",
+        "--eval-every",
+        "5",
+        "--device",
+        "cpu",
+        "--out",
+        str(out),
+        "--log",
+        str(log),
+        "--card",
+        str(card),
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-3000:]
     info = json.loads(log.read_text())

@@ -34,18 +34,23 @@ def ids(*shape, lo=0, hi=256):
 
 # --- generate ---------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("bad", [-1, -300, V, V + 1, 10**6])
 def test_generate_rejects_ids_outside_the_vocabulary(model, bad):
     idx = ids(2, 8)
     idx[1, 3] = bad
-    with pytest.raises(ValueError, match=rf"idx holds token id {bad}, outside the vocabulary \[0, {V}\)"):
+    with pytest.raises(
+        ValueError, match=rf"idx holds token id {bad}, outside the vocabulary \[0, {V}\)"
+    ):
         generate(model, idx, 4)
     assert not model.calls
 
 
 @pytest.mark.parametrize("shape", [(1, 0), (0, 5), (0, 0)])
 def test_generate_rejects_an_empty_prompt(model, shape):
-    with pytest.raises(ValueError, match=rf"empty prompt: idx has shape \({shape[0]}, {shape[1]}\)"):
+    with pytest.raises(
+        ValueError, match=rf"empty prompt: idx has shape \({shape[0]}, {shape[1]}\)"
+    ):
         generate(model, torch.zeros(shape, dtype=torch.long), 4)
     assert not model.calls
 
@@ -53,8 +58,11 @@ def test_generate_rejects_an_empty_prompt(model, shape):
 @pytest.mark.parametrize("T, n", [(MAX + 1, 1), (MAX, 1), (1000, 25), (2, MAX - 1)])
 def test_generate_refuses_to_run_past_max_seq_len(model, T, n):
     """No silent truncation: a prompt that does not fit is an error, not cut."""
-    with pytest.raises(ValueError, match=rf"prompt length {T} \+ max_new_tokens {n} = {T + n} "
-                                         rf"> max_len {MAX}"):
+    with pytest.raises(
+        ValueError,
+        match=rf"prompt length {T} \+ max_new_tokens {n} = {T + n} "
+        rf"> max_len {MAX}",
+    ):
         generate(model, ids(1, T), n)
     assert not model.calls
 
@@ -64,22 +72,30 @@ def test_generate_accepts_exactly_max_seq_len(model):
     assert out.shape == (1, 3)
 
 
-@pytest.mark.parametrize("pad_lens, shown", [
-    (torch.tensor([0, 1, 2]), r"\(3,\)"),
-    (torch.tensor([[0, 1]]), r"\(1, 2\)"),
-    (torch.tensor(1), r"\(\)"),
-    ([0, 1], "list"),
-])
+@pytest.mark.parametrize(
+    "pad_lens, shown",
+    [
+        (torch.tensor([0, 1, 2]), r"\(3,\)"),
+        (torch.tensor([[0, 1]]), r"\(1, 2\)"),
+        (torch.tensor(1), r"\(\)"),
+        ([0, 1], "list"),
+    ],
+)
 def test_generate_rejects_pad_lens_of_the_wrong_shape(model, pad_lens, shown):
-    with pytest.raises(ValueError, match=rf"pad_lens must be a tensor of shape \(2,\), got {shown}"):
+    with pytest.raises(
+        ValueError, match=rf"pad_lens must be a tensor of shape \(2,\), got {shown}"
+    ):
         generate(model, ids(2, 6), 4, pad_lens=pad_lens)
     assert not model.calls
 
 
 @pytest.mark.parametrize("pads, bad", [([0, 6], 6), ([9, 0], 9), ([-1, 0], -1)])
 def test_generate_rejects_pad_lens_that_leave_no_token(model, pads, bad):
-    with pytest.raises(ValueError, match=rf"pad_lens holds {bad}: each row needs 0 <= pads "
-                                         r"< prompt length 6"):
+    with pytest.raises(
+        ValueError,
+        match=rf"pad_lens holds {bad}: each row needs 0 <= pads "
+        r"< prompt length 6",
+    ):
         generate(model, ids(2, 6), 4, pad_lens=torch.tensor(pads))
     assert not model.calls
 
@@ -110,7 +126,9 @@ def test_generate_rejects_a_negative_temperature(model, bad):
 
 @pytest.mark.parametrize("bad", [0, -3, V + 1, 2.0])
 def test_generate_rejects_a_bad_top_k(model, bad):
-    with pytest.raises(ValueError, match=rf"top_k must be an int in \[1, vocab_size {V}\], got {bad!r}"):
+    with pytest.raises(
+        ValueError, match=rf"top_k must be an int in \[1, vocab_size {V}\], got {bad!r}"
+    ):
         generate(model, ids(1, 5), 4, temperature=1.0, top_k=bad)
     assert not model.calls
 
@@ -122,13 +140,16 @@ def test_generate_rejects_a_bad_max_new_tokens(model, bad):
     assert not model.calls
 
 
-@pytest.mark.parametrize("tok, message", [
-    (torch.tensor([[5], [V]]), rf"tok holds token id {V}, outside the vocabulary \[0, {V}\)"),
-    (torch.tensor([[-1], [5]]), rf"tok holds token id -1, outside the vocabulary \[0, {V}\)"),
-    (torch.tensor([[5.0], [6.0]]), r"tok must hold integer token ids, got dtype torch.float32"),
-    (torch.tensor([5, 6]), r"tok must have shape \(B, 1\), got \(2,\)"),
-    (torch.tensor([[5, 6], [7, 8]]), r"tok must have shape \(B, 1\), got \(2, 2\)"),
-])
+@pytest.mark.parametrize(
+    "tok, message",
+    [
+        (torch.tensor([[5], [V]]), rf"tok holds token id {V}, outside the vocabulary \[0, {V}\)"),
+        (torch.tensor([[-1], [5]]), rf"tok holds token id -1, outside the vocabulary \[0, {V}\)"),
+        (torch.tensor([[5.0], [6.0]]), r"tok must hold integer token ids, got dtype torch.float32"),
+        (torch.tensor([5, 6]), r"tok must have shape \(B, 1\), got \(2,\)"),
+        (torch.tensor([[5, 6], [7, 8]]), r"tok must have shape \(B, 1\), got \(2, 2\)"),
+    ],
+)
 def test_decode_step_checks_the_token(model, tok, message):
     cache = KVCache(model.cfg.n_layers)
     prefill(model, ids(2, 4), cache)
@@ -140,11 +161,13 @@ def test_decode_step_checks_the_token(model, tok, message):
 
 # --- GraphDecoder ------------------------------------------------------------------------
 
+
 def test_graph_decoder_checks_its_arguments(model):
     with pytest.raises(ValueError, match=rf"max_len 2000 outside \[1, max_seq_len {MAX}\]"):
         GraphDecoder(model, 2, max_len=2000, use_graph=False)
-    with pytest.raises(ValueError,
-                       match=r"largest bucket 128 < max_len 256: the buckets must end at max_len"):
+    with pytest.raises(
+        ValueError, match=r"largest bucket 128 < max_len 256: the buckets must end at max_len"
+    ):
         GraphDecoder(model, 2, max_len=256, buckets=(64, 128), use_graph=False)
     with pytest.raises(ValueError, match=r"largest bucket 512 > max_len 256"):
         GraphDecoder(model, 2, max_len=256, buckets=(128, 512), use_graph=False)
@@ -162,7 +185,9 @@ def test_graph_decoder_prefill_checks_the_prompt(model):
         dec.prefill(ids(2, 65))
     with pytest.raises(ValueError, match=rf"idx holds token id {V}, outside"):
         dec.prefill(ids(2, 5, lo=V, hi=V + 1))
-    with pytest.raises(ValueError, match=r"pad_lens holds 5: each row needs 0 <= pads < prompt length 5"):
+    with pytest.raises(
+        ValueError, match=r"pad_lens holds 5: each row needs 0 <= pads < prompt length 5"
+    ):
         dec.prefill(ids(2, 5), pad_lens=torch.tensor([0, 5]))
     with pytest.raises(ValueError, match=r"prompt length 60 \+ max_new_tokens 5 = 65 > max_len 64"):
         dec.generate(ids(2, 60), 5)
@@ -171,14 +196,17 @@ def test_graph_decoder_prefill_checks_the_prompt(model):
     assert not model.calls
 
 
-@pytest.mark.parametrize("tok, message", [
-    (ids(3, 1), r"tok must have shape \(2, 1\), got \(3, 1\)"),
-    (ids(2), r"tok must have shape \(2, 1\), got \(2,\)"),
-    (ids(2, 2), r"tok must have shape \(2, 1\), got \(2, 2\)"),
-    (ids(2, 1).float(), r"tok must hold integer token ids, got dtype torch.float32"),
-    (torch.tensor([[5], [V]]), rf"tok holds token id {V}, outside the vocabulary \[0, {V}\)"),
-    (torch.tensor([[-2], [5]]), rf"tok holds token id -2, outside the vocabulary \[0, {V}\)"),
-])
+@pytest.mark.parametrize(
+    "tok, message",
+    [
+        (ids(3, 1), r"tok must have shape \(2, 1\), got \(3, 1\)"),
+        (ids(2), r"tok must have shape \(2, 1\), got \(2,\)"),
+        (ids(2, 2), r"tok must have shape \(2, 1\), got \(2, 2\)"),
+        (ids(2, 1).float(), r"tok must hold integer token ids, got dtype torch.float32"),
+        (torch.tensor([[5], [V]]), rf"tok holds token id {V}, outside the vocabulary \[0, {V}\)"),
+        (torch.tensor([[-2], [5]]), rf"tok holds token id -2, outside the vocabulary \[0, {V}\)"),
+    ],
+)
 def test_graph_decoder_step_checks_the_token(model, tok, message):
     dec = GraphDecoder(model, 2, max_len=64, buckets=(32, 64), use_graph=False)
     dec.prefill(ids(2, 5))
@@ -229,11 +257,13 @@ def test_fused_on_the_cpu_says_to_leave_it_off(model):
     with pytest.raises(ValueError, match=msg):
         GraphDecoder(model, 2, use_graph=False, fused=True)
     with pytest.raises(ValueError, match=msg):
-        SlotGraphDecoder(model, SlotKVCache(model.cfg.n_layers, 2, 64, "cpu"), use_graph=False,
-                         fused=True)
+        SlotGraphDecoder(
+            model, SlotKVCache(model.cfg.n_layers, 2, 64, "cpu"), use_graph=False, fused=True
+        )
 
 
 # --- SlotGraphDecoder and SlotKVCache -----------------------------------------------------
+
 
 def slot_decoder(model, n_slots=4, max_len=64, buckets=(32, 64)):
     slots = SlotKVCache(model.cfg.n_layers, n_slots, max_len, "cpu")
@@ -245,19 +275,27 @@ def test_slot_decoder_checks_its_arguments(model):
         SlotGraphDecoder(model, SlotKVCache(model.cfg.n_layers, 2, 2000, "cpu"), use_graph=False)
     with pytest.raises(ValueError, match=r"largest bucket 32 < max_len 64"):
         slot_decoder(model, buckets=(16, 32))
-    with pytest.raises(ValueError, match="SlotGraphDecoder decodes a SlotKVCache, got StaticKVCache"):
+    with pytest.raises(
+        ValueError, match="SlotGraphDecoder decodes a SlotKVCache, got StaticKVCache"
+    ):
         SlotGraphDecoder(model, StaticKVCache(model.cfg.n_layers, 2, 64, "cpu"), use_graph=False)
     with pytest.raises(ValueError, match="n_slots must be an int >= 1, got 0"):
         SlotKVCache(model.cfg.n_layers, 0, 64, "cpu")
 
 
-@pytest.mark.parametrize("tok, message", [
-    (ids(3, 1), r"tok must have shape \(4, 1\), got \(3, 1\)"),
-    (ids(4), r"tok must have shape \(4, 1\), got \(4,\)"),
-    (ids(4, 1).double(), r"tok must hold integer token ids, got dtype torch.float64"),
-    (torch.tensor([[5], [V + 7], [0], [0]]), rf"tok holds token id {V + 7}, outside the vocabulary"),
-    (torch.tensor([[5], [-1], [0], [0]]), r"tok holds token id -1, outside the vocabulary"),
-])
+@pytest.mark.parametrize(
+    "tok, message",
+    [
+        (ids(3, 1), r"tok must have shape \(4, 1\), got \(3, 1\)"),
+        (ids(4), r"tok must have shape \(4, 1\), got \(4,\)"),
+        (ids(4, 1).double(), r"tok must hold integer token ids, got dtype torch.float64"),
+        (
+            torch.tensor([[5], [V + 7], [0], [0]]),
+            rf"tok holds token id {V + 7}, outside the vocabulary",
+        ),
+        (torch.tensor([[5], [-1], [0], [0]]), r"tok holds token id -1, outside the vocabulary"),
+    ],
+)
 def test_slot_decoder_step_checks_the_token(model, tok, message):
     slots, dec = slot_decoder(model)
     slots.admit(2, 6)
@@ -313,6 +351,7 @@ def test_slot_release_checks_the_slot(model, bad):
 
 # --- Engine ------------------------------------------------------------------------------
 
+
 def test_engine_checks_its_arguments(model):
     with pytest.raises(ValueError, match=rf"max_len 2000 outside \[2, max_seq_len {MAX}\]"):
         Engine(model, 2, max_len=2000)
@@ -326,22 +365,30 @@ def test_engine_checks_its_arguments(model):
         Engine(model, 2, eos_id=-1)
 
 
-@pytest.mark.parametrize("prompt, n, kw, message", [
-    ([], 4, {}, "empty prompt: a request needs at least one token"),
-    (torch.tensor([], dtype=torch.long), 4, {}, "empty prompt"),
-    ([5, V], 4, {}, rf"prompt holds token id {V}, outside the vocabulary \[0, {V}\)"),
-    ([5, -1], 4, {}, rf"prompt holds token id -1, outside the vocabulary \[0, {V}\)"),
-    (torch.tensor([5, 300]), 4, {}, rf"prompt holds token id 300, outside the vocabulary"),
-    ([5, 6.0], 4, {}, r"prompt_ids must be ints, got 6.0"),
-    (torch.tensor([5.0, 6.0]), 4, {}, r"1-D integer tensor or a list of ints, got torch.float32 "
-                                      r"of shape \(2,\)"),
-    (torch.tensor([[5, 6]]), 4, {}, r"got torch.int64 of shape \(1, 2\)"),
-    (list(range(60)), 5, {}, r"prompt length 60 \+ max_new_tokens 5 > slot max_len 64"),
-    (list(range(65)), 1, {}, r"prompt length 65 \+ max_new_tokens 1 > slot max_len 64"),
-    ([5], 0, {}, r"max_new_tokens must be an int >= 1, got 0"),
-    ([5], 4, {"temperature": -1.0}, r"temperature must be >= 0, got -1.0"),
-    ([5], 4, {"top_k": 0}, rf"top_k must be an int in \[1, vocab_size {V}\], got 0"),
-])
+@pytest.mark.parametrize(
+    "prompt, n, kw, message",
+    [
+        ([], 4, {}, "empty prompt: a request needs at least one token"),
+        (torch.tensor([], dtype=torch.long), 4, {}, "empty prompt"),
+        ([5, V], 4, {}, rf"prompt holds token id {V}, outside the vocabulary \[0, {V}\)"),
+        ([5, -1], 4, {}, rf"prompt holds token id -1, outside the vocabulary \[0, {V}\)"),
+        (torch.tensor([5, 300]), 4, {}, r"prompt holds token id 300, outside the vocabulary"),
+        ([5, 6.0], 4, {}, r"prompt_ids must be ints, got 6.0"),
+        (
+            torch.tensor([5.0, 6.0]),
+            4,
+            {},
+            r"1-D integer tensor or a list of ints, got torch.float32 "
+            r"of shape \(2,\)",
+        ),
+        (torch.tensor([[5, 6]]), 4, {}, r"got torch.int64 of shape \(1, 2\)"),
+        (list(range(60)), 5, {}, r"prompt length 60 \+ max_new_tokens 5 > slot max_len 64"),
+        (list(range(65)), 1, {}, r"prompt length 65 \+ max_new_tokens 1 > slot max_len 64"),
+        ([5], 0, {}, r"max_new_tokens must be an int >= 1, got 0"),
+        ([5], 4, {"temperature": -1.0}, r"temperature must be >= 0, got -1.0"),
+        ([5], 4, {"top_k": 0}, rf"top_k must be an int in \[1, vocab_size {V}\], got 0"),
+    ],
+)
 def test_engine_submit_checks_each_request(model, prompt, n, kw, message):
     engine = Engine(model, 2, max_len=64, use_graph=False)
     with pytest.raises(ValueError, match=message):

@@ -10,7 +10,7 @@ import torch  # noqa: E402
 from test_viz import fake_results, fake_stats, fake_trace  # noqa: E402
 
 from tinyllm import graphs, kv_cache
-from tinyllm.course import viz, widgets  # noqa: E402
+from tinyllm.course import widgets  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -40,8 +40,12 @@ def test_bucket_explorer_sums_only_recorded_windows(capsys):
     assert w.result["capture"]["not_measured"] == []
     control(w, "growth").value = 3.0
     assert w.result["buckets"] == (128, 384, 1024) and w.result["n_graphs"] == 3
-    assert w.result["capture"] == {"measured": [128, 1024], "not_measured": [384],
-                                   "capture_s": pytest.approx(0.07), "pool_bytes": 9 * 2 ** 20}
+    assert w.result["capture"] == {
+        "measured": [128, 1024],
+        "not_measured": [384],
+        "capture_s": pytest.approx(0.07),
+        "pool_bytes": 9 * 2**20,
+    }
     assert "[384] were not measured" in capsys.readouterr().out
     control(w, "max_len").value = 512
     assert w.result["wasted_share"] == pytest.approx(graphs.wasted_share((128, 384, 512), 512))

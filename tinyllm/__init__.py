@@ -16,7 +16,22 @@ from tinyllm.model import Transformer
 from tinyllm.tokenizer import Tokenizer
 
 __all__ = [
-    "Engine", "GraphDecoder", "KVCache", "ModelConfig", "SlotGraphDecoder", "SlotKVCache",
-    "StaticKVCache", "Tokenizer", "Transformer", "autocast", "bucket_for", "complete", "default_buckets",
-    "generate", "get_config", "load", "load_pretrained", "save",
+    "Engine",
+    "GraphDecoder",
+    "KVCache",
+    "ModelConfig",
+    "SlotGraphDecoder",
+    "SlotKVCache",
+    "StaticKVCache",
+    "Tokenizer",
+    "Transformer",
+    "autocast",
+    "bucket_for",
+    "complete",
+    "default_buckets",
+    "generate",
+    "get_config",
+    "load",
+    "load_pretrained",
+    "save",
 ]

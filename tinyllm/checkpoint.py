@@ -31,8 +31,9 @@ def sha256(path) -> str:
 
 def save(model: Transformer, path, extra: dict | None = None) -> str:
     """Write the model's weights (bf16) and config; returns the file's sha256."""
-    tensors = {k: v.detach().to("cpu", torch.bfloat16).contiguous()
-               for k, v in model.state_dict().items()}
+    tensors = {
+        k: v.detach().to("cpu", torch.bfloat16).contiguous() for k, v in model.state_dict().items()
+    }
     meta = {"config": json.dumps(model.cfg.to_dict())}
     meta.update({k: json.dumps(v) for k, v in (extra or {}).items()})
     save_file(tensors, str(path), metadata=meta)
@@ -62,8 +63,10 @@ def load(path, expected_sha256: str | None = None, device=None) -> Transformer:
         for name in expected:
             t = f.get_tensor(name)
             if t.shape != expected[name].shape:
-                raise ValueError(f"{path.name}: tensor {name} has shape {tuple(t.shape)}, "
-                                 f"the config needs {tuple(expected[name].shape)}")
+                raise ValueError(
+                    f"{path.name}: tensor {name} has shape {tuple(t.shape)}, "
+                    f"the config needs {tuple(expected[name].shape)}"
+                )
             state[name] = t.float()
     model.load_state_dict(state)
     return model.to(device or "cpu").eval().requires_grad_(False)  # for inference

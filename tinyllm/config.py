@@ -18,7 +18,9 @@ class ModelConfig:
         if self.d_model % self.n_heads:
             raise ValueError(f"d_model {self.d_model} is not a multiple of n_heads {self.n_heads}")
         if self.n_heads % self.n_kv_heads:
-            raise ValueError(f"n_heads {self.n_heads} is not a multiple of n_kv_heads {self.n_kv_heads}")
+            raise ValueError(
+                f"n_heads {self.n_heads} is not a multiple of n_kv_heads {self.n_kv_heads}"
+            )
         if self.head_dim % 2:
             raise ValueError(f"head_dim {self.head_dim} must be even for RoPE")
 
@@ -34,8 +36,9 @@ PRESETS = {
     # The shipped model: ~3.3 M parameters, small enough that its decode step is launch-bound.
     "tiny": ModelConfig(),
     # For tests and smoke runs on a CPU.
-    "toy": ModelConfig(d_model=64, n_layers=2, n_heads=4, n_kv_heads=2, ffn_hidden=128,
-                       max_seq_len=256),
+    "toy": ModelConfig(
+        d_model=64, n_layers=2, n_heads=4, n_kv_heads=2, ffn_hidden=128, max_seq_len=256
+    ),
 }
 
 

@@ -36,9 +36,15 @@ class Request:
 
 
 class Engine:
-    def __init__(self, model: Transformer, n_slots: int, max_len: int | None = None,
-                 use_graph: bool | None = None, eos_id: int | None = None,
-                 buckets: tuple[int, ...] | None = None):
+    def __init__(
+        self,
+        model: Transformer,
+        n_slots: int,
+        max_len: int | None = None,
+        use_graph: bool | None = None,
+        eos_id: int | None = None,
+        buckets: tuple[int, ...] | None = None,
+    ):
         device = model_device(model)
         cfg = model.cfg
         if not isinstance(n_slots, int) or n_slots < 1:
@@ -62,13 +68,22 @@ class Engine:
     def max_len(self) -> int:
         return self.slots.max_len
 
-    def submit(self, prompt_ids, max_new_tokens: int, *, temperature: float = 0.0,
-               top_k: int | None = None, seed: int | None = None) -> int:
+    def submit(
+        self,
+        prompt_ids,
+        max_new_tokens: int,
+        *,
+        temperature: float = 0.0,
+        top_k: int | None = None,
+        seed: int | None = None,
+    ) -> int:
         """Queue a request; returns its id. Checked here, so run() never meets bad input."""
         if isinstance(prompt_ids, torch.Tensor):
             if prompt_ids.dim() != 1 or prompt_ids.dtype.is_floating_point:
-                raise ValueError(f"prompt_ids must be a 1-D integer tensor or a list of ints, "
-                                 f"got {prompt_ids.dtype} of shape {tuple(prompt_ids.shape)}")
+                raise ValueError(
+                    f"prompt_ids must be a 1-D integer tensor or a list of ints, "
+                    f"got {prompt_ids.dtype} of shape {tuple(prompt_ids.shape)}"
+                )
             prompt_ids = prompt_ids.tolist()
         prompt = list(prompt_ids)
         V = self.model.cfg.vocab_size
@@ -79,16 +94,25 @@ class Engine:
                 raise ValueError(f"prompt_ids must be ints, got {t!r}")
             if not 0 <= t < V:
                 raise ValueError(f"prompt holds token id {t}, outside the vocabulary [0, {V})")
-        if not isinstance(max_new_tokens, int) or isinstance(max_new_tokens, bool) or max_new_tokens < 1:
+        if (
+            not isinstance(max_new_tokens, int)
+            or isinstance(max_new_tokens, bool)
+            or max_new_tokens < 1
+        ):
             raise ValueError(f"max_new_tokens must be an int >= 1, got {max_new_tokens!r}")
         if len(prompt) + max_new_tokens > self.max_len:
-            raise ValueError(f"prompt length {len(prompt)} + max_new_tokens {max_new_tokens} > "
-                             f"slot max_len {self.max_len}")
+            raise ValueError(
+                f"prompt length {len(prompt)} + max_new_tokens {max_new_tokens} > "
+                f"slot max_len {self.max_len}"
+            )
         check_sampling(temperature, top_k, V, seed)
         rid = self.next_rid
         self.next_rid += 1
-        self.queue.append(Request(rid, prompt, max_new_tokens, temperature, top_k,
-                                  make_generator(seed, self.device)))
+        self.queue.append(
+            Request(
+                rid, prompt, max_new_tokens, temperature, top_k, make_generator(seed, self.device)
+            )
+        )
         return rid
 
     def run(self) -> dict[int, list[int]]:
@@ -136,8 +160,10 @@ class Engine:
         logits = self.decoder.step(tok, check=False)[:, -1]  # ids the engine checked or sampled
         greedy = logits.argmax(dim=-1).tolist()  # free slots' rows are ignored
         for s, req in list(self.running.items()):
-            nxt = greedy[s] if req.temperature == 0 else int(
-                sample(logits[s : s + 1], req.temperature, req.top_k, req.generator)
+            nxt = (
+                greedy[s]
+                if req.temperature == 0
+                else int(sample(logits[s : s + 1], req.temperature, req.top_k, req.generator))
             )
             self.emit(s, req, nxt)
         self.stats.append({"step": len(self.stats), "window": window, "slots": holders,

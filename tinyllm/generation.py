@@ -22,7 +22,6 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from tinyllm.checks import check_generate_args, check_ids, check_prompt, model_device
 from tinyllm.kv_cache import KVCache
 
-
 # cuDNN's attention builds a new execution plan for every new key length: with the dynamic
 # cache of eager decode that is one plan per token, about 10 ms each on an H200 (bench.py
 # measures it), which would hide the launch overhead this course is about. The other three
@@ -49,6 +48,7 @@ def autocast(device, attention_backends=None):
 
 # --- the inference phases -----------------------------------------------------------------
 
+
 @torch.no_grad()
 def prefill(model, idx: Tensor, cache) -> Tensor:
     """Run the whole prompt (B, T) through the model, filling the cache; logits (B, T, V)."""
@@ -72,8 +72,12 @@ def decode_step(model, cache, tok: Tensor, check: bool = True) -> Tensor:
     return logits
 
 
-def sample(logits: Tensor, temperature: float = 0.0, top_k: int | None = None,
-           generator: torch.Generator | None = None) -> Tensor:
+def sample(
+    logits: Tensor,
+    temperature: float = 0.0,
+    top_k: int | None = None,
+    generator: torch.Generator | None = None,
+) -> Tensor:
     """logits (B, V) → next ids (B, 1). temperature 0 is greedy (argmax)."""
     if temperature == 0:
         return logits.argmax(dim=-1, keepdim=True)
@@ -91,9 +95,16 @@ def make_generator(seed: int | None, device) -> torch.Generator | None:
     return torch.Generator(device=device).manual_seed(seed)
 
 
-def decode_n_tokens(logits: Tensor, step, max_new_tokens: int, *, temperature: float = 0.0,
-                    top_k: int | None = None, seed: int | None = None,
-                    eos_id: int | None = None) -> Tensor:
+def decode_n_tokens(
+    logits: Tensor,
+    step,
+    max_new_tokens: int,
+    *,
+    temperature: float = 0.0,
+    top_k: int | None = None,
+    seed: int | None = None,
+    eos_id: int | None = None,
+) -> Tensor:
     """The decode loop shared by every generator: sample from the last logits, feed the
     token to step(tok) → logits, repeat. After a row emits eos_id the rest of that row is
     eos_id; the loop stops early once every row has. Returns (B, max_new_tokens)."""
@@ -106,20 +117,28 @@ def decode_n_tokens(logits: Tensor, step, max_new_tokens: int, *, temperature: f
         if eos_id is not None:
             tok = tok.masked_fill(done, eos_id)
             done |= tok == eos_id
-        out[:, t:t + 1] = tok
+        out[:, t : t + 1] = tok
         if t + 1 == max_new_tokens:
             break
         if eos_id is not None and bool(done.all()):
-            out[:, t + 1:] = eos_id
+            out[:, t + 1 :] = eos_id
             break
         logits = step(tok)
     return out
 
 
 @torch.no_grad()
-def generate(model, idx: Tensor, max_new_tokens: int, *, pad_lens: Tensor | None = None,
-             temperature: float = 0.0, top_k: int | None = None, seed: int | None = None,
-             eos_id: int | None = None) -> Tensor:
+def generate(
+    model,
+    idx: Tensor,
+    max_new_tokens: int,
+    *,
+    pad_lens: Tensor | None = None,
+    temperature: float = 0.0,
+    top_k: int | None = None,
+    seed: int | None = None,
+    eos_id: int | None = None,
+) -> Tensor:
     """Eager generation with the dynamic KVCache. idx (B, T) is left-padded by pad_lens (B,)
     when rows differ in length; pads occupy positions (RoPE is relative, so a padded row
     matches its unpadded run up to rounding). Returns the new ids, (B, max_new_tokens)."""
@@ -128,8 +147,9 @@ def generate(model, idx: Tensor, max_new_tokens: int, *, pad_lens: Tensor | None
     cache = KVCache(model.cfg.n_layers, first_valid=pad_lens)
     logits = prefill(model, idx, cache)
     step = lambda tok: decode_step(model, cache, tok, check=False)  # noqa: E731
-    return decode_n_tokens(logits, step, max_new_tokens,
-                           temperature=temperature, top_k=top_k, seed=seed, eos_id=eos_id)
+    return decode_n_tokens(
+        logits, step, max_new_tokens, temperature=temperature, top_k=top_k, seed=seed, eos_id=eos_id
+    )
 
 
 def left_pad(prompts: list[list[int]], pad_id: int, device=None) -> tuple[Tensor, Tensor]:
@@ -142,9 +162,16 @@ def left_pad(prompts: list[list[int]], pad_id: int, device=None) -> tuple[Tensor
     return idx, pad_lens
 
 
-def complete(model, prompts: list[str], max_new_tokens: int = 200, *, temperature: float = 0.0,
-             top_k: int | None = None, seed: int | None = None, stop_at_eos: bool = True
-             ) -> list[str]:
+def complete(
+    model,
+    prompts: list[str],
+    max_new_tokens: int = 200,
+    *,
+    temperature: float = 0.0,
+    top_k: int | None = None,
+    seed: int | None = None,
+    stop_at_eos: bool = True,
+) -> list[str]:
     """Text in, text out: each prompt continued by the model (greedy by default)."""
     from tinyllm.tokenizer import Tokenizer
 
@@ -152,7 +179,14 @@ def complete(model, prompts: list[str], max_new_tokens: int = 200, *, temperatur
     if isinstance(prompts, str):
         raise ValueError("complete takes a list of prompts; wrap a single one in [...]")
     idx, pad_lens = left_pad([tok.encode(p) for p in prompts], tok.pad_id, model_device(model))
-    out = generate(model, idx, max_new_tokens, pad_lens=pad_lens if bool(pad_lens.any()) else None,
-                   temperature=temperature, top_k=top_k, seed=seed,
-                   eos_id=tok.eos_id if stop_at_eos else None)
+    out = generate(
+        model,
+        idx,
+        max_new_tokens,
+        pad_lens=pad_lens if bool(pad_lens.any()) else None,
+        temperature=temperature,
+        top_k=top_k,
+        seed=seed,
+        eos_id=tok.eos_id if stop_at_eos else None,
+    )
     return [tok.decode(row) for row in out.tolist()]

@@ -317,9 +317,7 @@ class SlotGraphDecoder(WindowGraphs):
         if slots.lens_dev.device != device:
             raise ValueError(f"slot cache is on {slots.lens_dev.device}, the model on {device}")
         if slots.max_len > model.cfg.max_seq_len:
-            raise ValueError(
-                f"slot max_len {slots.max_len} > max_seq_len {model.cfg.max_seq_len}"
-            )
+            raise ValueError(f"slot max_len {slots.max_len} > max_seq_len {model.cfg.max_seq_len}")
         self.buckets = check_buckets(buckets, slots.max_len)
         tok = torch.zeros(slots.n_slots, 1, dtype=torch.long, device=device)
         super().__init__(model, slots, tok, use_graph, fused, graph_api)

@@ -324,8 +324,11 @@ class SlotKVCache(FixedCache):
         self.lens_dev[slot] = 0
 
     def snapshot(self) -> dict:
-        return {"lens": list(self.lens), "active": list(self.active),
-                "prefill_slot": self.prefill_slot}
+        return {
+            "lens": list(self.lens),
+            "active": list(self.active),
+            "prefill_slot": self.prefill_slot,
+        }
 
     def restore(self, state: dict) -> None:
         """Put back the positions of a snapshot(), on the host and on the device."""

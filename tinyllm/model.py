@@ -38,7 +38,7 @@ class Rope(nn.Module):
     def forward(self, T: int, offset: int = 0) -> tuple[Tensor, Tensor]:
         if offset + T > self.cos.shape[0]:
             raise ValueError(f"position {offset + T} > max_seq_len {self.cos.shape[0]}")
-        return self.cos[offset:offset + T], self.sin[offset:offset + T]
+        return self.cos[offset : offset + T], self.sin[offset : offset + T]
 
 
 def apply_rope(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
@@ -119,8 +119,9 @@ class Transformer(nn.Module):
     def n_params(self) -> int:
         return sum(p.numel() for p in self.parameters())
 
-    def forward(self, idx: Tensor, targets: Tensor | None = None, cache=None
-                ) -> tuple[Tensor, Tensor | None]:
+    def forward(
+        self, idx: Tensor, targets: Tensor | None = None, cache=None
+    ) -> tuple[Tensor, Tensor | None]:
         """idx (B, T) token ids → logits (B, T, vocab_size), and the mean cross-entropy in
         nats per token when targets (B, T) are given."""
         if idx.dim() != 2:

@@ -20,6 +20,7 @@ class Tokenizer:
         ids = list(ids.tolist() if hasattr(ids, "tolist") else ids)
         bad = [i for i in ids if not isinstance(i, int) or not 0 <= i < self.vocab_size]
         if bad:
-            raise ValueError(f"token id {bad[0]!r} outside the vocabulary [0, {self.vocab_size}) "
-                             f"of int ids")
+            raise ValueError(
+                f"token id {bad[0]!r} outside the vocabulary [0, {self.vocab_size}) of int ids"
+            )
         return bytes(i for i in ids if i < self.n_bytes).decode("utf-8", errors="replace")

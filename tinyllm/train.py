@@ -37,8 +37,10 @@ def topics_text() -> dict[str, str]:
 def split_topics(topics: dict[str, str], every: int = 10) -> tuple[list[str], list[str]]:
     """Sorted topic names → (train names, validation names): every `every`-th to validation."""
     names = sorted(topics)
-    return ([n for i, n in enumerate(names) if i % every != every - 1],
-            [n for i, n in enumerate(names) if i % every == every - 1])
+    return (
+        [n for i, n in enumerate(names) if i % every != every - 1],
+        [n for i, n in enumerate(names) if i % every == every - 1],
+    )
 
 
 def encode_topics(topics: dict[str, str], names: list[str]) -> torch.Tensor:
@@ -51,24 +53,26 @@ def encode_topics(topics: dict[str, str], names: list[str]) -> torch.Tensor:
 
 def random_batch(data: torch.Tensor, batch: int, seq_len: int, gen: torch.Generator):
     starts = torch.randint(0, len(data) - seq_len - 1, (batch,), generator=gen)
-    x = torch.stack([data[s:s + seq_len] for s in starts])
-    y = torch.stack([data[s + 1:s + seq_len + 1] for s in starts])
+    x = torch.stack([data[s : s + seq_len] for s in starts])
+    y = torch.stack([data[s + 1 : s + seq_len + 1] for s in starts])
     return x, y
 
 
 @torch.no_grad()
-def evaluate(model: Transformer, data: torch.Tensor, seq_len: int, device, batch: int = 16) -> float:
+def evaluate(
+    model: Transformer, data: torch.Tensor, seq_len: int, device, batch: int = 16
+) -> float:
     """Mean cross-entropy (nats per token; a token is a byte or a topic's EOS) over
     consecutive windows of the whole validation text."""
     model.eval()
     n = (len(data) - 1) // seq_len
-    x = data[:n * seq_len].view(n, seq_len)
-    y = data[1:n * seq_len + 1].view(n, seq_len)
+    x = data[: n * seq_len].view(n, seq_len)
+    y = data[1 : n * seq_len + 1].view(n, seq_len)
     total = 0.0
     for i in range(0, n, batch):
         with autocast(device):
-            _, loss = model(x[i:i + batch].to(device), y[i:i + batch].to(device))
-        total += loss.item() * len(x[i:i + batch])
+            _, loss = model(x[i : i + batch].to(device), y[i : i + batch].to(device))
+        total += loss.item() * len(x[i : i + batch])
     model.train()
     return total / n
 
@@ -80,9 +84,18 @@ def lr_at(step: int, steps: int, peak: float, warmup: int) -> float:
     return peak * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress)))
 
 
-def train(preset: str, steps: int, batch: int, seq_len: int, lr: float, eval_every: int,
-          device, seed: int = 0, max_minutes: float | None = None, log=print
-          ) -> tuple[Transformer, dict]:
+def train(
+    preset: str,
+    steps: int,
+    batch: int,
+    seq_len: int,
+    lr: float,
+    eval_every: int,
+    device,
+    seed: int = 0,
+    max_minutes: float | None = None,
+    log=print,
+) -> tuple[Transformer, dict]:
     cfg = get_config(preset)
     seq_len = min(seq_len, cfg.max_seq_len)
     topics = topics_text()
@@ -111,8 +124,10 @@ def train(preset: str, steps: int, batch: int, seq_len: int, lr: float, eval_eve
             history["step"].append(step)
             history["train_loss"].append(loss.item())
             history["val_loss"].append(val)
-            log(f"step {step:5d}  train {loss.item():.3f}  val {val:.3f} nats/byte  "
-                f"{time.perf_counter() - t0:.0f} s")
+            log(
+                f"step {step:5d}  train {loss.item():.3f}  val {val:.3f} nats/byte  "
+                f"{time.perf_counter() - t0:.0f} s"
+            )
             if val < best[0]:
                 best = (val, step, copy.deepcopy(model.state_dict()))
             if max_minutes and time.perf_counter() - t0 > 60 * max_minutes:
@@ -122,17 +137,27 @@ def train(preset: str, steps: int, batch: int, seq_len: int, lr: float, eval_eve
     model.load_state_dict(best[2])
     model.eval()
     info = {
-        "preset": preset, "config": cfg.to_dict(), "n_params": model.n_params(),
-        "steps": steps, "best_step": best[1], "batch": batch, "seq_len": seq_len, "lr": lr,
-        "seed": seed, "wall_time_s": round(time.perf_counter() - t0, 1),
+        "preset": preset,
+        "config": cfg.to_dict(),
+        "n_params": model.n_params(),
+        "steps": steps,
+        "best_step": best[1],
+        "batch": batch,
+        "seq_len": seq_len,
+        "lr": lr,
+        "seed": seed,
+        "wall_time_s": round(time.perf_counter() - t0, 1),
         "val_loss": round(best[0], 4),
         "train_loss": round(evaluate(model, train_ids, seq_len, device), 4),
-        "train_bytes": len(train_ids), "val_bytes": len(val_ids),
-        "n_train_topics": len(train_names), "n_val_topics": len(val_names),
+        "train_bytes": len(train_ids),
+        "val_bytes": len(val_ids),
+        "n_train_topics": len(train_names),
+        "n_val_topics": len(val_names),
         "python": platform.python_version(),
         "topics_sha256": hashlib.sha256(json.dumps(topics, sort_keys=True).encode()).hexdigest(),
         "torch": torch.__version__,
-        "hardware": torch.cuda.get_device_name() if torch.device(device).type == "cuda"
+        "hardware": torch.cuda.get_device_name()
+        if torch.device(device).type == "cuda"
         else platform.processor() or platform.machine(),
         "history": history,
     }
@@ -149,7 +174,9 @@ The model every notebook of the course loads with `tinyllm.load_pretrained()`.
 | parameters | {n_params:,} |
 | config | `{config}` |
 | tokenizer | bytes (ids 0-255), then eos 256 and pad 257 |
-| data | `pydoc_data.topics` of CPython {python} (Python's help() pages), {n_train_topics} topics ({train_bytes:,} tokens) for training, {n_val_topics} held out ({val_bytes:,} tokens): every tenth topic by sorted name |
+| data | `pydoc_data.topics` of CPython {python} (Python's help() pages), {n_train_topics} topics \
+({train_bytes:,} tokens) for training, {n_val_topics} held out ({val_bytes:,} tokens): every tenth \
+topic by sorted name |
 | data sha256 | `{topics_sha256}` (JSON of the topics dict, sorted keys) |
 | data licence | Python Software Foundation License (the CPython documentation) |
 | training | AdamW, peak lr {lr}, batch {batch} × {seq_len} tokens, {steps} steps, seed {seed} |
@@ -175,7 +202,9 @@ like Python's documentation; it does not know Python. It exists to be fast to de
 
 
 def main(argv=None) -> dict:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--preset", default="tiny")
     p.add_argument("--steps", type=int, default=3000)
     p.add_argument("--batch", type=int, default=32)
@@ -186,21 +215,36 @@ def main(argv=None) -> dict:
     p.add_argument("--max-minutes", type=float, default=None, help="stop after this long")
     p.add_argument("--device", default=None, help="default: cuda if available, else cpu")
     p.add_argument("--out", default=str(PRETRAINED))
-    p.add_argument("--card", default=None, help=f"model card to write (the shipped model: {MODEL_CARD})")
+    p.add_argument(
+        "--card", default=None, help=f"model card to write (the shipped model: {MODEL_CARD})"
+    )
     p.add_argument("--log", default=None, help="write the training history as JSON here")
     args = p.parse_args(argv)
     device = torch.device(args.device) if args.device else default_device()
-    model, info = train(args.preset, args.steps, args.batch, args.seq_len, args.lr,
-                        args.eval_every, device, args.seed,
-                        args.max_minutes)
+    model, info = train(
+        args.preset,
+        args.steps,
+        args.batch,
+        args.seq_len,
+        args.lr,
+        args.eval_every,
+        device,
+        args.seed,
+        args.max_minutes,
+    )
     info["sha256"] = save(model, args.out, extra={"val_loss": info["val_loss"]})
     info["size"] = Path(args.out).stat().st_size
-    info["command"] = "python -m tinyllm.train " + " ".join(argv if argv is not None else sys.argv[1:])
+    info["command"] = "python -m tinyllm.train " + " ".join(
+        argv if argv is not None else sys.argv[1:]
+    )
     info["date"] = time.strftime("%Y-%m-%d")
-    info["sample"] = complete(model, ["The for statement"],
-                              max_new_tokens=min(300, model.cfg.max_seq_len - 17))[0]
-    print(f"best val loss {info['val_loss']} nats/byte at step {info['best_step']}; "
-          f"wrote {args.out} ({info['size']:,} bytes, sha256 {info['sha256']})")
+    info["sample"] = complete(
+        model, ["The for statement"], max_new_tokens=min(300, model.cfg.max_seq_len - 17)
+    )[0]
+    print(
+        f"best val loss {info['val_loss']} nats/byte at step {info['best_step']}; "
+        f"wrote {args.out} ({info['size']:,} bytes, sha256 {info['sha256']})"
+    )
     print("The for statement" + info["sample"])
     if args.card:
         Path(args.card).write_text(CARD.format(**{k: v for k, v in info.items() if k != "history"}))

@@ -17,8 +17,12 @@ def run(args):
     t0 = time.perf_counter()
     error = None
     try:
-        NotebookClient(nb, timeout=600, kernel_name="python3",
-                       resources={"metadata": {"path": str(Path(path).parent)}}).execute()
+        NotebookClient(
+            nb,
+            timeout=600,
+            kernel_name="python3",
+            resources={"metadata": {"path": str(Path(path).parent)}},
+        ).execute()
     except Exception as e:  # keep the partial outputs, say what failed
         error = f"{type(e).__name__}: {str(e)[-500:]}"
     nbformat.write(nb, Path(outdir) / Path(path).name)

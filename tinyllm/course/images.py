@@ -7,8 +7,13 @@ redrawn from the recorded data (or, for masks and buckets, from the package itse
 import argparse
 from pathlib import Path
 
-from tinyllm.course.viz import (bucket_figure, fusion_figure, mask_figure, step_time_figure,
-                                timeline_figure)
+from tinyllm.course.viz import (
+    bucket_figure,
+    fusion_figure,
+    mask_figure,
+    step_time_figure,
+    timeline_figure,
+)
 from tinyllm.graphs import default_buckets
 from tinyllm.kv_cache import window_mask
 from tinyllm.lab.results import load_results, load_trace
@@ -24,8 +29,12 @@ def draw(out: Path = IMAGES, gpu: str = "h200") -> list[Path]:
     figures = {
         "timeline.png": timeline_figure(load_trace(res), batch=1),
         "step_time.png": step_time_figure(res),
-        "mask.png": mask_figure(window_mask(9, 16, pads), pos=9, first_valid=pads,
-                                title="Decode at position 9 over a fixed 16-key window"),
+        "mask.png": mask_figure(
+            window_mask(9, 16, pads),
+            pos=9,
+            first_valid=pads,
+            title="Decode at position 9 over a fixed 16-key window",
+        ),
         "buckets.png": bucket_figure(default_buckets(1024), 1024),
         "fusion.png": fusion_figure(res),
     }

@@ -12,16 +12,29 @@ arithmetic (bucket lists, masks) is computed; nothing is extrapolated.
 import ipywidgets as W
 from IPython.display import display
 
-from tinyllm.course.viz import (MIB, bucket_figure, cpu_gpu_figure, mask_figure,
-                                slot_timeline_figure, timeline_figure)
+from tinyllm.course.viz import (
+    MIB,
+    bucket_figure,
+    cpu_gpu_figure,
+    mask_figure,
+    slot_timeline_figure,
+    timeline_figure,
+)
 from tinyllm.graphs import bucket_for, default_buckets, wasted_share
 from tinyllm.kv_cache import window_mask
 from tinyllm.lab.results import capture_cost, provenance_label
 
 
 def _slider(cls, value, lo, hi, description, step=1):
-    return cls(value=value, min=lo, max=hi, step=step, description=description,
-               continuous_update=False, style={"description_width": "initial"})
+    return cls(
+        value=value,
+        min=lo,
+        max=hi,
+        step=step,
+        description=description,
+        continuous_update=False,
+        style={"description_width": "initial"},
+    )
 
 
 def _show(f, **controls) -> W.interactive:
@@ -41,24 +54,37 @@ def mask_explorer(batch_pads=(0, 3, 5), window: int = 16, max_pos: int | None = 
         first_valid = [pads[f"pad_{b}"] for b in range(len(batch_pads))]
         w = bucket_for(pos + 1, buckets) if bucket == auto else bucket
         if pos >= w:
-            print(f"Position {pos} needs {pos + 1} keys > window {w}: the decoder would use "
-                  f"bucket {bucket_for(pos + 1, buckets)}.")
+            print(
+                f"Position {pos} needs {pos + 1} keys > window {w}: the decoder would use "
+                f"bucket {bucket_for(pos + 1, buckets)}."
+            )
             return None
         if max(first_valid) >= pos:
-            print(f"A row with {max(first_valid)} pads has no prompt token before position "
-                  f"{pos}: a real prompt has at least one token after its pads.")
+            print(
+                f"A row with {max(first_valid)} pads has no prompt token before position "
+                f"{pos}: a real prompt has at least one token after its pads."
+            )
             return None
         mask = window_mask(pos, w, first_valid)
         display(mask_figure(mask, pos, first_valid))
         return mask
 
-    pads = {f"pad_{b}": _slider(W.IntSlider, p, 0, max_pos - 1, f"row {b} pads")
-            for b, p in enumerate(batch_pads)}
+    pads = {
+        f"pad_{b}": _slider(W.IntSlider, p, 0, max_pos - 1, f"row {b} pads")
+        for b, p in enumerate(batch_pads)
+    }
     start = min(max_pos, max(batch_pads) + 4)
-    return _show(show, pos=_slider(W.IntSlider, start, 1, max_pos, "position"),
-                 bucket=W.Dropdown(options=[auto, *buckets], value=auto, description="window",
-                                    style={"description_width": "initial"}),
-                 **pads)
+    return _show(
+        show,
+        pos=_slider(W.IntSlider, start, 1, max_pos, "position"),
+        bucket=W.Dropdown(
+            options=[auto, *buckets],
+            value=auto,
+            description="window",
+            style={"description_width": "initial"},
+        ),
+        **pads,
+    )
 
 
 def bucket_explorer(res: dict | None = None, max_seq_len: int = 1024):
@@ -67,35 +93,51 @@ def bucket_explorer(res: dict | None = None, max_seq_len: int = 1024):
 
     def show(first, growth, max_len):
         buckets = default_buckets(max_len, first, growth)
-        summary = {"buckets": buckets, "n_graphs": len(buckets),
-                   "wasted_share": wasted_share(buckets, max_len)}
-        print(f"buckets {buckets}: {len(buckets)} graphs to capture, "
-              f"{summary['wasted_share']:.1%} of attention work on masked keys")
+        summary = {
+            "buckets": buckets,
+            "n_graphs": len(buckets),
+            "wasted_share": wasted_share(buckets, max_len),
+        }
+        print(
+            f"buckets {buckets}: {len(buckets)} graphs to capture, "
+            f"{summary['wasted_share']:.1%} of attention work on masked keys"
+        )
         if res is not None and "capture" in res:
             cost = summary["capture"] = capture_cost(res, buckets)
             if cost["measured"]:
-                print(f"Windows {cost['measured']}: {cost['capture_s'] * 1e3:.3g} ms to capture,\n"
-                      f"{cost['pool_bytes'] / MIB:.3g} MiB of pool memory, summed from the\n"
-                      f"recorded per-window measurements (batch 1, each graph in its own pool;\n"
-                      f"{provenance_label(res)}).")
+                print(
+                    f"Windows {cost['measured']}: {cost['capture_s'] * 1e3:.3g} ms to capture,\n"
+                    f"{cost['pool_bytes'] / MIB:.3g} MiB of pool memory, summed from the\n"
+                    f"recorded per-window measurements (batch 1, each graph in its own pool;\n"
+                    f"{provenance_label(res)})."
+                )
             if cost["not_measured"]:
                 print(f"Windows {cost['not_measured']} were not measured.")
         display(bucket_figure(buckets, max_len))
         return summary
 
-    return _show(show, first=_slider(W.IntSlider, 128, 16, 512, "first bucket", step=16),
-                 growth=_slider(W.FloatSlider, 2.0, 1.25, 4.0, "growth", step=0.25),
-                 max_len=_slider(W.IntSlider, max_seq_len, 64, max_seq_len, "max_len", step=32))
+    return _show(
+        show,
+        first=_slider(W.IntSlider, 128, 16, 512, "first bucket", step=16),
+        growth=_slider(W.FloatSlider, 2.0, 1.25, 4.0, "growth", step=0.25),
+        max_len=_slider(W.IntSlider, max_seq_len, 64, max_seq_len, "max_len", step=32),
+    )
 
 
 def timing_explorer(res: dict, trace: dict):
     """CPU issue time vs GPU kernel time, and the profiled timeline, at a recorded batch."""
-    batches = [b for b in res["cpu_time"]["batch"]
-               if b in res["gpu_kernel_time"]["batch"] and str(b) in trace["batch"]]
+    batches = [
+        b
+        for b in res["cpu_time"]["batch"]
+        if b in res["gpu_kernel_time"]["batch"] and str(b) in trace["batch"]
+    ]
     if not batches:
         raise ValueError("no batch size has both recorded timings and a trace")
-    n_steps = min(len({e["step"] for e in events})
-                  for b in batches for events in trace["batch"][str(b)].values())
+    n_steps = min(
+        len({e["step"] for e in events})
+        for b in batches
+        for events in trace["batch"][str(b)].values()
+    )
 
     def show(batch, rows, steps):
         methods = ("eager", "graph") if rows == "both" else (rows,)
@@ -106,11 +148,14 @@ def timing_explorer(res: dict, trace: dict):
         return figs
 
     style = {"description_width": "initial"}
-    return _show(show, batch=W.Dropdown(options=batches, value=batches[0], description="batch",
-                                        style=style),
-                 rows=W.ToggleButtons(options=["both", "eager", "graph"], description="timeline",
-                                      style=style),
-                 steps=_slider(W.IntSlider, 1, 1, n_steps, "steps"))
+    return _show(
+        show,
+        batch=W.Dropdown(options=batches, value=batches[0], description="batch", style=style),
+        rows=W.ToggleButtons(
+            options=["both", "eager", "graph"], description="timeline", style=style
+        ),
+        steps=_slider(W.IntSlider, 1, 1, n_steps, "steps"),
+    )
 
 
 def slot_timeline_explorer(stats: list[dict], n_slots: int):

@@ -33,17 +33,39 @@ def profile_ops(fn) -> list:
     which module called it); returns the profiler's events."""
     from torch.profiler import ProfilerActivity, profile
 
-    with quiet_stderr(), profile(activities=[ProfilerActivity.CPU], with_stack=True,
-                                 with_modules=True) as prof:
+    with (
+        quiet_stderr(),
+        profile(activities=[ProfilerActivity.CPU], with_stack=True, with_modules=True) as prof,
+    ):
         fn()
     return list(prof.events())
 
 
 # ops that only reinterpret a tensor's shape or strides: no arithmetic, no GPU kernel
-VIEW_OPS = frozenset(f"aten::{n}" for n in (
-    "view", "reshape", "transpose", "permute", "chunk", "split", "slice", "select", "expand",
-    "unsqueeze", "squeeze", "as_strided", "alias", "t", "_unsafe_view", "flatten", "unflatten",
-    "detach", "contiguous"))
+VIEW_OPS = frozenset(
+    f"aten::{n}"
+    for n in (
+        "view",
+        "reshape",
+        "transpose",
+        "permute",
+        "chunk",
+        "split",
+        "slice",
+        "select",
+        "expand",
+        "unsqueeze",
+        "squeeze",
+        "as_strided",
+        "alias",
+        "t",
+        "_unsafe_view",
+        "flatten",
+        "unflatten",
+        "detach",
+        "contiguous",
+    )
+)
 _FRAME = re.compile(r"tinyllm/(\w+)\.py\(\d+\): (\w+)$")
 
 
@@ -69,11 +91,11 @@ def step_ops(events) -> list[tuple[str, str, bool]]:
         issuer, in_block = "other", False
         for a in above:
             module = a.name.startswith("nn.Module: ")
-            in_block |= module and a.name[len("nn.Module: "):].startswith("Block_")
+            in_block |= module and a.name[len("nn.Module: ") :].startswith("Block_")
             if issuer == "other":
                 frame = _FRAME.search(a.name)
                 if module:
-                    issuer = a.name[len("nn.Module: "):].rsplit("_", 1)[0]
+                    issuer = a.name[len("nn.Module: ") :].rsplit("_", 1)[0]
                 elif frame and frame.group(2) != "forward":
                     issuer = f"{frame.group(1)}.{frame.group(2)}"
         out.append((issuer, e.name.removeprefix("aten::"), in_block))
@@ -86,8 +108,9 @@ def op_counts(ops, n_layers: int) -> dict:
     per step); plus the totals, and `totals`: each compute op's count in the whole step."""
     rows, total, totals = {}, Counter(), Counter()
     for issuer, op, in_block in ops:
-        r = rows.setdefault(issuer, {"ops": Counter(), "outside_ops": Counter(),
-                                     "views": Counter()})
+        r = rows.setdefault(
+            issuer, {"ops": Counter(), "outside_ops": Counter(), "views": Counter()}
+        )
         view = f"aten::{op}" in VIEW_OPS
         (r["views"] if view else r["ops"] if in_block else r["outside_ops"])[op] += 1
         total["views" if view else "compute"] += 1
@@ -95,31 +118,45 @@ def op_counts(ops, n_layers: int) -> dict:
             totals[op] += 1
     for issuer, r in rows.items():
         if any(k % n_layers for k in r["ops"].values()):
-            raise ValueError(f"{issuer}: ops in the blocks {dict(r['ops'])} are not a multiple "
-                             f"of n_layers {n_layers}")
+            raise ValueError(
+                f"{issuer}: ops in the blocks {dict(r['ops'])} are not a multiple "
+                f"of n_layers {n_layers}"
+            )
         r["ops"] = Counter({op: k // n_layers for op, k in r["ops"].items()})
         r["per_layer"], r["outside"] = sum(r["ops"].values()), sum(r["outside_ops"].values())
-    return {"rows": rows, "n_layers": n_layers, "compute": total["compute"],
-            "views": total["views"], "totals": totals,
-            "per_layer": sum(r["per_layer"] for r in rows.values()),
-            "outside": sum(r["outside"] for r in rows.values())}
+    return {
+        "rows": rows,
+        "n_layers": n_layers,
+        "compute": total["compute"],
+        "views": total["views"],
+        "totals": totals,
+        "per_layer": sum(r["per_layer"] for r in rows.values()),
+        "outside": sum(r["outside"] for r in rows.values()),
+    }
 
 
 def op_table(counts: dict) -> str:
     """op_counts as text: one row per issuer, most ops per layer first."""
+
     def names(c: Counter) -> str:
         return " ".join(f"{op}×{k}" if k > 1 else op for op, k in c.most_common())
 
     lines = [f"{'issued by':<18}{'per layer':>10}{'outside':>9}   which ops, per layer"]
     for issuer, r in sorted(counts["rows"].items(), key=lambda kv: (-kv[1]["per_layer"], kv[0])):
-        what = [names(r["ops"]) if r["ops"] else "",
-                f"outside: {names(r['outside_ops'])}" if r["outside_ops"] else "",
-                f"views in the step: {names(r['views'])}" if r["views"] else ""]
-        lines.append(f"{issuer:<18}{r['per_layer']:>10}{r['outside']:>9}   "
-                     + "; ".join(w for w in what if w))
-    lines.append(f"{'total':<18}{counts['per_layer']:>10}{counts['outside']:>9}   "
-                 f"{counts['n_layers']} layers × {counts['per_layer']} + {counts['outside']} = "
-                 f"{counts['compute']} compute ops; {counts['views']} views")
+        what = [
+            names(r["ops"]) if r["ops"] else "",
+            f"outside: {names(r['outside_ops'])}" if r["outside_ops"] else "",
+            f"views in the step: {names(r['views'])}" if r["views"] else "",
+        ]
+        lines.append(
+            f"{issuer:<18}{r['per_layer']:>10}{r['outside']:>9}   "
+            + "; ".join(w for w in what if w)
+        )
+    lines.append(
+        f"{'total':<18}{counts['per_layer']:>10}{counts['outside']:>9}   "
+        f"{counts['n_layers']} layers × {counts['per_layer']} + {counts['outside']} = "
+        f"{counts['compute']} compute ops; {counts['views']} views"
+    )
     return "\n".join(lines)
 
 

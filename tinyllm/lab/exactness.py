@@ -12,14 +12,25 @@ from tinyllm.generation import decode_step, prefill
 
 
 @torch.no_grad()
-def compare_replay(model, idx, steps: int, pad_lens=None, buckets=None,
-                   requests: int = 2, check_reference: bool = False) -> dict:
+def compare_replay(
+    model,
+    idx,
+    steps: int,
+    pad_lens=None,
+    buckets=None,
+    requests: int = 2,
+    check_reference: bool = False,
+) -> dict:
     """Graph replay vs the same static step run eagerly, bit for bit, at every step, for
     `requests` requests back to back on the same two decoders. Needs CUDA."""
     ref = GraphDecoder(model, idx.shape[0], buckets=buckets, use_graph=False)
     fast = GraphDecoder(model, idx.shape[0], buckets=buckets, use_graph=True)
     # a second eager reference: is the eager static step itself deterministic?
-    twin = GraphDecoder(model, idx.shape[0], buckets=buckets, use_graph=False) if check_reference else None
+    twin = (
+        GraphDecoder(model, idx.shape[0], buckets=buckets, use_graph=False)
+        if check_reference
+        else None
+    )
     first, first_twin, windows, n = None, None, set(), 0
     for r in range(requests):
         a, b = ref.prefill(idx, pad_lens), fast.prefill(idx, pad_lens)
@@ -35,11 +46,21 @@ def compare_replay(model, idx, steps: int, pad_lens=None, buckets=None,
             if twin is not None:
                 c = twin.step(tok)
                 if first_twin is None and not torch.equal(a, c):
-                    first_twin = {"request": r, "step": s, "max_abs_diff": (a - c).abs().max().item()}
+                    first_twin = {
+                        "request": r,
+                        "step": s,
+                        "max_abs_diff": (a - c).abs().max().item(),
+                    }
             tok = a[:, -1].argmax(-1, keepdim=True)
-    out = {"batch": idx.shape[0], "pad_lens": None if pad_lens is None else pad_lens.tolist(),
-           "requests": requests, "steps": n, "windows": sorted(windows),
-           "all_equal": first is None, "first_difference": first}
+    out = {
+        "batch": idx.shape[0],
+        "pad_lens": None if pad_lens is None else pad_lens.tolist(),
+        "requests": requests,
+        "steps": n,
+        "windows": sorted(windows),
+        "all_equal": first is None,
+        "first_difference": first,
+    }
     if twin is not None:
         out["reference_deterministic"] = first_twin is None
         out["reference_first_difference"] = first_twin
@@ -67,6 +88,12 @@ def compare_eager_static(model, idx, steps: int, pad_lens=None, buckets=None) ->
         tok = ta[:, None]
         a = decode_step(model, cache, tok, check=False)
         b = static.step(tok, check=False)
-    return {"batch": idx.shape[0], "steps": steps, "max_logit_diff_per_step": diffs,
-            "max_logit_diff": max(diffs), "token_agreement": agree / (steps * idx.shape[0]),
-            "first_flip_step": flips[0]["step"] if flips else None, "flips": flips}
+    return {
+        "batch": idx.shape[0],
+        "steps": steps,
+        "max_logit_diff_per_step": diffs,
+        "max_logit_diff": max(diffs),
+        "token_agreement": agree / (steps * idx.shape[0]),
+        "first_flip_step": flips[0]["step"] if flips else None,
+        "flips": flips,
+    }

@@ -50,8 +50,11 @@ from tinyllm.generation import check_ids
 # generate.py main()'s sampling defaults
 TEMPERATURE, TOP_K = 0.8, 200
 # the Inductor settings generate.py sets at import (it leaves enable_autograd_cache commented out)
-GENERATE_PY_INDUCTOR = {"coordinate_descent_tuning": True, "triton.unique_kernel_names": True,
-                        "fx_graph_cache": True}
+GENERATE_PY_INDUCTOR = {
+    "coordinate_descent_tuning": True,
+    "triton.unique_kernel_names": True,
+    "fx_graph_cache": True,
+}
 # generate.py decodes under sdp_kernel(enable_flash=False, enable_mem_efficient=False,
 # enable_math=True), which leaves these two on; math wins, "better for Inductor to codegen".
 GENERATE_PY_SDPA = [SDPBackend.MATH, SDPBackend.CUDNN_ATTENTION]
@@ -61,9 +64,11 @@ WARMUP_CALLS = 3
 
 # --- model.py ------------------------------------------------------------------------------
 
+
 @dataclass
 class ModelArgs:
     """gpt-fast's ModelArgs, only the fields its model reads."""
+
     block_size: int
     vocab_size: int
     n_layer: int
@@ -86,8 +91,14 @@ def find_multiple(n: int, k: int) -> int:
 class KVCache(nn.Module):
     """Keys and values for every position up to max_seq_length, written by index."""
 
-    def __init__(self, max_batch_size: int, max_seq_length: int, n_heads: int, head_dim: int,
-                 dtype: torch.dtype):
+    def __init__(
+        self,
+        max_batch_size: int,
+        max_seq_length: int,
+        n_heads: int,
+        head_dim: int,
+        dtype: torch.dtype,
+    ):
         super().__init__()
         shape = (max_batch_size, n_heads, max_seq_length, head_dim)
         self.register_buffer("k_cache", torch.zeros(shape, dtype=dtype))
@@ -209,12 +220,15 @@ class Transformer(nn.Module):
         dtype, device = self.output.weight.dtype, self.output.weight.device
         with torch.device(device):
             for layer in self.layers:
-                layer.attention.kv_cache = KVCache(max_batch_size, max_seq_length,
-                                                   args.n_local_heads, args.head_dim, dtype)
-            self.freqs_cis = precompute_freqs_cis(args.block_size, args.head_dim,
-                                                  args.rope_base, dtype)
-            self.causal_mask = torch.tril(torch.ones(max_seq_length, max_seq_length,
-                                                     dtype=torch.bool))
+                layer.attention.kv_cache = KVCache(
+                    max_batch_size, max_seq_length, args.n_local_heads, args.head_dim, dtype
+                )
+            self.freqs_cis = precompute_freqs_cis(
+                args.block_size, args.head_dim, args.rope_base, dtype
+            )
+            self.causal_mask = torch.tril(
+                torch.ones(max_seq_length, max_seq_length, dtype=torch.bool)
+            )
 
     def forward(self, idx: Tensor, input_pos: Tensor) -> Tensor:
         """idx (B, S) at positions input_pos (S,) → logits (B, S, vocab_size)."""
@@ -229,6 +243,7 @@ class Transformer(nn.Module):
 
 
 # --- the course's weights in gpt-fast's form -------------------------------------------------
+
 
 def interleave_rope_rows(w: Tensor, n_heads: int, head_dim: int) -> Tensor:
     """Rows of a query or key projection (n_heads·head_dim, d_model), reordered inside each
@@ -268,23 +283,35 @@ def from_course(model, dtype: torch.dtype | None = None) -> Transformer:
     """gpt-fast's Transformer holding a course Transformer's weights, on its device, in dtype
     (default: compute_dtype(model)), in eval mode. The course model is left untouched."""
     cfg = model.cfg
-    args = ModelArgs(block_size=cfg.max_seq_len, vocab_size=cfg.vocab_size, n_layer=cfg.n_layers,
-                     n_head=cfg.n_heads, dim=cfg.d_model, intermediate_size=cfg.ffn_hidden,
-                     n_local_heads=cfg.n_kv_heads, rope_base=cfg.rope_theta,
-                     norm_eps=model.norm.eps)
-    state = {"tok_embeddings.weight": model.tok_emb.weight, "norm.weight": model.norm.weight,
-             "output.weight": model.lm_head.weight}
+    args = ModelArgs(
+        block_size=cfg.max_seq_len,
+        vocab_size=cfg.vocab_size,
+        n_layer=cfg.n_layers,
+        n_head=cfg.n_heads,
+        dim=cfg.d_model,
+        intermediate_size=cfg.ffn_hidden,
+        n_local_heads=cfg.n_kv_heads,
+        rope_base=cfg.rope_theta,
+        norm_eps=model.norm.eps,
+    )
+    state = {
+        "tok_embeddings.weight": model.tok_emb.weight,
+        "norm.weight": model.norm.weight,
+        "output.weight": model.lm_head.weight,
+    }
     for i, block in enumerate(model.blocks):
         wq, wk, wv, w1, w3 = course_projections(block, cfg)
         wq = interleave_rope_rows(wq, cfg.n_heads, cfg.head_dim)
         wk = interleave_rope_rows(wk, cfg.n_kv_heads, cfg.head_dim)
-        state |= {f"layers.{i}.attention.wqkv.weight": torch.cat([wq, wk, wv]),
-                  f"layers.{i}.attention.wo.weight": block.attn.wo.weight,
-                  f"layers.{i}.feed_forward.w1.weight": w1,
-                  f"layers.{i}.feed_forward.w3.weight": w3,
-                  f"layers.{i}.feed_forward.w2.weight": block.ffn.w2.weight,
-                  f"layers.{i}.attention_norm.weight": block.attn_norm.weight,
-                  f"layers.{i}.ffn_norm.weight": block.ffn_norm.weight}
+        state |= {
+            f"layers.{i}.attention.wqkv.weight": torch.cat([wq, wk, wv]),
+            f"layers.{i}.attention.wo.weight": block.attn.wo.weight,
+            f"layers.{i}.feed_forward.w1.weight": w1,
+            f"layers.{i}.feed_forward.w3.weight": w3,
+            f"layers.{i}.feed_forward.w2.weight": block.ffn.w2.weight,
+            f"layers.{i}.attention_norm.weight": block.attn_norm.weight,
+            f"layers.{i}.ffn_norm.weight": block.ffn_norm.weight,
+        }
     with torch.device("meta"):  # as generate.py's _load_model: build empty, then assign
         gf = Transformer(args)
     gf.load_state_dict({k: v.detach().clone() for k, v in state.items()}, assign=True)
@@ -292,6 +319,7 @@ def from_course(model, dtype: torch.dtype | None = None) -> Transformer:
 
 
 # --- generate.py ---------------------------------------------------------------------------
+
 
 def multinomial_sample_one_no_sync(probs: Tensor) -> Tensor:
     """One draw per row of probs with no host sync: the argmax of probs / Exp(1) noise, int32."""
@@ -307,8 +335,9 @@ def logits_to_probs(logits: Tensor, temperature: float = 1.0, top_k: int | None 
     return F.softmax(logits, dim=-1)
 
 
-def sample(logits: Tensor, temperature: float = 1.0, top_k: int | None = None
-           ) -> tuple[Tensor, Tensor]:
+def sample(
+    logits: Tensor, temperature: float = 1.0, top_k: int | None = None
+) -> tuple[Tensor, Tensor]:
     """logits (B, S, V) → next ids (B, 1) int32 from the last position, and their probs (B, V)."""
     probs = logits_to_probs(logits[:, -1], temperature, top_k)
     return multinomial_sample_one_no_sync(probs), probs
@@ -318,8 +347,9 @@ def prefill(model: Transformer, x: Tensor, input_pos: Tensor, **sampling_kwargs)
     return sample(model(x, input_pos), **sampling_kwargs)[0]
 
 
-def decode_one_token(model: Transformer, x: Tensor, input_pos: Tensor, **sampling_kwargs
-                     ) -> tuple[Tensor, Tensor]:
+def decode_one_token(
+    model: Transformer, x: Tensor, input_pos: Tensor, **sampling_kwargs
+) -> tuple[Tensor, Tensor]:
     """x (B, 1) at input_pos (1,) → next ids (B, 1), probs (B, V). generate.py compiles this."""
     if input_pos.shape[-1] != 1:
         raise ValueError(f"decode_one_token takes one position, got {input_pos.shape[-1]}")
@@ -335,8 +365,9 @@ def compile_decode(mode: str = "reduce-overhead"):
     return torch.compile(decode_one_token, mode=mode, fullgraph=True)
 
 
-def decode_next(decode, model: Transformer, cur_token: Tensor, input_pos: Tensor,
-                **sampling_kwargs) -> tuple[Tensor, Tensor]:
+def decode_next(
+    decode, model: Transformer, cur_token: Tensor, input_pos: Tensor, **sampling_kwargs
+) -> tuple[Tensor, Tensor]:
     """One pass of generate.py's decode loop: decode (decode_one_token, compiled or not) under
     its SDPA backends, input_pos += 1 on the device, and copies of the token and probs, since
     a CUDA graph's outputs are overwritten by its next replay."""
@@ -346,9 +377,15 @@ def decode_next(decode, model: Transformer, cur_token: Tensor, input_pos: Tensor
     return next_token.clone(), next_prob.clone()
 
 
-def decode_n_tokens(decode, model: Transformer, cur_token: Tensor, input_pos: Tensor,
-                    num_new_tokens: int, callback=None, **sampling_kwargs
-                    ) -> tuple[list[Tensor], list[Tensor]]:
+def decode_n_tokens(
+    decode,
+    model: Transformer,
+    cur_token: Tensor,
+    input_pos: Tensor,
+    num_new_tokens: int,
+    callback=None,
+    **sampling_kwargs,
+) -> tuple[list[Tensor], list[Tensor]]:
     """num_new_tokens passes of decode_next, each fed the token of the one before; the new
     tokens and their probs, as lists. callback(token) after each."""
     new_tokens, new_probs = [], []
@@ -363,6 +400,7 @@ def decode_n_tokens(decode, model: Transformer, cur_token: Tensor, input_pos: Te
 
 # --- Inductor settings, restored ----------------------------------------------------------
 
+
 def _resolve(settings: dict) -> list[tuple[object, str, object]]:
     """(owner, name, value) per dotted torch._inductor.config key; ValueError on unknown keys."""
     out = []
@@ -372,8 +410,10 @@ def _resolve(settings: dict) -> list[tuple[object, str, object]]:
         for part in parents:  # "triton.enable_pdl": the triton section, then its entry
             owner = getattr(owner, part, None)
         if owner is None or not hasattr(owner, name):
-            raise ValueError(f"unknown Inductor setting {key!r}: torch {torch.__version__} has no "
-                             f"torch._inductor.config.{key}")
+            raise ValueError(
+                f"unknown Inductor setting {key!r}: torch {torch.__version__} has no "
+                f"torch._inductor.config.{key}"
+            )
         out.append((owner, name, value))
     return out
 
@@ -395,6 +435,7 @@ def inductor_settings(settings: dict):
 
 # --- steps for the bench -------------------------------------------------------------------
 
+
 def _check_args(model, idx, max_new_tokens, temperature, top_k, extra_inductor) -> None:
     check_ids(idx, model.cfg.vocab_size, next(model.parameters()).device)
     if idx.dim() != 2 or idx.numel() == 0:
@@ -403,8 +444,10 @@ def _check_args(model, idx, max_new_tokens, temperature, top_k, extra_inductor) 
         raise ValueError(f"max_new_tokens must be an int >= 1, got {max_new_tokens!r}")
     T, block_size = idx.shape[1], model.cfg.max_seq_len
     if T + max_new_tokens > block_size:
-        raise ValueError(f"prompt length {T} + max_new_tokens {max_new_tokens} = "
-                         f"{T + max_new_tokens} > block_size {block_size}")
+        raise ValueError(
+            f"prompt length {T} + max_new_tokens {max_new_tokens} = "
+            f"{T + max_new_tokens} > block_size {block_size}"
+        )
     if not isinstance(temperature, (int, float)) or not temperature >= 0:
         raise ValueError(f"temperature must be >= 0, got {temperature!r}")
     if top_k is not None and (not isinstance(top_k, int) or top_k < 1):
@@ -418,8 +461,9 @@ def _prepared_step(run, model, idx, max_new_tokens, settings):
     B, T = idx.shape
     input_pos = torch.tensor([T], device=idx.device, dtype=torch.int)
     with torch.no_grad():
-        model.setup_caches(max_batch_size=B, max_seq_length=min(T + max_new_tokens,
-                                                                model.config.block_size))
+        model.setup_caches(
+            max_batch_size=B, max_seq_length=min(T + max_new_tokens, model.config.block_size)
+        )
         first = prefill(model, idx, torch.arange(0, T, device=idx.device)).clone()  # (B, 1) int32
         with inductor_settings(settings):
             for _ in range(WARMUP_CALLS):  # each at position T: a short cache has no room past it
@@ -431,12 +475,16 @@ def _prepared_step(run, model, idx, max_new_tokens, settings):
     def step(tok: Tensor):
         nonlocal n_taken
         if n_taken == max_new_tokens:
-            raise ValueError(f"step {n_taken + 1} would write position {T + n_taken}, past the "
-                             f"cache: prompt length {T} + max_new_tokens {max_new_tokens}")
+            raise ValueError(
+                f"step {n_taken + 1} would write position {T + n_taken}, past the "
+                f"cache: prompt length {T} + max_new_tokens {max_new_tokens}"
+            )
         if tok.dtype != torch.int32 or tok.shape != (B, 1) or tok.device != idx.device:
-            raise ValueError(f"tok must be int32 (B, 1) = ({B}, 1) on {idx.device}, as sample() "
-                             f"returns it (another dtype would recompile), got {tok.dtype} "
-                             f"{tuple(tok.shape)} on {tok.device}")
+            raise ValueError(
+                f"tok must be int32 (B, 1) = ({B}, 1) on {idx.device}, as sample() "
+                f"returns it (another dtype would recompile), got {tok.dtype} "
+                f"{tuple(tok.shape)} on {tok.device}"
+            )
         n_taken += 1
         with torch.no_grad():
             return run(tok, input_pos)
@@ -451,9 +499,16 @@ def _clock() -> float:
     return time.perf_counter()
 
 
-def make_decode_step(model, idx: Tensor, max_new_tokens: int, *,
-                     compile_mode: str | None = "reduce-overhead", temperature: float = TEMPERATURE,
-                     top_k: int | None = TOP_K, extra_inductor: dict | None = None):
+def make_decode_step(
+    model,
+    idx: Tensor,
+    max_new_tokens: int,
+    *,
+    compile_mode: str | None = "reduce-overhead",
+    temperature: float = TEMPERATURE,
+    top_k: int | None = TOP_K,
+    extra_inductor: dict | None = None,
+):
     """gpt-fast verbatim: prefill idx (B, T) into gpt-fast's form of the course model, then
     step(tok) runs one pass of generate.py's decode loop (decode_one_token compiled with
     torch.compile(mode=compile_mode, fullgraph=True); None: not compiled) at the next position
@@ -476,14 +531,20 @@ def make_decode_step(model, idx: Tensor, max_new_tokens: int, *,
     def run(tok: Tensor, input_pos: Tensor) -> tuple[Tensor, Tensor]:
         return decode_next(decode, gf, tok, input_pos, temperature=temperature, top_k=top_k)
 
-    step = _prepared_step(run, gf, idx, max_new_tokens,
-                          GENERATE_PY_INDUCTOR | (extra_inductor or {}))
+    step = _prepared_step(
+        run, gf, idx, max_new_tokens, GENERATE_PY_INDUCTOR | (extra_inductor or {})
+    )
     return step, _clock() - t0
 
 
-def make_forward_step(model, idx: Tensor, max_new_tokens: int, *,
-                      compile_mode: str | None = "reduce-overhead",
-                      extra_inductor: dict | None = None):
+def make_forward_step(
+    model,
+    idx: Tensor,
+    max_new_tokens: int,
+    *,
+    compile_mode: str | None = "reduce-overhead",
+    extra_inductor: dict | None = None,
+):
     """Like make_decode_step, but only the model forward is compiled (generate.py's
     model_forward, under the same mode and settings): step(tok) → logits (B, 1, V), with no
     sampling, as the course's own step returns them. Not gpt-fast verbatim: generate.py
@@ -492,8 +553,11 @@ def make_forward_step(model, idx: Tensor, max_new_tokens: int, *,
     _check_args(model, idx, max_new_tokens, 0.0, None, extra_inductor)
     t0 = _clock()
     gf = from_course(model)
-    forward = model_forward if compile_mode is None else torch.compile(
-        model_forward, mode=compile_mode, fullgraph=True)
+    forward = (
+        model_forward
+        if compile_mode is None
+        else torch.compile(model_forward, mode=compile_mode, fullgraph=True)
+    )
 
     def run(tok: Tensor, input_pos: Tensor) -> Tensor:
         with sdpa_kernel(GENERATE_PY_SDPA):
@@ -501,6 +565,7 @@ def make_forward_step(model, idx: Tensor, max_new_tokens: int, *,
             input_pos += 1
         return logits
 
-    step = _prepared_step(run, gf, idx, max_new_tokens,
-                          GENERATE_PY_INDUCTOR | (extra_inductor or {}))
+    step = _prepared_step(
+        run, gf, idx, max_new_tokens, GENERATE_PY_INDUCTOR | (extra_inductor or {})
+    )
     return step, _clock() - t0

@@ -33,8 +33,10 @@ def load_results(gpu: str | None = None) -> dict | None:
 def provenance_label(res: dict) -> str:
     """'recorded on NVIDIA H200, torch 2.11.0+cu130, 2026-11-30, commit abc1234'."""
     p = res.get("provenance", {})
-    return (f"recorded on {p.get('gpu', 'an unknown GPU')}, torch {p.get('torch', '?')}, "
-            f"{p.get('date', 'undated')}, commit {str(p.get('commit', '?'))[:7]}")
+    return (
+        f"recorded on {p.get('gpu', 'an unknown GPU')}, torch {p.get('torch', '?')}, "
+        f"{p.get('date', 'undated')}, commit {str(p.get('commit', '?'))[:7]}"
+    )
 
 
 def load_trace(res: dict) -> dict | None:
@@ -50,6 +52,9 @@ def capture_cost(res: dict, windows) -> dict:
     cap = res["capture"]
     rec = {w: (s, b) for w, s, b in zip(cap["windows"], cap["capture_s"], cap["pool_bytes"])}
     measured = [w for w in windows if w in rec]
-    return {"measured": measured, "not_measured": [w for w in windows if w not in rec],
-            "capture_s": sum(rec[w][0] for w in measured),
-            "pool_bytes": sum(rec[w][1] for w in measured)}
+    return {
+        "measured": measured,
+        "not_measured": [w for w in windows if w not in rec],
+        "capture_s": sum(rec[w][0] for w in measured),
+        "pool_bytes": sum(rec[w][1] for w in measured),
+    }

@@ -39,12 +39,18 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
 _NOT_PERMITTED = "operation not permitted when stream is capturing"
-_HOST_READ = ("Reading a tensor's value on the host (.item(), int(t), `if t:`, print) waits "
-              "for the GPU, and a graph records GPU work only: read it after replay().")
-_DYNAMIC = ("Its output shape depends on the data, and a graph replays fixed shapes: use a "
-            "fixed-shape form (a mask, torch.where) instead.")
-_HOST_DATA = ("Copying host data into a new tensor is not GPU work a graph can record: make "
-              "the tensor before capture and update it in place.")
+_HOST_READ = (
+    "Reading a tensor's value on the host (.item(), int(t), `if t:`, print) waits "
+    "for the GPU, and a graph records GPU work only: read it after replay()."
+)
+_DYNAMIC = (
+    "Its output shape depends on the data, and a graph replays fixed shapes: use a "
+    "fixed-shape form (a mask, torch.where) instead."
+)
+_HOST_DATA = (
+    "Copying host data into a new tensor is not GPU work a graph can record: make "
+    "the tensor before capture and update it in place."
+)
 _FUNCTIONS = {  # caught before they reach aten, or never reach it
     torch.Tensor.tolist: ("Tensor.tolist()", _HOST_READ),
     torch.Tensor.numpy: ("Tensor.numpy()", _HOST_READ),
@@ -62,10 +68,10 @@ class _Capture(TorchDispatchMode):
 
     def __init__(self):
         super().__init__()
-        self.ops = []         # (func, args, kwargs, [(output index, static output)])
-        self.new = {}         # data_ptr -> (storage, dtype): allocated during capture
-        self.saved = {}       # data_ptr -> (storage, copy before capture)
-        self.error = None     # the first refused operation, even if the caller caught it
+        self.ops = []  # (func, args, kwargs, [(output index, static output)])
+        self.new = {}  # data_ptr -> (storage, dtype): allocated during capture
+        self.saved = {}  # data_ptr -> (storage, copy before capture)
+        self.error = None  # the first refused operation, even if the caller caught it
 
     def refuse(self, what: str, why: str):
         self.error = RuntimeError(f"{_NOT_PERMITTED}: {what}. {why}")
@@ -80,8 +86,11 @@ class _Capture(TorchDispatchMode):
                 self.saved[s.data_ptr()] = (s, s.clone())
         out = func(*args, **kwargs)
         inputs = {t.untyped_storage().data_ptr() for t in _tensors((args, kwargs))}
-        fresh = [(i, t) for i, t in enumerate(tree_leaves(out)) if isinstance(t, torch.Tensor)
-                 and t.untyped_storage().data_ptr() not in inputs]
+        fresh = [
+            (i, t)
+            for i, t in enumerate(tree_leaves(out))
+            if isinstance(t, torch.Tensor) and t.untyped_storage().data_ptr() not in inputs
+        ]
         for _, t in fresh:
             self.new.setdefault(t.untyped_storage().data_ptr(), (t.untyped_storage(), t.dtype))
         self.ops.append((func, args, kwargs, fresh))
@@ -159,8 +168,10 @@ class CUDAGraph:
         """Re-run the recorded ops: views and in-place/out= ops do their own writing; the
         result of a functional op is copied into the static output that capture made."""
         if self._state != "captured":
-            raise RuntimeError(f"cannot replay a graph that is {self._state}: replay only a "
-                               "graph whose `with graph(g):` block finished without an error")
+            raise RuntimeError(
+                f"cannot replay a graph that is {self._state}: replay only a "
+                "graph whose `with graph(g):` block finished without an error"
+            )
         with torch.no_grad():
             for func, args, kwargs, fresh in self._capture.ops:
                 out = func(*args, **kwargs)
@@ -188,19 +199,24 @@ def graph(cuda_graph: CUDAGraph, pool=None, stream=None, capture_error_mode: str
     if not isinstance(cuda_graph, CUDAGraph):
         raise ValueError(f"cuda_graph must be a simgraph.CUDAGraph, got {type(cuda_graph)}")
     if capture_error_mode not in ("global", "thread_local", "relaxed"):
-        raise ValueError(f"capture_error_mode {capture_error_mode!r} is not one of "
-                         "'global', 'thread_local', 'relaxed'")
+        raise ValueError(
+            f"capture_error_mode {capture_error_mode!r} is not one of "
+            "'global', 'thread_local', 'relaxed'"
+        )
     if cuda_graph._state != "new":
-        raise RuntimeError(f"this CUDAGraph is {cuda_graph._state} and already owns a capture: "
-                           "to capture a new graph, create a new CUDAGraph")
+        raise RuntimeError(
+            f"this CUDAGraph is {cuda_graph._state} and already owns a capture: "
+            "to capture a new graph, create a new CUDAGraph"
+        )
     capture = cuda_graph._capture = _Capture()
     cuda_graph._state = "capturing"
     try:
         with _NoHostReads(capture), capture:
             yield
         if capture.error is not None:  # refused inside the block, and the caller caught it
-            raise RuntimeError("operation failed due to a previous error during capture: "
-                               f"{capture.error}") from capture.error
+            raise RuntimeError(
+                f"operation failed due to a previous error during capture: {capture.error}"
+            ) from capture.error
     except BaseException:
         cuda_graph._state = "failed"
         capture.undo()

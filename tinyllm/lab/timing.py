@@ -55,28 +55,51 @@ def profile_steps(step, tok: torch.Tensor, n_steps: int = 3) -> list[dict]:
     with tempfile.TemporaryDirectory() as tmp:
         prof.export_chrome_trace(f"{tmp}/trace.json")
         events = json.loads(Path(f"{tmp}/trace.json").read_text())["traceEvents"]
-    steps = sorted((e["ts"], e["ts"] + e["dur"], int(e["name"].rsplit("_", 1)[1]))
-                   for e in events if e.get("name", "").startswith("decode_step_")
-                   and e.get("cat") == "user_annotation")
+    steps = sorted(
+        (e["ts"], e["ts"] + e["dur"], int(e["name"].rsplit("_", 1)[1]))
+        for e in events
+        if e.get("name", "").startswith("decode_step_") and e.get("cat") == "user_annotation"
+    )
     launch_ts = {}
     out = []
     for e in events:
         if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {}):
             if "Launch" in e["name"] or "Memcpy" in e["name"] or "Memset" in e["name"]:
                 launch_ts[e["args"]["correlation"]] = e["ts"]
-                out.append({"name": e["name"], "start": e["ts"], "dur": e["dur"], "kind": "cpu",
-                            "corr": e["args"]["correlation"]})
+                out.append(
+                    {
+                        "name": e["name"],
+                        "start": e["ts"],
+                        "dur": e["dur"],
+                        "kind": "cpu",
+                        "corr": e["args"]["correlation"],
+                    }
+                )
     for e in events:
         if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset"):
-            out.append({"name": e["name"][:60], "start": e["ts"], "dur": e["dur"], "kind": "gpu",
-                        "corr": e.get("args", {}).get("correlation")})
+            out.append(
+                {
+                    "name": e["name"][:60],
+                    "start": e["ts"],
+                    "dur": e["dur"],
+                    "kind": "gpu",
+                    "corr": e.get("args", {}).get("correlation"),
+                }
+            )
     trace = []
     for ev in out:
         t = ev["start"] if ev["kind"] == "cpu" else launch_ts.get(ev["corr"])
         owner = next((s for lo, hi, s in steps if t is not None and lo <= t <= hi), None)
         if owner is not None:
-            trace.append({"step": owner, "name": ev["name"], "start_us": ev["start"],
-                          "dur_us": ev["dur"], "kind": ev["kind"]})
+            trace.append(
+                {
+                    "step": owner,
+                    "name": ev["name"],
+                    "start_us": ev["start"],
+                    "dur_us": ev["dur"],
+                    "kind": ev["kind"],
+                }
+            )
     t0 = min((e["start_us"] for e in trace), default=0)
     for e in trace:
         e["start_us"] = round(e["start_us"] - t0, 3)
@@ -87,14 +110,19 @@ def profile_steps(step, tok: torch.Tensor, n_steps: int = 3) -> list[dict]:
 def kernel_summary(trace: list[dict]) -> dict:
     steps = sorted({e["step"] for e in trace})
     per_step = [[e for e in trace if e["step"] == s and e["kind"] == "gpu"] for s in steps]
-    return {"kernels": statistics.median(len(k) for k in per_step),
-            "kernel_us": statistics.median(sum(e["dur_us"] for e in k) for k in per_step)}
+    return {
+        "kernels": statistics.median(len(k) for k in per_step),
+        "kernel_us": statistics.median(sum(e["dur_us"] for e in k) for k in per_step),
+    }
 
 
 def pool_bytes(pool) -> int:
     """Bytes reserved by one graph memory pool, from the allocator's snapshot."""
-    return sum(seg["total_size"] for seg in torch.cuda.memory_snapshot()
-               if tuple(seg.get("segment_pool_id", ())) == tuple(pool))
+    return sum(
+        seg["total_size"]
+        for seg in torch.cuda.memory_snapshot()
+        if tuple(seg.get("segment_pool_id", ())) == tuple(pool)
+    )
 
 
 def copy_bandwidth_GBps() -> float:

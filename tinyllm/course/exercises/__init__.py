@@ -1,0 +1,57 @@
+"""Checkers for the notebooks' exercises, one module per notebook (nb00 ... nb07) on a
+shared harness.
+
+Each checker compares the learner's answer with what the package really does, on edge
+cases and random ones. It prints "[OK] ..." and returns True, or prints one "[HINT] ..."
+naming the input it failed on and returns False: a stub that still raises
+NotImplementedError, a crash, a wrong type or a wrong value all give a hint, never a
+traceback. A GPU-only bonus returns None without CUDA.
+"""
+
+from tinyllm.course.exercises.nb00 import check_param_split, check_token_count
+from tinyllm.course.exercises.nb01 import (
+    check_bandwidth_floor,
+    check_kernels_per_step,
+    check_launch_bound,
+)
+from tinyllm.course.exercises.nb02 import check_static_write, check_window_mask
+from tinyllm.course.exercises.nb03 import (
+    check_bucket_for,
+    check_default_buckets,
+    check_wasted_share,
+)
+from tinyllm.course.exercises.nb04 import (
+    POOL_CHOICES,
+    STALE_READS,
+    check_capture_replay,
+    check_pool_choice,
+    check_stale_reads,
+)
+from tinyllm.course.exercises.nb05 import check_first_difference, check_flip_margin
+from tinyllm.course.exercises.nb06 import check_admission, check_slot_mask
+from tinyllm.course.exercises.nb07 import check_compile_count, check_fusion_share, check_silent_skip
+
+__all__ = [
+    "check_token_count",
+    "check_param_split",
+    "check_bandwidth_floor",
+    "check_kernels_per_step",
+    "check_launch_bound",
+    "check_window_mask",
+    "check_static_write",
+    "check_bucket_for",
+    "check_default_buckets",
+    "check_wasted_share",
+    "check_stale_reads",
+    "check_pool_choice",
+    "check_capture_replay",
+    "STALE_READS",
+    "POOL_CHOICES",
+    "check_first_difference",
+    "check_flip_margin",
+    "check_admission",
+    "check_slot_mask",
+    "check_compile_count",
+    "check_silent_skip",
+    "check_fusion_share",
+]

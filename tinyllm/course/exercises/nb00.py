@@ -1,0 +1,95 @@
+"""Checkers of notebook 00 · setup."""
+
+from tinyllm.checks import is_int
+from tinyllm.config import get_config
+from tinyllm.course.exercises.harness import hint, ok
+from tinyllm.model import Block
+
+
+def check_token_count(answer, text: str) -> bool:
+    """Exercise: how many ids does Tokenizer().encode(text) return? One per UTF-8 byte."""
+    if answer is None:
+        hint("Not answered yet: set `answer` to the number of tokens you predict.")
+        return False
+    if not is_int(answer):
+        hint(f"The answer is a whole number of tokens, got {answer!r}.")
+        return False
+    n_bytes, n_chars = len(text.encode("utf-8")), len(text)
+    if answer == n_bytes:
+        ok(f"{n_bytes} tokens for {n_chars} characters: one token per UTF-8 byte.")
+        return True
+    if answer == n_chars:
+        hint(
+            f"{answer} is the number of characters. The tokenizer counts bytes: "
+            "how many bytes does UTF-8 use for each character that is not ASCII?"
+        )
+    else:
+        hint(
+            f"Not {answer}. UTF-8 writes an ASCII character in 1 byte, an accented "
+            "Latin letter in 2, most other symbols (such as €) in 3, and an emoji in 4."
+        )
+    return False
+
+
+def param_split(config: str = "tiny") -> tuple[int, int]:
+    """(attention, feed-forward) parameter counts of one block of a preset."""
+    block = Block(get_config(config))
+    return (
+        sum(p.numel() for p in block.attn.parameters()),
+        sum(p.numel() for p in block.ffn.parameters()),
+    )
+
+
+def check_param_split(answer) -> bool:
+    """Exercise: (attention, feed_forward) parameter counts of one block of the shipped model."""
+    if answer is None:
+        hint("Not answered yet: set `answer = (attention, feed_forward)`, two ints.")
+        return False
+    if (
+        not isinstance(answer, (tuple, list))
+        or len(answer) != 2
+        or not all(is_int(a) for a in answer)
+    ):
+        hint(f"The answer is a pair of ints (attention, feed_forward), got {answer!r}.")
+        return False
+    cfg = get_config("tiny")
+    attn, ffn = param_split("tiny")
+    a, f = answer
+    if (a, f) == (attn, ffn):
+        ok(
+            f"attention {attn:,}, feed-forward {ffn:,}: the feed-forward holds "
+            f"{ffn / attn:.0f}× the attention's parameters."
+        )
+        return True
+    if (a, f) == (ffn, attn):
+        hint("Right numbers, swapped: the answer is (attention, feed_forward).")
+        return False
+    norm = cfg.d_model  # one RMSNorm's weight
+    d = cfg.d_model
+    hints = []
+    if a == attn:
+        hints.append("The attention count is right.")
+    elif a in (attn + norm, attn + 2 * norm):
+        hints.append("Attention: count only block.attn; the RMSNorms sit outside it.")
+    elif a == 4 * d * d:
+        hints.append(
+            "Attention: wk and wv are smaller than wq. Grouped-query attention gives "
+            "keys and values n_kv_heads heads, not n_heads."
+        )
+    else:
+        hints.append(
+            "Attention: add up in_features × out_features of wq, wk, wv and wo (no biases)."
+        )
+    if f == ffn:
+        hints.append("The feed-forward count is right.")
+    elif f in (ffn + norm, ffn + 2 * norm):
+        hints.append("Feed-forward: count only block.ffn; the RMSNorms sit outside it.")
+    elif f == 2 * d * cfg.ffn_hidden:
+        hints.append(
+            "Feed-forward: SwiGLU has three matrices, w1 and w3 (d_model → "
+            "ffn_hidden) and w2 (back)."
+        )
+    else:
+        hints.append("Feed-forward: add up in_features × out_features of w1, w2 and w3.")
+    hint(" ".join(hints))
+    return False

@@ -1,0 +1,256 @@
+"""Figures of recorded GPU timings (notebooks 01, 04 and 07): step time against batch size,
+CPU issue time against GPU kernel time, the profiled timeline, kernels by family, the
+bandwidth floor, capture and pools, and fusion. Each draws results/<gpu>.json or its trace."""
+
+import numpy as np
+from matplotlib.patches import Patch
+
+from tinyllm.course.viz.style import COLORS, LABELS, MIB, batch_index, new_figure, sig3
+from tinyllm.lab.anatomy import kernel_families
+
+# --- recorded timings (results/<gpu>.json, traces/<gpu>.json) ---------------------------
+
+
+def step_time_figure(res: dict):
+    """Median step time vs batch size for the three decode paths."""
+    st = res["step_time"]
+    b = st["batch"]
+    fig, ax = new_figure(figsize=(6, 4))
+    for key in ("eager", "static", "graph"):
+        ax.plot(b, st[f"{key}_us"], "o-", color=COLORS[key], label=LABELS[key])
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xticks(b, [str(x) for x in b])
+    ax.set(xlabel="batch size (rows)", ylabel="decode step time (µs, median)")
+    ax.legend(fontsize=8)
+    growth = st["eager_us"][-1] / st["eager_us"][0]
+    if growth < 1.5:  # flat while the work grows b[-1]/b[0]-fold
+        title = (
+            f"An eager decode step costs about the same at batch {b[0]} and {b[-1]} "
+            f"(×{sig3(growth)}):\nit is launch-bound"
+        )
+    else:
+        title = f"Eager step time grows ×{sig3(growth)} from batch {b[0]} to {b[-1]}"
+    ax.set_title(title, fontsize=10)
+    return fig
+
+
+def cpu_gpu_figure(res: dict, batch: int):
+    """Per step: time the CPU takes to issue it vs time its kernels run on the GPU."""
+    i, j = batch_index(res["cpu_time"], batch), batch_index(res["gpu_kernel_time"], batch)
+    keys = ("eager", "graph")
+    cpu = [res["cpu_time"][f"{k}_us"][i] for k in keys]
+    gpu = [res["gpu_kernel_time"][f"{k}_us"][j] for k in keys]
+    colors = [COLORS[k] for k in keys]
+    fig, ax = new_figure(figsize=(6, 4))
+    x = np.arange(len(keys))
+    ax.bar_label(
+        ax.bar(x - 0.2, cpu, 0.4, facecolor="white", edgecolor=colors, hatch="///"), fmt=sig3
+    )
+    ax.bar_label(ax.bar(x + 0.2, gpu, 0.4, color=colors), fmt=sig3)
+    ax.set_xticks(x, [LABELS[k] for k in keys])
+    ax.set_ylabel("time per decode step (µs, median)")
+    ax.legend(
+        handles=[
+            Patch(fc="white", ec="0.3", hatch="///", label="CPU: issue the step"),
+            Patch(color="0.3", label="GPU: kernels run"),
+        ],
+        fontsize=8,
+    )
+    if cpu[0] > gpu[0]:
+        title = (
+            f"Batch {batch}: the CPU needs {sig3(cpu[0])} µs to issue {sig3(gpu[0])} µs "
+            f"of GPU work;\ngraph replay issues the whole step in {sig3(cpu[1])} µs"
+        )
+    else:
+        title = (
+            f"Batch {batch}: eager decode's GPU work ({sig3(gpu[0])} µs) outlasts its "
+            f"CPU issue time ({sig3(cpu[0])} µs)"
+        )
+    ax.set_title(title, fontsize=10)
+    return fig
+
+
+def _first_steps(events: list[dict], steps: int) -> list[dict]:
+    keep = sorted({e["step"] for e in events})[:steps]
+    return [e for e in events if e["step"] in keep]
+
+
+def gpu_idle_share(events: list[dict]) -> float:
+    """Share of the time from the first kernel's start to the last one's end with no
+    kernel running. Copies (the token into the graph's static input) are left out: they
+    run before the launch and would count the launch itself as a gap."""
+    spans = sorted(
+        (e["start_us"], e["start_us"] + e["dur_us"])
+        for e in events
+        if e["kind"] == "gpu" and not e.get("name", "").startswith(("Memcpy", "Memset"))
+    )
+    busy, end = 0.0, spans[0][0]
+    for s, e in spans:
+        busy += max(0.0, e - max(s, end))
+        end = max(end, e)
+    return 1 - busy / (end - spans[0][0])
+
+
+def timeline_figure(trace: dict, batch: int, steps: int = 1, methods=("eager", "graph")):
+    """Profiled decode steps, one row per method: kernels as bars on a µs axis, the CPU's
+    launch calls as a thin lane under them."""
+    runs = trace["batch"].get(str(batch))
+    if runs is None:
+        raise ValueError(
+            f"batch {batch} was not traced; traced batches: {sorted(trace['batch'], key=int)}"
+        )
+    fig, axes = new_figure(
+        len(methods), 1, sharex=True, squeeze=False, figsize=(9, 1.2 + 1.3 * len(methods))
+    )
+    idle = {}
+    for ax, m in zip(axes[:, 0], methods):
+        events = _first_steps(runs[m], steps)
+        t0 = min(e["start_us"] for e in events)
+        for kind, y, h, alpha in (("gpu", 1, 0.7, 1.0), ("cpu", 0, 0.3, 0.6)):
+            spans = [(e["start_us"] - t0, e["dur_us"]) for e in events if e["kind"] == kind]
+            ax.broken_barh(spans, (y - h / 2, h), facecolors=COLORS[m], alpha=alpha)
+        ax.set_yticks([0, 1], ["CPU launches", "GPU kernels"])
+        ax.set_ylabel(LABELS[m], fontsize=8)
+        idle[m] = gpu_idle_share(events)
+    axes[-1, 0].set_xlabel("time since the step's first event (µs)")
+    what = ", ".join(f"{LABELS[m]} {idle[m]:.0%}" for m in methods)
+    gone = "eager" in idle and "graph" in idle and idle["graph"] < idle["eager"]
+    fig.suptitle(
+        ("Graph replay removes the launch gaps: " if gone else "")
+        + f"GPU idle between kernels, batch {batch}: {what}\n(under the profiler, "
+        f"which slows the CPU side: see the untraced step times for the real ones)",
+        fontsize=10,
+    )
+    return fig
+
+
+def capture_figure(res: dict):
+    """Capture time and pool memory per window, and one shared pool vs a pool per graph."""
+    cap = res["capture"]
+    w = [str(x) for x in cap["windows"]]
+    fig, (a1, a2, a3) = new_figure(1, 3, figsize=(11, 3.6), width_ratios=[3, 3, 2])
+    a1.bar(w, [s * 1e3 for s in cap["capture_s"]], color=COLORS["graph"])
+    a1.set(xlabel="window (keys)", ylabel="capture time (ms)", title="Capture time per graph")
+    a2.bar(w, [b / MIB for b in cap["pool_bytes"]], color=COLORS["graph"])
+    a2.set(xlabel="window (keys)", ylabel="pool memory (MiB)", title="Memory per graph, own pool")
+    shared, separate = cap["shared_pool_bytes"] / MIB, cap["separate_pools_bytes"] / MIB
+    a3.bar_label(
+        a3.bar(
+            ["one shared\npool", "a pool\nper graph"],
+            [shared, separate],
+            color=[COLORS["graph"], COLORS["wasted"]],
+        ),
+        fmt=sig3,
+    )
+    a3.set(ylabel="pool memory (MiB)", title="All graphs")
+    verdict = "saves memory" if shared < separate else "does not save memory here"
+    fig.suptitle(
+        f"One pool shared by all {len(w)} graphs {verdict}: {sig3(shared)} MiB vs "
+        f"{sig3(separate)} MiB (all captured in {sig3(cap['total_capture_s'])} s)",
+        fontsize=10,
+    )
+    return fig
+
+
+# --- one decode step, kernel by kernel (notebook 01) ----------------------------------------
+# (anatomy.py counts the ops and groups the kernels; these draw them)
+
+
+def kernels_figure(trace: dict, batch: int = 1, method: str = "eager", n_layers: int | None = None):
+    """One traced decode step's kernels, counted by family."""
+    runs = trace["batch"].get(str(batch))
+    if runs is None or method not in runs:
+        raise ValueError(f"batch {batch}, {method} was not traced")
+    fam = kernel_families(runs[method])
+    total = sum(fam.values())
+    fig, ax = new_figure(figsize=(7, 3.4))
+    names = list(fam)[::-1]
+    ax.bar_label(ax.barh(names, [fam[n] for n in names], color=COLORS[method]), padding=2)
+    ax.set(xlabel="kernels in one decode step", xlim=(0, max(fam.values()) * 1.15))
+    top = next(iter(fam))
+    per = f", about {total / n_layers:.0f} per layer" if n_layers else ""
+    ax.set_title(
+        f"One {method} decode step at batch {batch} launches {total} kernels{per};\n"
+        f"{fam[top]} of them are {top}",
+        fontsize=10,
+    )
+    return fig
+
+
+def floor_times(res: dict, batch: int = 1) -> dict[str, float]:
+    """µs per step at `batch`: the bandwidth floor, the eager step's summed kernel time,
+    the graph replay step and the eager step."""
+    i = batch_index(res["step_time"], batch)
+    j = batch_index(res["gpu_kernel_time"], batch)
+    return {
+        "floor": res["bandwidth"]["floor_us"],
+        "kernels": res["gpu_kernel_time"]["eager_us"][j],
+        "graph": res["step_time"]["graph_us"][i],
+        "eager": res["step_time"]["eager_us"][i],
+    }
+
+
+def floor_figure(res: dict, batch: int = 1):
+    """The bandwidth floor (weights read once at the measured copy bandwidth) against the
+    measured step times, on a log axis."""
+    t = floor_times(res, batch)
+    labels = [
+        "bandwidth floor:\nread every weight once",
+        "eager: kernels'\nsummed run time",
+        "graph replay:\nstep time",
+        "eager:\nstep time",
+    ]
+    fig, ax = new_figure(figsize=(7, 3.8))
+    bars = ax.bar(
+        labels,
+        list(t.values()),
+        color=[COLORS["current"], COLORS["eager"], COLORS["graph"], COLORS["eager"]],
+    )
+    bars.patches[1].set_alpha(0.5)
+    ax.bar_label(bars, labels=[f"{sig3(v)} µs" for v in t.values()], fontsize=8)
+    ax.set_yscale("log")
+    ax.set_ylabel(f"time per decode step, batch {batch} (µs)")
+    ax.set_title(
+        f"The eager step takes {sig3(t['eager'] / t['floor'])}× the bandwidth floor, "
+        f"graph replay {sig3(t['graph'] / t['floor'])}×:\nthe weights are not what "
+        f"it waits for",
+        fontsize=10,
+    )
+    return fig
+
+
+# --- fusion and graphs (notebook 07) ---------------------------------------------------------
+
+
+def fusion_figure(res: dict):
+    """Step time of each variant of res["fusion"] (one run, batch 1), with its kernels per
+    step and its set-up (compile and/or capture) time."""
+    rows = res["fusion"]["rows"]
+    color = {
+        "eager": COLORS["eager"],
+        "graph": COLORS["graph"],
+        "reduce-overhead": COLORS["compiled"],
+        "fused": COLORS["fused"],
+    }
+    names = [r["name"] for r in rows]
+    fig, ax = new_figure(figsize=(9, 0.9 + 0.55 * len(rows)))
+    colors = [next(c for k, c in color.items() if n.startswith(k)) for n in names]
+    bars = ax.barh(range(len(rows)), [r["step_us"] for r in rows], color=colors)
+    labels = [
+        f"{sig3(r['step_us'])} µs · {r['kernels']:.0f} kernels · set-up {sig3(r['setup_s'])} s"
+        + (" · no CUDA graph" if r.get("cudagraph_skips") else "")
+        for r in rows
+    ]
+    ax.bar_label(bars, labels, padding=4, fontsize=8)
+    ax.set_yticks(range(len(rows)), names, fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlim(right=max(r["step_us"] for r in rows) * 2.1)
+    ax.set_xlabel(f"decode step time, batch {res['fusion']['batch']} (µs, median)")
+    ratio = res["fusion"]["fused_over_gptfast"]
+    ax.set_title(
+        f"Fused kernels in bucketed graphs take {ratio:.2f}× the step time of "
+        f"gpt-fast-style reduce-overhead",
+        fontsize=10,
+    )
+    return fig
