@@ -25,7 +25,7 @@ NB_ENV := env -u MPLBACKEND PYTHONHASHSEED=0
 TEST_ENV := env PYTHONHASHSEED=0 MPLBACKEND=Agg
 
 .DEFAULT_GOAL := help
-.PHONY: help lab test notebooks images bench screenshots clean
+.PHONY: help lab lint test test-unit notebooks images bench gpu screenshots clean
 
 help: ## list these targets
 	@grep -E '^[a-z][a-z_-]*:.*## ' $(MAKEFILE_LIST) | \
@@ -42,14 +42,22 @@ lab: $(STAMP) ## open the course in JupyterLab on 127.0.0.1 (token on; PORT=8888
 	$(VENV)/bin/jupyter lab --ip=127.0.0.1 --port=$(PORT) --no-browser \
 		--notebook-dir=notebooks $(ALLOW_ROOT)
 
-# Unit tests first, then every notebook (solutions/ included) under strict nbval. Both
-# always run; the target fails if either does.
-test: $(STAMP) ## run every test: unit tests, then all notebooks under strict nbval
+lint: $(STAMP) ## ruff: lint and format check of the package, tests, tools and notebooks
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+# Lint, then the unit tests, then every notebook (solutions/ included) under strict nbval.
+# All three always run; the target fails if any does.
+test: $(STAMP) ## run every test: lint, unit tests, then all notebooks under strict nbval
 	@status=0; \
+	$(MAKE) --no-print-directory lint || status=$$?; \
 	$(TEST_ENV) $(PY) -m pytest tests || status=$$?; \
 	$(NB_ENV) $(PY) -m pytest --nbval --nbval-current-env --nbval-cell-timeout=600 \
 		--nbval-sanitize-with $(SANITIZE) notebooks || status=$$?; \
 	exit $$status
+
+test-unit: $(STAMP) ## the unit tests alone, without the browser test (a minute)
+	$(TEST_ENV) $(PY) -m pytest tests -m "not browser" -q
 
 notebooks: $(STAMP) ## re-execute every notebook in place from a clean kernel
 	$(NB_ENV) $(VENV)/bin/jupyter nbconvert --to notebook --execute --inplace \
@@ -60,6 +68,9 @@ images: $(STAMP) ## draw the figures in images/ from results/
 
 bench: $(STAMP) ## measure this machine's GPU into results/
 	$(PY) -m tinyllm.lab.bench
+
+gpu: ## on a GPU machine: cuda tests, the bench and every notebook, logs in OUT (default /tmp/gpu-run)
+	tools/gpu_run.sh $(or $(OUT),/tmp/gpu-run) --bench
 
 screenshots: $(STAMP) ## screenshots of the explorers in JupyterLab into images/ (needs /usr/bin/chromium)
 	SCREENSHOT_DIR=images $(PY) -m pytest -m browser tests/test_browser.py

@@ -7,9 +7,19 @@
   behaviour depends on real text (greedy continuations, EOS, the engine).
 - Every test starts from `torch.manual_seed(0)`, so a test's random tensors do not depend
   on which tests ran before it.
+- `recorded`: the shipped recording results/h200.json, a fresh copy for each test to read or
+  change, so that tests of figures, explorers and checkers run on the real schema;
+  `recorded_results()` gives the same outside a fixture. `trace`: profiled steps in the
+  schema of results/traces/h200.json, small enough to count by hand (test_viz.py checks
+  that its keys are the real trace's). `slot_stats`: Engine.stats of 3 slots.
 
 Session-scoped models are shared: a test must never change their weights or mode.
 """
+
+import copy
+import json
+from functools import cache
+from pathlib import Path
 
 import pytest
 import torch
@@ -57,3 +67,53 @@ def doc_ids(tokenizer):
 
     topics = pydoc_data.topics.topics
     return tokenizer.encode("".join(topics[k] for k in sorted(topics)))
+
+
+RESULTS_DIR = Path(__file__).resolve().parent.parent / "results"
+
+
+@cache
+def _shipped() -> dict:
+    return json.loads((RESULTS_DIR / "h200.json").read_text())
+
+
+def recorded_results() -> dict:
+    """A copy of the shipped recording, results/h200.json."""
+    return copy.deepcopy(_shipped())
+
+
+@pytest.fixture
+def recorded() -> dict:
+    return recorded_results()
+
+
+def small_trace() -> dict:
+    """Two profiled steps per method at batch 1 and 64, six kernels each, in the schema of
+    results/traces/h200.json: eager kernels 5 µs apart, graph kernels back to back."""
+
+    def steps(gap, n=6):
+        events, t = [], 0.0
+        for step in range(2):
+            for k in range(n):
+                for kind, start, dur in (("cpu", t, 1.0), ("gpu", t + 0.5, 3.0)):
+                    events.append({"step": step, "name": f"k{k}", "start_us": start,
+                                   "dur_us": dur, "kind": kind})  # fmt: skip
+                t += 3.0 + gap
+        return events
+
+    batches = {str(b): {"eager": steps(gap=5.0), "graph": steps(gap=0.0)} for b in (1, 64)}
+    return {"provenance": _shipped()["provenance"], "batch": batches}
+
+
+@pytest.fixture
+def trace() -> dict:
+    return small_trace()
+
+
+def slot_stats() -> list[dict]:
+    """Engine.stats of 3 slots: request 0 leaves after step 1, request 3 takes its slot."""
+    slots = [[0, 1, 2], [0, 1, 2], [3, 1, None], [3, None, None]]
+    return [
+        {"step": i, "slots": s, "window": 128, "n_active": 3 - s.count(None), "step_s": 1e-3}
+        for i, s in enumerate(slots)
+    ]

@@ -5,7 +5,7 @@ import math
 
 import pytest
 import torch
-from test_viz import fake_results
+from conftest import recorded_results
 
 from tinyllm.course import exercises as ex
 from tinyllm.graphs import bucket_for, default_buckets
@@ -69,7 +69,7 @@ def launch_bound_batches(res):
     return {b for b, c, g in zip(res["cpu_time"]["batch"], cpu, gpu) if c >= g}
 
 
-RES = fake_results()
+RES = recorded_results()
 RES["gpu_kernel_time"]["eager_us"][-1] = 10_000  # batch 64 is no longer launch-bound
 
 CHECKS = {  # name: (check, correct answer, wrong answer)

@@ -1,5 +1,6 @@
-"""viz: every figure runs on data shaped like results/README.md's schema, and what it draws
-is its input (mask image == mask, slot bars == Engine.stats, bucket edges by hand)."""
+"""viz: every figure runs on the shipped recording (results/h200.json, the real schema), and
+what it draws is its input (mask image == mask, slot bars == Engine.stats, bucket edges by
+hand)."""
 
 import json
 
@@ -11,6 +12,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
+from conftest import RESULTS_DIR, recorded_results, slot_stats, small_trace
 from matplotlib.figure import Figure  # noqa: E402
 
 from tinyllm import Engine, StaticKVCache, Transformer, get_config, graphs, kv_cache
@@ -18,118 +20,6 @@ from tinyllm.course import viz  # noqa: E402
 from tinyllm.kv_cache import padded_causal_mask  # noqa: E402
 from tinyllm.lab import results
 from tinyllm.model import Rope
-
-BATCHES = [1, 2, 4, 8, 16, 32, 64]
-
-
-def fake_results(date="2026-11-30"):
-    """A results/<gpu>.json as results/README.md describes it, with made-up numbers."""
-
-    def times(eager, static, graph):  # µs per step, growing slowly with the batch
-        return {
-            "batch": BATCHES,
-            "eager_us": [eager + 2 * b for b in BATCHES],
-            "static_us": [static + 2 * b for b in BATCHES],
-            "graph_us": [graph + b for b in BATCHES],
-        }
-
-    windows = [128, 256, 512, 1024]
-    return {
-        "provenance": {
-            "gpu": "NVIDIA H200",
-            "torch": "2.11.0+cu130",
-            "cuda": "13.0",
-            "python": "3.12.3",
-            "date": date,
-            "commit": "abc1234def5678",
-            "command": "python -m tinyllm.lab.bench",
-        },
-        "operating_point": {
-            "model": "tiny",
-            "n_params": 3280128,
-            "prompt_len": 32,
-            "decode_steps": 256,
-            "max_len": 1024,
-            "buckets": windows,
-            "dtype": "bfloat16",
-            "timing": "CUDA events, median",
-        },
-        "step_time": {**times(1500, 1600, 90), "speedup": [16.0] * len(BATCHES)},
-        "cpu_time": times(1400, 1500, 12),
-        "gpu_kernel_time": times(80, 95, 70),
-        "kernels_per_step": {"eager": 180, "static": 190, "graph": 190},
-        "graph_busy_fraction": {"batch": BATCHES, "fraction": [0.8] * len(BATCHES)},
-        "bandwidth": {"weight_bytes": 6560256, "copy_GBps": 4000.0, "floor_us": 1.64},
-        "capture": {
-            "windows": windows,
-            "capture_s": [0.05, 0.04, 0.03, 0.02],
-            "pool_bytes": [2**20, 2**21, 2**22, 2**23],
-            "total_capture_s": 0.15,
-            "shared_pool_bytes": 2**23,
-            "separate_pools_bytes": 15 * 2**20,
-        },
-        "engine": {
-            "n_slots": 8,
-            "n_requests": 32,
-            "prompt_lens": [8, 64],
-            "max_new_tokens": [16, 128],
-            "eager_tok_s": 900.0,
-            "graph_tok_s": 9000.0,
-            "speedup": 10.0,
-            "eager_s": 4.0,
-            "graph_s": 0.4,
-            "n_tokens": 3600,
-        },
-        "bit_exact": {
-            "batch": 4,
-            "pad_lens": [0, 3, 5, 0],
-            "steps": 256,
-            "windows": windows,
-            "all_equal": True,
-            "first_difference": None,
-        },
-        "eager_vs_static": {
-            "steps": 3,
-            "max_logit_diff": 2e-2,
-            "max_logit_diff_per_step": [0.0, 1e-3, 2e-2],  # as bench.py writes
-            "token_agreement": 0.99,
-            "first_flip_step": 2,
-            "flips": [{"step": 2, "row": 1, "margin": 0.01}],
-        },
-        "torch_compile": {"step_us": 100.0, "compile_s": 30.0, "captured_graph": True, "note": ""},
-    }
-
-
-def fake_trace():
-    """traces/<gpu>.json: two steps per method; eager kernels separated by launch gaps."""
-
-    def steps(gap, n=6):
-        events, t = [], 0.0
-        for step in range(2):
-            for k in range(n):
-                for kind, start, dur in (("cpu", t, 1.0), ("gpu", t + 0.5, 3.0)):
-                    events.append(
-                        {
-                            "step": step,
-                            "name": f"k{k}",
-                            "start_us": start,
-                            "dur_us": dur,
-                            "kind": kind,
-                        }
-                    )
-                t += 3.0 + gap
-        return events
-
-    return {"batch": {str(b): {"eager": steps(gap=5.0), "graph": steps(gap=0.0)} for b in (1, 64)}}
-
-
-def fake_stats():
-    """Engine.stats of 3 slots: request 0 leaves after step 1, request 3 takes its slot."""
-    slots = [[0, 1, 2], [0, 1, 2], [3, 1, None], [3, None, None]]
-    return [
-        {"step": i, "slots": s, "window": 128, "n_active": 3 - s.count(None), "step_s": 1e-3}
-        for i, s in enumerate(slots)
-    ]
 
 
 @pytest.fixture(autouse=True)
@@ -204,7 +94,7 @@ def engine_stats():
     return engine.stats
 
 
-@pytest.mark.parametrize("stats", [fake_stats(), engine_stats()], ids=["fixture", "engine"])
+@pytest.mark.parametrize("stats", [slot_stats(), engine_stats()], ids=["fixture", "engine"])
 def test_slot_timeline_draws_the_occupancy(stats):
     n_slots = len(stats[0]["slots"])
     fig = viz.slot_timeline_figure(stats, n_slots)
@@ -220,7 +110,7 @@ def test_slot_timeline_draws_the_occupancy(stats):
 
 
 def test_slot_segments_split_a_slot_between_requests():
-    assert viz.slot_segments(fake_stats(), 3) == [  # (slot, request, first step, n steps)
+    assert viz.slot_segments(slot_stats(), 3) == [  # (slot, request, first step, n steps)
         (0, 0, 0, 2),
         (1, 1, 0, 3),
         (2, 2, 0, 2),
@@ -246,29 +136,29 @@ def test_gpu_idle_share():
         lambda r, t: viz.capture_figure(r),
         lambda r, t: viz.engine_figure(r),
         lambda r, t: viz.logit_diff_figure(
-            [0, 1, 2],
+            range(len(r["eager_vs_static"]["max_logit_diff_per_step"])),
             r["eager_vs_static"]["max_logit_diff_per_step"],
             r["eager_vs_static"]["flips"],
         ),
         lambda r, t: viz.logit_diff_figure([0, 1], [0.0, 0.0]),
         lambda r, t: viz.loss_figure(
-            json.loads((results.RESULTS_DIR / "train" / "run_a.json").read_text())["history"]
+            json.loads((RESULTS_DIR / "train" / "run_a.json").read_text())["history"]
         ),
     ],
 )
 def test_every_figure_runs_on_the_schema(draw):
-    fig = draw(fake_results(), fake_trace())
+    fig = draw(recorded_results(), small_trace())
     assert isinstance(fig, Figure)
     fig.canvas.draw()  # layout and text render without error
     assert fig.axes[0].get_title() or fig.get_suptitle()
 
 
 def test_titles_state_what_the_data_says():
-    res = fake_results()
+    res = recorded_results()
     assert "launch-bound" in viz.step_time_figure(res).axes[0].get_title()
-    res["step_time"]["eager_us"] = [100 * b for b in BATCHES]
+    res["step_time"]["eager_us"] = [100 * b for b in res["step_time"]["batch"]]
     assert "launch-bound" not in viz.step_time_figure(res).axes[0].get_title()
-    assert viz.timeline_figure(fake_trace(), 1).get_suptitle().startswith("Graph replay removes")
+    assert viz.timeline_figure(small_trace(), 1).get_suptitle().startswith("Graph replay removes")
     with pytest.raises(ValueError, match="recorded batches"):
         viz.cpu_gpu_figure(res, 3)
 
@@ -276,27 +166,88 @@ def test_titles_state_what_the_data_says():
 def test_results_prefers_a_learners_file(tmp_path, monkeypatch):
     monkeypatch.setattr(results, "RESULTS_DIR", tmp_path)
     assert results.load_results() is None
-    (tmp_path / "h200.json").write_text(json.dumps(fake_results("2026-11-30")))
+
+    def recording(date):
+        res = recorded_results()
+        res["provenance"].update(date=date, commit="abc1234def5678")
+        return json.dumps(res)
+
+    (tmp_path / "h200.json").write_text(recording("2026-11-30"))
     assert results.load_results()["file"] == "h200.json"
     for name, date in (("rtx4090", "2026-12-01"), ("a100", "2026-12-05")):
-        (tmp_path / f"{name}.json").write_text(json.dumps(fake_results(date)))
+        (tmp_path / f"{name}.json").write_text(recording(date))
     res = results.load_results()
     assert res["file"] == "a100.json"
     assert results.load_results("rtx4090")["provenance"]["date"] == "2026-12-01"
+    p = res["provenance"]
     assert results.provenance_label(res) == (
-        "recorded on NVIDIA H200, torch 2.11.0+cu130, 2026-12-05, commit abc1234"
+        f"recorded on {p['gpu']}, torch {p['torch']}, 2026-12-05, commit abc1234"
     )
     assert results.load_trace(res) is None
     (tmp_path / "traces").mkdir()
-    (tmp_path / "traces" / "a100.json").write_text(json.dumps(fake_trace()))
-    assert results.load_trace(res) == fake_trace()
+    (tmp_path / "traces" / "a100.json").write_text(json.dumps(small_trace()))
+    assert results.load_trace(res) == small_trace()
 
 
-def test_capture_cost_sums_only_measured_windows():
-    cost = results.capture_cost(fake_results(), (128, 192, 1024))
+def test_capture_cost_sums_only_measured_windows(recorded):
+    cap = recorded["capture"]
+    assert cap["windows"] == [128, 256, 512, 1024]
+    cost = results.capture_cost(recorded, (128, 192, 1024))
     assert cost == {
         "measured": [128, 1024],
         "not_measured": [192],
-        "capture_s": pytest.approx(0.07),
-        "pool_bytes": 2**20 + 2**23,
+        "capture_s": pytest.approx(cap["capture_s"][0] + cap["capture_s"][3]),
+        "pool_bytes": cap["pool_bytes"][0] + cap["pool_bytes"][3],
     }
+
+
+def test_the_small_trace_has_the_recorded_schema():
+    real = json.loads((RESULTS_DIR / "traces" / "h200.json").read_text())
+    assert set(real) == set(small_trace())
+    event = real["batch"]["1"]["eager"][0]
+    assert all(set(e) == set(event) for e in small_trace()["batch"]["1"]["eager"])
+    assert set(real["batch"]["1"]) >= {"eager", "graph"}
+
+
+# --- notebooks 01 and 03 -----------------------------------------------------------------
+
+
+def test_kernels_figure_counts_the_traced_step():
+    trace = small_trace()
+    fig = viz.kernels_figure(trace, 1, "eager", n_layers=2)
+    (ax,) = fig.axes
+    assert sum(p.get_width() for p in ax.patches) == 6  # fake_trace: 6 kernels per step
+    assert "launches 6 kernels, about 3 per layer" in ax.get_title()
+    with pytest.raises(ValueError, match="batch 3"):
+        viz.kernels_figure(trace, 3)
+
+
+def test_floor_figure_draws_the_recorded_times():
+    res = recorded_results()
+    t = viz.floor_times(res, 1)
+    assert t == {
+        "floor": res["bandwidth"]["floor_us"],
+        "kernels": res["gpu_kernel_time"]["eager_us"][0],
+        "graph": res["step_time"]["graph_us"][0],
+        "eager": res["step_time"]["eager_us"][0],
+    }
+    (ax,) = viz.floor_figure(res, 1).axes
+    assert [p.get_height() for p in ax.patches] == list(t.values())
+    assert f"{viz.sig3(t['eager'] / t['floor'])}× the bandwidth floor" in ax.get_title()
+    with pytest.raises(ValueError, match="batch 3 was not recorded"):
+        viz.floor_times(res, 3)
+
+
+def test_bucket_tradeoff():
+    rows = graphs.bucket_tradeoff(1024, 128, growths=(4, 2, 1.5))
+    assert [r["growth"] for r in rows] == [None, 4, 2, 1.5]
+    assert rows[0]["buckets"] == (1024,) and rows[2]["buckets"] == graphs.default_buckets(
+        1024, 128, 2
+    )
+    assert [r["n_graphs"] for r in rows] == [len(r["buckets"]) for r in rows] == [1, 3, 4, 7]
+    shares = [r["wasted_share"] for r in rows]
+    assert shares == sorted(shares, reverse=True)  # more graphs, less waste
+    assert shares[0] == graphs.wasted_share((1024,), 1024)
+    (ax,) = viz.bucket_tradeoff_figure(1024, 128, growths=(4, 2, 1.5)).axes
+    x, y = ax.lines[0].get_data()
+    assert list(x) == [1, 3, 4, 7] and list(y) == [100 * s for s in shares]

@@ -7,7 +7,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
-from test_viz import fake_results, fake_stats, fake_trace  # noqa: E402
+from conftest import recorded_results, slot_stats, small_trace
 
 from tinyllm import graphs, kv_cache
 from tinyllm.course import widgets  # noqa: E402
@@ -35,7 +35,14 @@ def test_mask_explorer_follows_position_window_and_pads():
 
 
 def test_bucket_explorer_sums_only_recorded_windows(capsys):
-    w = widgets.bucket_explorer(fake_results())
+    res = recorded_results()
+    cap = dict(
+        zip(
+            res["capture"]["windows"],
+            zip(res["capture"]["capture_s"], res["capture"]["pool_bytes"]),
+        )
+    )
+    w = widgets.bucket_explorer(res)
     assert w.result["buckets"] == (128, 256, 512, 1024)
     assert w.result["capture"]["not_measured"] == []
     control(w, "growth").value = 3.0
@@ -43,8 +50,8 @@ def test_bucket_explorer_sums_only_recorded_windows(capsys):
     assert w.result["capture"] == {
         "measured": [128, 1024],
         "not_measured": [384],
-        "capture_s": pytest.approx(0.07),
-        "pool_bytes": 9 * 2**20,
+        "capture_s": pytest.approx(cap[128][0] + cap[1024][0]),
+        "pool_bytes": cap[128][1] + cap[1024][1],
     }
     assert "[384] were not measured" in capsys.readouterr().out
     control(w, "max_len").value = 512
@@ -52,7 +59,7 @@ def test_bucket_explorer_sums_only_recorded_windows(capsys):
 
 
 def test_timing_explorer_offers_recorded_batches_only():
-    w = widgets.timing_explorer(fake_results(), fake_trace())
+    w = widgets.timing_explorer(recorded_results(), small_trace())
     assert list(control(w, "batch").options) == [1, 64]
     assert "Batch 1:" in w.result[0].axes[0].get_title()
     control(w, "batch").value = 64
@@ -62,7 +69,7 @@ def test_timing_explorer_offers_recorded_batches_only():
 
 
 def test_slot_timeline_explorer_draws_the_chosen_steps():
-    w = widgets.slot_timeline_explorer(fake_stats(), 3)
+    w = widgets.slot_timeline_explorer(slot_stats(), 3)
     assert "over 4 decode steps" in w.result.axes[0].get_title()
     control(w, "steps").value = (2, 3)
     assert "over 2 decode steps" in w.result.axes[0].get_title()

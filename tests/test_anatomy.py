@@ -1,5 +1,5 @@
-"""viz helpers of notebooks 01-03: the profiler's ops grouped by the code that issued them,
-the recorded kernels grouped by family, the bandwidth floor, and buckets vs graphs."""
+"""lab.anatomy (notebook 01): the profiler's ops grouped by the code that issued them, and
+the recorded kernels grouped by family."""
 
 import os
 
@@ -9,12 +9,9 @@ matplotlib.use("Agg")
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
-from test_viz import fake_results, fake_trace  # noqa: E402
 
-from tinyllm import KVCache, graphs
-from tinyllm.course import viz  # noqa: E402
+from tinyllm import KVCache
 from tinyllm.generation import decode_step, prefill  # noqa: E402
-from tinyllm.graphs import default_buckets  # noqa: E402
 from tinyllm.lab import anatomy
 
 
@@ -101,42 +98,3 @@ def test_kernel_families_count_one_step():
     ]
     assert anatomy.kernel_families(events) == {"elementwise": 2, "matmul": 1, "cat": 1}
     assert anatomy.kernel_families(events, step=1) == {"elementwise": 2, "matmul": 1, "cat": 1}
-
-
-def test_kernels_figure_counts_the_traced_step():
-    trace = fake_trace()
-    fig = viz.kernels_figure(trace, 1, "eager", n_layers=2)
-    (ax,) = fig.axes
-    assert sum(p.get_width() for p in ax.patches) == 6  # fake_trace: 6 kernels per step
-    assert "launches 6 kernels, about 3 per layer" in ax.get_title()
-    with pytest.raises(ValueError, match="batch 3"):
-        viz.kernels_figure(trace, 3)
-
-
-def test_floor_figure_draws_the_recorded_times():
-    res = fake_results()
-    t = viz.floor_times(res, 1)
-    assert t == {
-        "floor": 1.64,
-        "kernels": res["gpu_kernel_time"]["eager_us"][0],
-        "graph": res["step_time"]["graph_us"][0],
-        "eager": res["step_time"]["eager_us"][0],
-    }
-    (ax,) = viz.floor_figure(res, 1).axes
-    assert [p.get_height() for p in ax.patches] == list(t.values())
-    assert f"{viz.sig3(t['eager'] / t['floor'])}× the bandwidth floor" in ax.get_title()
-    with pytest.raises(ValueError, match="batch 3 was not recorded"):
-        viz.floor_times(res, 3)
-
-
-def test_bucket_tradeoff():
-    rows = graphs.bucket_tradeoff(1024, 128, growths=(4, 2, 1.5))
-    assert [r["growth"] for r in rows] == [None, 4, 2, 1.5]
-    assert rows[0]["buckets"] == (1024,) and rows[2]["buckets"] == default_buckets(1024, 128, 2)
-    assert [r["n_graphs"] for r in rows] == [len(r["buckets"]) for r in rows] == [1, 3, 4, 7]
-    shares = [r["wasted_share"] for r in rows]
-    assert shares == sorted(shares, reverse=True)  # more graphs, less waste
-    assert shares[0] == graphs.wasted_share((1024,), 1024)
-    (ax,) = viz.bucket_tradeoff_figure(1024, 128, growths=(4, 2, 1.5)).axes
-    x, y = ax.lines[0].get_data()
-    assert list(x) == [1, 3, 4, 7] and list(y) == [100 * s for s in shares]
