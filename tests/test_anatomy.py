@@ -42,7 +42,7 @@ def test_step_ops_finds_every_layer_op_once_per_block(toy_model, toy_step_ops):
     assert (rows["Linear"]["per_layer"], rows["Linear"]["outside"]) == (7, 1)
     assert (rows["RMSNorm"]["per_layer"], rows["RMSNorm"]["outside"]) == (2, 1)
     assert rows["Embedding"]["outside_ops"] == {"embedding": 1}
-    assert rows["Attention"]["ops"] == {"scaled_dot_product_attention": 1}
+    assert rows["model.attend"]["ops"] == {"scaled_dot_product_attention": 1}
     assert rows["kv_cache.update"]["ops"] == {"cat": 2}
     assert rows["Block"]["ops"] == {"add": 2}  # the two residual adds
     assert counts["compute"] == n_layers * counts["per_layer"] + counts["outside"]

@@ -203,7 +203,7 @@ def test_static_and_slot_decode_masks_have_no_empty_row(toy_model):
         cache.pos.fill_(pos)
         with cache.decoding(32):
             cos, _ = cache.begin_step(1, rope)
-        mask = cache.attn_kwargs["attn_mask"]
+        mask = cache.attn_kwargs["attn_mask"] == 0  # additive: 0 = attend
         assert cos.shape == (1, toy_model.cfg.head_dim // 2)
         assert mask.shape == (3, 1, 1, 32)
         assert mask.any(dim=-1).all()
@@ -216,7 +216,7 @@ def test_static_and_slot_decode_masks_have_no_empty_row(toy_model):
     slots.active_dev.copy_(torch.tensor([1, 0, 1, 0]))  # slots 1 and 3 are free
     with slots.decoding(32):
         cos, _ = slots.begin_step(1, rope)
-    mask = slots.attn_kwargs["attn_mask"]
+    mask = slots.attn_kwargs["attn_mask"] == 0
     assert cos.shape == (4, 1, toy_model.cfg.head_dim // 2)
     torch.testing.assert_close(cos[2, 0], rope.cos[30], atol=0, rtol=0)
     assert mask.shape == (4, 1, 1, 32)

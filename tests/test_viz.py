@@ -41,7 +41,7 @@ def test_window_mask_is_the_static_cache_mask():
     cache.pos.fill_(5)
     with cache.decoding(8):
         cache.begin_step(1, Rope(2, 8, 10000.0))
-    assert torch.equal(cache.attn_kwargs["attn_mask"][:, 0, 0], m)
+    assert torch.equal(cache.attn_kwargs["attn_mask"][:, 0, 0] == 0, m)  # additive: 0 = attend
 
 
 def test_slot_mask_is_the_slot_cache_mask():

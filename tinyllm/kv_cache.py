@@ -26,9 +26,12 @@ hold it; the caller then calls advance_host(). snapshot()/restore() save and put
 positions (never K/V): the host copy is the truth between steps, and restore() rewrites the
 device copy from it.
 
-Every mask here is a boolean "may attend" tensor for F.scaled_dot_product_attention. No
-row is ever all False: a pad (or free) row attends at least to itself, so no step depends
-on what SDPA returns for a fully masked row (notebook 02 measures it).
+The masks are boolean "may attend" tensors (True = attend), except in a decode step, where
+the cache turns the step's mask into an additive one (0 where attended, -inf where masked)
+once, in the dtype of its keys: every layer then passes it to SDPA as it is, where a
+boolean mask would cost a conversion in every layer. No row is ever fully masked: a pad (or
+free) row attends at least to itself, so no step depends on what SDPA returns for a fully
+masked row (notebook 02 measures it).
 """
 
 import contextlib
@@ -94,6 +97,14 @@ def slot_mask(lens, window: int) -> Tensor:
     lens = torch.as_tensor(lens)
     k_pos = torch.arange(window, device=lens.device)
     return k_pos <= lens[:, None]
+
+
+def additive(mask: Tensor, dtype: torch.dtype) -> Tensor:
+    """A boolean (rows, window) mask as SDPA's additive attn_mask (rows, 1, 1, window): 0 where
+    attended, -inf where masked, broadcast over heads and queries."""
+    return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill_(
+        ~mask, float("-inf")
+    )[:, None, None, :]
 
 
 # --- the dynamic cache ---------------------------------------------------------------------
@@ -170,6 +181,10 @@ class FixedCache:
         finally:
             self.window = outer
 
+    def key_dtype(self, rope) -> torch.dtype:
+        """The dtype the keys are kept in: the mask's too (the RoPE table's before any write)."""
+        return rope.cos.dtype if self.k[0] is None else self.k[0].dtype
+
     def buffers(self, i: int, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
         """Layer i's K/V buffers (rows, kv_heads, max_len, head_dim), made at the first write."""
         if self.k[i] is None:
@@ -237,7 +252,7 @@ class StaticKVCache(FixedCache):
         if T != 1:
             raise ValueError(f"decode takes one token per row, got T={T}")
         mask = window_mask(self.pos, self.window, self.first_valid)
-        self.attn_kwargs = {"attn_mask": mask[:, None, None, :]}
+        self.attn_kwargs = {"attn_mask": additive(mask, self.key_dtype(rope))}
         return rope.cos.index_select(0, self.pos), rope.sin.index_select(0, self.pos)
 
     def layer(self, i: int) -> "StaticLayerKV":
@@ -352,7 +367,7 @@ class SlotKVCache(FixedCache):
         if T != 1:
             raise ValueError(f"decode takes one token per slot, got T={T}")
         mask = slot_mask(self.lens_dev, self.window)
-        self.attn_kwargs = {"attn_mask": mask[:, None, None, :]}
+        self.attn_kwargs = {"attn_mask": additive(mask, self.key_dtype(rope))}
         # each slot at its own position: per-row cos/sin, shape (n_slots, 1, D/2)
         return rope.cos[self.lens_dev][:, None], rope.sin[self.lens_dev][:, None]
 

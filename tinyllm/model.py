@@ -50,6 +50,20 @@ def apply_rope(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
     return out.type_as(x)
 
 
+def attend(q: Tensor, k: Tensor, v: Tensor, attn_kwargs: dict) -> Tensor:
+    """Grouped-query SDPA: q (B, H, T, D) over k, v (B, H_kv, S, D), G = H / H_kv query heads
+    per K/V head; returns (B, T, H·D), the heads side by side for wo. With one query per row (decode), the G query heads that share a K/V head
+    are folded into the query axis, (B, H_kv, G, D): the heads then match without copying
+    the cache, and a fused kernel takes the step's mask (on CUDA, SDPA has no fused kernel
+    for a mask together with enable_gqa, and falls back to its unfused MATH path)."""
+    B, H, T, D = q.shape
+    if T == 1:
+        y = F.scaled_dot_product_attention(q.view(B, k.shape[1], -1, D), k, v, **attn_kwargs)
+        return y.reshape(B, 1, H * D)  # (B, H_kv, G, D): heads in order h = kv·G + g
+    y = F.scaled_dot_product_attention(q, k, v, enable_gqa=True, **attn_kwargs)
+    return y.transpose(1, 2).reshape(B, T, H * D)
+
+
 class Attention(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
@@ -70,8 +84,7 @@ class Attention(nn.Module):
         else:
             k, v = kv.update(k, v)
             attn_kwargs = kv.attn_kwargs
-        y = F.scaled_dot_product_attention(q, k, v, enable_gqa=True, **attn_kwargs)
-        return self.wo(y.transpose(1, 2).reshape(B, T, -1))
+        return self.wo(attend(q, k, v, attn_kwargs))
 
 
 class FeedForward(nn.Module):
