@@ -1,6 +1,7 @@
 """Weights on disk: safetensors only (a pickle can run code when loaded; safetensors cannot).
 
-Tensors are stored in bf16 (half the bytes) and loaded as fp32; the model's config travels
+Tensors are stored in bf16 (half the bytes) and loaded in the compute dtype of the device
+(generation.compute_dtype: bf16 on CUDA, fp32 on the CPU); the model's config travels
 in the file's metadata, so a file is all it takes to rebuild the model.
 """
 
@@ -14,6 +15,7 @@ from safetensors import safe_open
 from safetensors.torch import save_file
 
 from tinyllm.config import ModelConfig
+from tinyllm.generation import compute_dtype
 from tinyllm.model import Transformer
 
 WEIGHTS_DIR = Path(__file__).parent / "weights"
@@ -41,7 +43,9 @@ def save(model: Transformer, path, extra: dict | None = None) -> str:
 
 
 def load(path, expected_sha256: str | None = None, device=None) -> Transformer:
-    """Rebuild a Transformer from a safetensors file, checking its sha256 first if given."""
+    """Rebuild a Transformer from a safetensors file, checking its sha256 first if given,
+    with its parameters (and RoPE tables) in generation.compute_dtype(device): bf16 on
+    CUDA, as stored, and fp32 on the CPU."""
     path = Path(path)
     if not path.is_file():
         raise ValueError(f"no weights file at {path}")
@@ -69,7 +73,9 @@ def load(path, expected_sha256: str | None = None, device=None) -> Transformer:
                 )
             state[name] = t.float()
     model.load_state_dict(state)
-    return model.to(device or "cpu").eval().requires_grad_(False)  # for inference
+    device = torch.device(device or "cpu")
+    model = model.to(device=device, dtype=compute_dtype(device))  # the dtype it computes in
+    return model.eval().requires_grad_(False)  # for inference
 
 
 def card_sha256(card=None) -> str:

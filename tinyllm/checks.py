@@ -14,6 +14,10 @@ def model_device(model) -> torch.device:
     return next(model.parameters()).device
 
 
+def model_dtype(model) -> torch.dtype:
+    return next(model.parameters()).dtype
+
+
 def check_ids(idx, vocab_size: int, device, name: str = "idx") -> None:
     if not isinstance(idx, Tensor):
         raise ValueError(f"{name} must be a torch.Tensor of token ids, got {type(idx).__name__}")

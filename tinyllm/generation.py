@@ -7,10 +7,13 @@ This is the reference path. It is exact and simple, and on a GPU it is slow for 
 model: every decode step launches a few hundred tiny kernels from the CPU (notebook 01).
 graphs.py makes the same loop fast; this file is what it is checked against.
 
-All precision choices are made in one place, autocast(device): bf16 autocast on CUDA
-(fp16 where the GPU has no bf16), full fp32 on the CPU. Eager generate, both graph
-decoders and the engine all use it, so comparing them measures masks and kernels, never
-a dtype.
+All precision choices are made in one place, here: a model computes in compute_dtype(its
+device), bf16 on CUDA (fp16 where the GPU has no bf16) and fp32 on the CPU, and load()
+returns its parameters in that dtype, so no step re-casts a weight. autocast(...) is the
+context every forward runs in: it limits SDPA's kernels on CUDA, and only an fp32 model on
+CUDA (one being trained) runs under bf16 autocast. Eager generate, both graph decoders and
+the engine use the same weights and the same policy, so comparing them measures masks and
+kernels, never a dtype.
 """
 
 import contextlib
@@ -19,7 +22,7 @@ import torch
 from torch import Tensor
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from tinyllm.checks import check_generate_args, check_ids, check_prompt, model_device
+from tinyllm.checks import check_generate_args, check_ids, check_prompt, model_device, model_dtype
 from tinyllm.kv_cache import KVCache
 
 # cuDNN's attention builds a new execution plan for every new key length: with the dynamic
@@ -29,21 +32,40 @@ from tinyllm.kv_cache import KVCache
 ATTENTION_BACKENDS = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]
 
 
-@contextlib.contextmanager
-def autocast(device, attention_backends=None):
-    """The one precision (and attention-kernel) policy: bf16 autocast on CUDA (fp16 where
-    the GPU lacks bf16), with SDPA limited to attention_backends (default
-    ATTENTION_BACKENDS); nothing at all on the CPU (fp32).
+def compute_dtype(device) -> torch.dtype:
+    """The dtype a model computes in on `device`: bf16 on CUDA (fp16 where the GPU lacks
+    bf16), fp32 on the CPU."""
+    if torch.device(device).type != "cuda":
+        return torch.float32
+    return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
 
+
+@contextlib.contextmanager
+def autocast(device, attention_backends=None, param_dtype=None):
+    """The context every forward pass runs in. On the CPU: nothing (fp32). On CUDA: SDPA
+    limited to attention_backends (default ATTENTION_BACKENDS), and, when the parameters
+    (param_dtype, default fp32) are not in the compute dtype already, autocast to it.
+
+    A model from load() is in the compute dtype and needs no autocast: under autocast every
+    step would cast every weight again, and norms and softmax would round-trip through fp32.
     cache_enabled=False: autocast's cache of cast weights does not survive graph capture."""
     device = torch.device(device)
     if device.type != "cuda":
         yield
         return
-    dtype = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+    dtype = compute_dtype(device)
     backends = ATTENTION_BACKENDS if attention_backends is None else attention_backends
-    with torch.autocast("cuda", dtype=dtype, cache_enabled=False), sdpa_kernel(backends):
+    cast = (param_dtype or torch.float32) != dtype
+    with (
+        torch.autocast("cuda", dtype=dtype, cache_enabled=False, enabled=cast),
+        sdpa_kernel(backends),
+    ):
         yield
+
+
+def precision(model, attention_backends=None):
+    """autocast(...) for this model: its device, its parameters' dtype."""
+    return autocast(model_device(model), attention_backends, model_dtype(model))
 
 
 # --- the inference phases -----------------------------------------------------------------
@@ -52,7 +74,7 @@ def autocast(device, attention_backends=None):
 @torch.no_grad()
 def prefill(model, idx: Tensor, cache) -> Tensor:
     """Run the whole prompt (B, T) through the model, filling the cache; logits (B, T, V)."""
-    with autocast(model_device(model)):
+    with precision(model):
         logits, _ = model(idx, cache=cache)
     return logits
 
@@ -67,7 +89,7 @@ def decode_step(model, cache, tok: Tensor, check: bool = True) -> Tensor:
         check_ids(tok, model.cfg.vocab_size, model_device(model), name="tok")
         if tok.dim() != 2 or tok.shape[1] != 1:
             raise ValueError(f"tok must have shape (B, 1), got {tuple(tok.shape)}")
-    with autocast(model_device(model)):
+    with precision(model):
         logits, _ = model(tok, cache=cache)
     return logits
 

@@ -38,7 +38,7 @@ from tinyllm.checks import (
     check_windows,
     model_device,
 )
-from tinyllm.generation import autocast, decode_n_tokens
+from tinyllm.generation import decode_n_tokens, precision
 from tinyllm.kv_cache import SlotKVCache, StaticKVCache
 from tinyllm.model import Transformer
 
@@ -146,7 +146,7 @@ class WindowGraphs:
     @torch.no_grad()
     def forward(self) -> Tensor:
         """The static step itself: one token per row from self.tok, through the cache."""
-        with autocast(self.tok.device):
+        with precision(self.model):
             logits, _ = self.step_model(self.tok, cache=self.cache)
         return logits
 
@@ -241,7 +241,7 @@ class GraphDecoder(WindowGraphs):
         if idx.shape[0] != self.batch:
             raise ValueError(f"batch {idx.shape[0]} != decoder batch {self.batch}")
         self.cache.reset(pad_lens)
-        with autocast(self.tok.device):
+        with precision(self.model):
             logits, _ = self.model(idx, cache=self.cache)
         self.prefilled = True
         return logits
