@@ -37,9 +37,10 @@ def test_step_ops_finds_every_layer_op_once_per_block(toy_model, toy_step_ops):
     n_layers = toy_model.cfg.n_layers
     counts = anatomy.op_counts(toy_step_ops, n_layers)
     rows = counts["rows"]
-    # by the model's code: 7 projections and 2 norms per block; the LM head, the final norm
+    # by the model's code: 4 projections (wqkv, wo, w13, w2) and 2 norms per block; the
+    # LM head, the final norm
     # and the embedding outside the blocks
-    assert (rows["Linear"]["per_layer"], rows["Linear"]["outside"]) == (7, 1)
+    assert (rows["Linear"]["per_layer"], rows["Linear"]["outside"]) == (4, 1)
     assert (rows["RMSNorm"]["per_layer"], rows["RMSNorm"]["outside"]) == (2, 1)
     assert rows["Embedding"]["outside_ops"] == {"embedding": 1}
     assert rows["model.attend"]["ops"] == {"scaled_dot_product_attention": 1}
@@ -47,7 +48,7 @@ def test_step_ops_finds_every_layer_op_once_per_block(toy_model, toy_step_ops):
     assert rows["Block"]["ops"] == {"add": 2}  # the two residual adds
     assert counts["compute"] == n_layers * counts["per_layer"] + counts["outside"]
     assert counts["compute"] + counts["views"] == len(toy_step_ops)
-    assert counts["totals"]["linear"] == 7 * n_layers + 1
+    assert counts["totals"]["linear"] == 4 * n_layers + 1
     assert sum(counts["totals"].values()) == counts["compute"]
     assert all(f"aten::{op}" in anatomy.VIEW_OPS for r in rows.values() for op in r["views"])
     table = anatomy.op_table(counts)

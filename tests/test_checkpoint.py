@@ -51,12 +51,12 @@ def test_load_rejects_a_wrong_sha256(toy_model, tmp_path):
 def test_load_rejects_a_tensor_of_the_wrong_shape(toy_model, tmp_path):
     path = tmp_path / "bad.safetensors"
     tensors = {k: v.to(torch.bfloat16).contiguous() for k, v in toy_model.state_dict().items()}
-    tensors["blocks.1.attn.wk.weight"] = torch.zeros(7, 64, dtype=torch.bfloat16)
+    tensors["blocks.1.attn.wqkv.weight"] = torch.zeros(7, 64, dtype=torch.bfloat16)
     save_file(tensors, str(path), metadata={"config": json.dumps(toy_model.cfg.to_dict())})
     with pytest.raises(
         ValueError,
-        match=r"tensor blocks\.1\.attn\.wk\.weight has shape \(7, 64\), "
-        r"the config needs \(32, 64\)",
+        match=r"tensor blocks\.1\.attn\.wqkv\.weight has shape \(7, 64\), "
+        r"the config needs \(128, 64\)",
     ):
         load(path)
 

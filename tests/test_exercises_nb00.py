@@ -70,7 +70,7 @@ def test_param_split_right(answer, capsys):
         ((ATTN, float(FFN)), "pair of ints"),
         ((FFN, ATTN), "swapped"),
         ((4 * 256 * 256, FFN), "n_kv_heads"),
-        ((ATTN, 2 * 256 * 768), "three matrices"),
+        ((ATTN, 2 * 256 * 768), "the gate and the up projection"),
         ((ATTN + 256, FFN), "count only block.attn"),
         ((ATTN, FFN + 256), "count only block.ffn"),
         ((ATTN, 1), "attention count is right"),

@@ -7,9 +7,8 @@ where the course's comes from fp64: relative differences are ~3e-7; we allow 1e-
 
 import pytest
 import torch
-from torch import nn
 
-from tinyllm import KVCache, Transformer, generate
+from tinyllm import KVCache, generate
 from tinyllm.generation import decode_step, prefill
 from tinyllm.lab import gptfast
 
@@ -73,21 +72,6 @@ def test_shipped_model_greedy_tokens_through_gptfast_sampling(shipped_model, doc
         got.append(tok)
         assert probs.shape == (2, shipped_model.cfg.vocab_size)
     assert torch.equal(torch.cat(got, dim=1).long(), ref[:, 1:])
-
-
-def test_fused_course_layout_loads_the_same_weights(toy_model):
-    fused = Transformer(toy_model.cfg)
-    fused.load_state_dict(toy_model.state_dict())
-    for block in fused.blocks:
-        attn, ffn = block.attn, block.ffn
-        attn.wqkv = nn.Linear(1, 1, bias=False)
-        attn.wqkv.weight = nn.Parameter(torch.cat([attn.wq.weight, attn.wk.weight, attn.wv.weight]))
-        ffn.w13 = nn.Linear(1, 1, bias=False)
-        ffn.w13.weight = nn.Parameter(torch.cat([ffn.w1.weight, ffn.w3.weight]))
-        del attn.wq, attn.wk, attn.wv, ffn.w1, ffn.w3  # only the fused layout is left to read
-    a, b = gptfast.from_course(toy_model).state_dict(), gptfast.from_course(fused).state_dict()
-    assert a.keys() == b.keys()
-    assert all(torch.equal(a[k], b[k]) for k in a)
 
 
 def test_caches_sized_as_generate_py(toy_model):

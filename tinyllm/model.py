@@ -68,16 +68,17 @@ class Attention(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.n_heads, self.n_kv_heads, self.head_dim = cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
-        self.wq = nn.Linear(cfg.d_model, cfg.n_heads * cfg.head_dim, bias=False)
-        self.wk = nn.Linear(cfg.d_model, cfg.n_kv_heads * cfg.head_dim, bias=False)
-        self.wv = nn.Linear(cfg.d_model, cfg.n_kv_heads * cfg.head_dim, bias=False)
+        # queries, keys and values in one GEMM: rows for H query heads, then H_kv key heads,
+        # then H_kv value heads
+        qkv_dim = (cfg.n_heads + 2 * cfg.n_kv_heads) * cfg.head_dim
+        self.wqkv = nn.Linear(cfg.d_model, qkv_dim, bias=False)
         self.wo = nn.Linear(cfg.n_heads * cfg.head_dim, cfg.d_model, bias=False)
 
     def forward(self, x: Tensor, cos: Tensor, sin: Tensor, kv=None) -> Tensor:
         B, T, _ = x.shape
-        q = self.wq(x).view(B, T, self.n_heads, self.head_dim).transpose(1, 2)
-        k = self.wk(x).view(B, T, self.n_kv_heads, self.head_dim).transpose(1, 2)
-        v = self.wv(x).view(B, T, self.n_kv_heads, self.head_dim).transpose(1, 2)
+        H, H_kv, D = self.n_heads, self.n_kv_heads, self.head_dim
+        qkv = self.wqkv(x).view(B, T, H + 2 * H_kv, D).transpose(1, 2)
+        q, k, v = qkv.split([H, H_kv, H_kv], dim=1)
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
         if kv is None:
             attn_kwargs = {"is_causal": True}
@@ -88,16 +89,17 @@ class Attention(nn.Module):
 
 
 class FeedForward(nn.Module):
-    """SwiGLU: w2(silu(w1 x) * w3 x)."""
+    """SwiGLU: w2(silu(gate) * up), with gate and up from one GEMM, w13 (the rows of w1,
+    then those of w3)."""
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()
-        self.w1 = nn.Linear(cfg.d_model, cfg.ffn_hidden, bias=False)
-        self.w3 = nn.Linear(cfg.d_model, cfg.ffn_hidden, bias=False)
+        self.w13 = nn.Linear(cfg.d_model, 2 * cfg.ffn_hidden, bias=False)
         self.w2 = nn.Linear(cfg.ffn_hidden, cfg.d_model, bias=False)
 
     def forward(self, x: Tensor) -> Tensor:
-        return self.w2(F.silu(self.w1(x)) * self.w3(x))
+        gate, up = self.w13(x).chunk(2, dim=-1)
+        return self.w2(F.silu(gate) * up)
 
 
 class Block(nn.Module):

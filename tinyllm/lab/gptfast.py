@@ -254,18 +254,11 @@ def interleave_rope_rows(w: Tensor, n_heads: int, head_dim: int) -> Tensor:
 
 
 def course_projections(block, cfg) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
-    """wq, wk, wv, w1, w3 of one course block, separate (attn.wq/wk/wv, ffn.w1/w3) or fused
-    (attn.wqkv: rows q, then k, then v; ffn.w13: rows w1, then w3)."""
-    attn, ffn = block.attn, block.ffn
+    """wq, wk, wv, w1, w3 of one course block, from its fused attn.wqkv (rows q, then k, then
+    v) and ffn.w13 (rows w1, then w3)."""
     q_rows, kv_rows = cfg.n_heads * cfg.head_dim, cfg.n_kv_heads * cfg.head_dim
-    if hasattr(attn, "wqkv"):
-        wq, wk, wv = attn.wqkv.weight.split([q_rows, kv_rows, kv_rows])
-    else:
-        wq, wk, wv = attn.wq.weight, attn.wk.weight, attn.wv.weight
-    if hasattr(ffn, "w13"):
-        w1, w3 = ffn.w13.weight.split([cfg.ffn_hidden, cfg.ffn_hidden])
-    else:
-        w1, w3 = ffn.w1.weight, ffn.w3.weight
+    wq, wk, wv = block.attn.wqkv.weight.split([q_rows, kv_rows, kv_rows])
+    w1, w3 = block.ffn.w13.weight.split([cfg.ffn_hidden, cfg.ffn_hidden])
     return wq, wk, wv, w1, w3
 
 

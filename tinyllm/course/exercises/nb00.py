@@ -73,23 +73,21 @@ def check_param_split(answer) -> bool:
         hints.append("Attention: count only block.attn; the RMSNorms sit outside it.")
     elif a == 4 * d * d:
         hints.append(
-            "Attention: wk and wv are smaller than wq. Grouped-query attention gives "
-            "keys and values n_kv_heads heads, not n_heads."
+            "Attention: wqkv makes n_heads query heads but only n_kv_heads key heads and "
+            "n_kv_heads value heads (grouped-query attention), so it is not 3 × d_model wide."
         )
     else:
-        hints.append(
-            "Attention: add up in_features × out_features of wq, wk, wv and wo (no biases)."
-        )
+        hints.append("Attention: add up in_features × out_features of wqkv and wo (no biases).")
     if f == ffn:
         hints.append("The feed-forward count is right.")
     elif f in (ffn + norm, ffn + 2 * norm):
         hints.append("Feed-forward: count only block.ffn; the RMSNorms sit outside it.")
-    elif f == 2 * d * cfg.ffn_hidden:
+    elif f == 2 * d * cfg.ffn_hidden:  # w13 counted as one ffn_hidden wide, or w2 forgotten
         hints.append(
-            "Feed-forward: SwiGLU has three matrices, w1 and w3 (d_model → "
-            "ffn_hidden) and w2 (back)."
+            "Feed-forward: SwiGLU's w13 makes two vectors of ffn_hidden (the gate and the "
+            "up projection), and w2 maps ffn_hidden back to d_model."
         )
     else:
-        hints.append("Feed-forward: add up in_features × out_features of w1, w2 and w3.")
+        hints.append("Feed-forward: add up in_features × out_features of w13 and w2.")
     hint(" ".join(hints))
     return False
