@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from tinyllm import SlotKVCache, StaticKVCache
 from tinyllm.generation import decode_step, left_pad, prefill
 from tinyllm.kv_cache import KVCache, causal_kwargs, padded_causal_mask
-from tinyllm.model import apply_rope
+from tinyllm.model import apply_rope, widen
 
 ATOL = 1e-5
 
@@ -116,14 +116,26 @@ def test_per_row_rope_places_each_row_at_its_own_position(toy_model):
         alone, _ = toy_model(idx[b : b + 1], cache=_RowCache([off], shared=True))
         torch.testing.assert_close(per_row[b : b + 1], alone, atol=ATOL, rtol=0)
     # and apply_rope itself: a per-row table equals the row's own shared table
-    x = torch.randn(3, 4, 9, toy_model.cfg.head_dim)
-    cos, sin = _RowCache(offsets).begin_step(9, toy_model.rope)
+    x = torch.randn(3, 9, 4, toy_model.cfg.head_dim)  # (B, T, heads, D)
+    cos, sin = widen(*_RowCache(offsets).begin_step(9, toy_model.rope))
     rotated = apply_rope(x, cos, sin)
     for b, off in enumerate(offsets):
-        c, s = toy_model.rope(9, off)
+        c, s = widen(*toy_model.rope(9, off))
         torch.testing.assert_close(
             rotated[b : b + 1], apply_rope(x[b : b + 1], c, s), atol=0, rtol=0
         )
+
+
+def test_apply_rope_rotates_each_pair_by_its_angle(toy_model):
+    """(x_j, x_{j+D/2}) as the complex number x_j + i x_{j+D/2}, times e^{i p θ_j}."""
+    D, T, offset = toy_model.cfg.head_dim, 7, 11
+    x = torch.randn(2, T, 3, D, dtype=torch.float64)
+    cos, sin = toy_model.rope(T, offset)
+    got = apply_rope(x, *widen(cos.double(), sin.double()))
+    z = torch.complex(x[..., : D // 2], x[..., D // 2 :])
+    want = z * torch.complex(cos.double(), sin.double())[:, None, :]  # over the heads
+    torch.testing.assert_close(got, torch.cat([want.real, want.imag], dim=-1))
+    assert not torch.allclose(got, x)  # it does rotate
 
 
 def brute_padded_mask(offset, T, first_valid):

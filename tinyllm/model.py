@@ -41,13 +41,19 @@ class Rope(nn.Module):
         return self.cos[offset : offset + T], self.sin[offset : offset + T]
 
 
+def widen(cos: Tensor, sin: Tensor) -> tuple[Tensor, Tensor]:
+    """RoPE rows (..., D/2) widened to the whole head, once per step: (cos, cos) and
+    (-sin, sin), so that apply_rope is one multiply and one multiply-add per layer."""
+    return torch.cat([cos, cos], dim=-1), torch.cat([-sin, sin], dim=-1)
+
+
 def apply_rope(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
-    """Rotate pairs (x_j, x_{j+D/2}) of x (B, H, T, D) by the angles in cos/sin."""
-    if cos.dim() == 3:  # per row (B, T, D/2): broadcast over heads
-        cos, sin = cos[:, None], sin[:, None]
-    x1, x2 = x.float().chunk(2, dim=-1)
-    out = torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1)
-    return out.type_as(x)
+    """Rotate the pairs (x_j, x_{j+D/2}) of x (B, T, heads, D) by the angles in the widened
+    rows cos, sin (T, D) or, per row, (B, T, D):
+    (x_j, x_{j+D/2}) → (x_j cos - x_{j+D/2} sin, x_{j+D/2} cos + x_j sin)."""
+    cos, sin = cos.unsqueeze(-2), sin.unsqueeze(-2)  # the same angles for every head
+    x1, x2 = x.chunk(2, dim=-1)
+    return torch.addcmul(x * cos, torch.cat([x2, x1], dim=-1), sin)
 
 
 def attend(q: Tensor, k: Tensor, v: Tensor, attn_kwargs: dict) -> Tensor:
@@ -77,9 +83,9 @@ class Attention(nn.Module):
     def forward(self, x: Tensor, cos: Tensor, sin: Tensor, kv=None) -> Tensor:
         B, T, _ = x.shape
         H, H_kv, D = self.n_heads, self.n_kv_heads, self.head_dim
-        qkv = self.wqkv(x).view(B, T, H + 2 * H_kv, D).transpose(1, 2)
-        q, k, v = qkv.split([H, H_kv, H_kv], dim=1)
-        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        qkv = self.wqkv(x).view(B, T, H + 2 * H_kv, D)
+        qk = apply_rope(qkv[:, :, : H + H_kv], cos, sin)  # queries and keys in one pass
+        q, k, v = (t.transpose(1, 2) for t in (qk[:, :, :H], qk[:, :, H:], qkv[:, :, H + H_kv :]))
         if kv is None:
             attn_kwargs = {"is_causal": True}
         else:
@@ -144,6 +150,7 @@ class Transformer(nn.Module):
         B, T = idx.shape
         x = self.tok_emb(idx)
         cos, sin = self.rope(T, 0) if cache is None else cache.begin_step(T, self.rope)
+        cos, sin = widen(cos, sin)
         for i, block in enumerate(self.blocks):
             x = block(x, cos, sin, None if cache is None else cache.layer(i))
         if cache is not None:
