@@ -111,9 +111,10 @@ def bucket_tradeoff(max_len: int, first: int = 128, growths=(8, 4, 2, 1.5, 1.25)
 # --- fused kernels (notebook 07) -----------------------------------------------------------
 
 # fused=True: the step's kernels come from torch.compile (Inductor fuses the elementwise
-# chains into a few Triton kernels) without its own CUDA graphs, so the graphs are still
-# ours: one per bucket, one shared pool. One compiled shape per window and batch size.
-FUSED_COMPILE = {"mode": "default", "dynamic": False, "fullgraph": True}
+# chains into a few Triton kernels) in its default mode, without CUDA graphs of its own, so
+# the graphs are still ours: one per bucket, one shared pool. One compiled shape per window
+# and batch size. A dict of torch.compile arguments updates these ({"options": {...}}).
+FUSED_COMPILE = {"dynamic": False, "fullgraph": True}
 
 
 def compile_step(model: Transformer, fused):

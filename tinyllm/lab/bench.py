@@ -1,17 +1,20 @@
 """The measurements behind results/: python -m tinyllm.lab.bench (a benchmark, not a test).
 
-    python -m tinyllm.lab.bench                  # on a GPU: writes results/<gpu>.json and a trace
-    python -m tinyllm.lab.bench --quick          # fewer batch sizes and steps, for a first look
+    python -m tinyllm.lab.bench            # on a GPU: writes results/<gpu>.json and a trace
+    python -m tinyllm.lab.bench --quick    # fewer batch sizes and repeats, for a first look
 
-Operating point: the shipped model, a 32-token prompt, 256 decode steps; each step timed
-with CUDA events after warm-up, medians reported. Three ways to run the same decode step:
+Operating point: the shipped model, a 32-token prompt, then decode steps at positions 32 and
+on, in the window of 128 keys. Every cell is timed in interleaved repeats (lab/peers.py):
+the median of each repeat's steps, each step timed with CUDA events, back to back as a
+decode loop runs them; the file keeps the median over repeats and its min–max. Three ways to
+run the same decode step:
 
 - eager:  generation.decode_step with the dynamic KVCache (what generate() does);
 - static: GraphDecoder(use_graph=False), the fixed-shape step run eagerly;
-- graph:  GraphDecoder(use_graph=True), the same step replayed from a CUDA graph.
+- graph:  GraphDecoder(use_graph=True), the same step replayed from a CUDA graph;
 
-The two comparisons of notebook 05 live here too (compare_replay, compare_eager_static),
-so a CPU can run them live: they need no GPU, only a model.
+and, at batch 1, the peers (lab/peers.py): fused kernels in the bucketed graphs,
+reduce-overhead as a user first tries it, and gpt-fast's recipe as its generate.py runs it.
 """
 
 import argparse
@@ -27,20 +30,16 @@ from pathlib import Path
 import torch
 from torch.nn.attention import SDPBackend
 
-from tinyllm import Engine, GraphDecoder, KVCache, Tokenizer, autocast, load_pretrained
-from tinyllm.generation import ATTENTION_BACKENDS, decode_step, left_pad, prefill
+from tinyllm import Engine, GraphDecoder, KVCache, Tokenizer, load_pretrained
+from tinyllm.generation import ATTENTION_BACKENDS, decode_step, left_pad, precision, prefill
 from tinyllm.graphs import FUSED_COMPILE
+from tinyllm.lab import peers
 from tinyllm.lab.exactness import compare_eager_static, compare_replay
-from tinyllm.lab.timing import (
-    copy_bandwidth_GBps,
-    kernel_summary,
-    pool_bytes,
-    profile_steps,
-    time_steps,
-)
+from tinyllm.lab.timing import copy_bandwidth_GBps, pool_bytes, step_times
 
 RESULTS = Path(__file__).resolve().parents[2] / "results"
 PROMPT = "The for statement is used to iterate over the elements of a sequence"
+SECTIONS = ("steps", "capture", "exactness", "engine", "peers", "sweep", "windows")
 
 
 def prompt_batch(batch: int, prompt_len: int, device) -> torch.Tensor:
@@ -52,20 +51,23 @@ def gpu_slug(name: str) -> str:
     return name.lower().replace("nvidia", "").strip().replace(" ", "_")
 
 
-def provenance(command: str, commit: str | None) -> dict:
-    if commit is None:
-        try:
-            commit = (
-                subprocess.run(
-                    ["git", "rev-parse", "--short", "HEAD"],
-                    capture_output=True,
-                    text=True,
-                    cwd=Path(__file__).parent,
-                ).stdout.strip()
-                or None
-            )
-        except OSError:
-            commit = None
+def git(*args) -> str | None:
+    try:
+        out = subprocess.run(
+            ["git", *args], capture_output=True, text=True, cwd=Path(__file__).parent
+        )
+    except OSError:
+        return None
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
+def provenance(command: str, commit: str | None = None, dirty: bool | None = None) -> dict:
+    """Where a measurement comes from. commit and dirty default to git's view of this
+    checkout (TINYLLM_COMMIT / TINYLLM_DIRTY where the copy has no .git)."""
+    commit = commit or os.environ.get("TINYLLM_COMMIT") or git("rev-parse", "--short", "HEAD")
+    if dirty is None:
+        status = git("status", "--porcelain", "--untracked-files=no")
+        dirty = os.environ.get("TINYLLM_DIRTY") == "1" if status is None else bool(status)
     return {
         "gpu": torch.cuda.get_device_name(),
         "torch": torch.__version__,
@@ -73,11 +75,9 @@ def provenance(command: str, commit: str | None) -> dict:
         "python": platform.python_version(),
         "date": time.strftime("%Y-%m-%d"),
         "commit": commit,
+        "dirty": dirty,
         "command": command,
     }
-
-
-# --- the three step functions, each after its own prefill --------------------------------
 
 
 def make_step(model, mode: str, idx: torch.Tensor):
@@ -93,23 +93,82 @@ def make_step(model, mode: str, idx: torch.Tensor):
     return partial(decoder.step, check=False)  # as generate() runs it: no id re-check
 
 
-# --- the GPU measurements ------------------------------------------------------------------
+def eager_step_with_backends(model, idx, attention_backends):
+    """Eager decode (prefill, then the dynamic cache's step) with SDPA limited to
+    attention_backends instead of generation.ATTENTION_BACKENDS."""
+    cache = KVCache(model.cfg.n_layers)
+
+    @torch.no_grad()
+    def run(tokens):
+        with precision(model, attention_backends):
+            return model(tokens, cache=cache)[0]
+
+    run(idx)
+    return run
+
+
+# --- the sections ----------------------------------------------------------------------------
+
+
+def measure_steps(model, batches, repeats: int) -> dict:
+    """Eager, static and graph at every batch size: step time (median, min, max over the
+    repeats), host time, kernel time and kernels; traces of two steps for the timeline."""
+    out = {k: {"batch": batches} for k in ("step_time", "cpu_time", "gpu_kernel_time", "kernels")}
+    traces = {}
+    for B in batches:
+        idx = prompt_batch(B, 32, "cuda")
+        variants = [
+            peers.eager(model, idx),
+            peers.decoder(model, idx, "static", use_graph=False),
+            peers.decoder(model, idx, "graph"),
+        ]
+        rows = peers.measure(variants, repeats=repeats, keep_trace=True)
+        traces[str(B)] = {r["name"]: r.pop("trace") for r in rows if r["name"] != "static"}
+        for r in rows:
+            m = r["name"]
+            for key, value in (("", "median"), ("_min", "min"), ("_max", "max")):
+                out["step_time"].setdefault(f"{m}{key}_us", []).append(r["step_us"][value])
+            out["cpu_time"].setdefault(f"{m}_us", []).append(r["cpu_us"])
+            out["gpu_kernel_time"].setdefault(f"{m}_us", []).append(r["kernel_us"])
+            out["kernels"].setdefault(m, []).append(r["kernels"])
+    st = out["step_time"]
+    st["speedup"] = [round(e / g, 2) for e, g in zip(st["eager_us"], st["graph_us"])]
+    out["kernels_per_step"] = {m: out["kernels"][m][0] for m in ("eager", "static", "graph")}
+    out["graph_busy_fraction"] = {
+        "batch": batches,
+        "fraction": [
+            round(k / s, 3) for k, s in zip(out["gpu_kernel_time"]["graph_us"], st["graph_us"])
+        ],
+    }
+    idx = prompt_batch(1, 32, "cuda")  # cuDNN attention plans anew for every key length
+    cudnn = [*ATTENTION_BACKENDS, SDPBackend.CUDNN_ATTENTION]
+    t = step_times(eager_step_with_backends(model, idx, cudnn), idx[:, -1:].clone(), 40)
+    out["eager_with_cudnn_attention"] = {"batch": 1, "step_us": round(sorted(t)[len(t) // 2], 1)}
+    return out, traces
 
 
 def measure_capture(model, idx) -> dict:
+    """Capture time and pool memory: each window alone in a fresh pool, all of them in one
+    shared pool (largest first, as capture() does), and smallest first."""
     out = {"batch": idx.shape[0], "windows": [], "capture_s": [], "pool_bytes": []}
     buckets = GraphDecoder(model, idx.shape[0]).buckets
-    for w in buckets:  # each window alone, in a fresh pool of its own
+    for w in buckets:
         d = GraphDecoder(model, idx.shape[0])
         d.prefill(idx)
         out["windows"].append(w)
         out["capture_s"].append(round(d.capture((w,)), 4))
         out["pool_bytes"].append(pool_bytes(d.pool))
-        del d
-    d = GraphDecoder(model, idx.shape[0])
-    d.prefill(idx)
-    out["total_capture_s"] = round(d.capture(), 4)
-    out["shared_pool_bytes"] = pool_bytes(d.pool)
+    for order in ("largest_first", "smallest_first"):
+        d = GraphDecoder(model, idx.shape[0])
+        d.prefill(idx)
+        t0, after = time.perf_counter(), []
+        for w in sorted(buckets, reverse=order == "largest_first"):
+            d.capture((w,))
+            after.append(pool_bytes(d.pool))
+        out[f"{order}_pool_bytes"] = after  # the shared pool after each capture
+        out[f"{order}_capture_s"] = round(time.perf_counter() - t0, 4)
+    out["shared_pool_bytes"] = out["largest_first_pool_bytes"][-1]
+    out["total_capture_s"] = out["largest_first_capture_s"]
     out["separate_pools_bytes"] = sum(out["pool_bytes"])
     return out
 
@@ -137,233 +196,196 @@ def measure_engine(model, n_slots: int, n_requests: int, seed: int = 0) -> dict:
         done = engine.run()
         torch.cuda.synchronize()
         seconds = time.perf_counter() - t0
-        assert sum(len(v) for v in done.values()) == sum(news)
+        if sum(len(v) for v in done.values()) != sum(news):
+            raise RuntimeError("the engine lost tokens")
         out[f"{mode}_s"] = round(seconds, 3)
         out[f"{mode}_tok_s"] = round(sum(news) / seconds, 1)
     out["speedup"] = round(out["graph_tok_s"] / out["eager_tok_s"], 2)
     return out
 
 
-def compiled_static_step(model, idx, mode: str, buckets=None, static_addresses=False):
-    """A static-cache step through torch.compile(model, mode=...) as a user first writes it
-    (no fullgraph, dynamic shapes allowed): `buckets` None is the project's default buckets,
-    (max_len,) one window of max_len keys. static_addresses marks the cache tensors as
-    fixed, as module buffers are."""
-    compile_args = {"mode": mode, "dynamic": None, "fullgraph": False}
-    decoder = GraphDecoder(
-        model, idx.shape[0], buckets=buckets, use_graph=False, fused=compile_args
-    )
-    decoder.prefill(idx)
-    if static_addresses:
-        c = decoder.cache
-        for t in c.k + c.v + [c.pos, c.first_valid, decoder.tok]:
-            torch._dynamo.mark_static_address(t)
-    return partial(decoder.step, check=False)
+def measure_peers(model, repeats: int, fused_settings: list) -> dict:
+    """Batch 1, window 128: eager, static, graph, fused kernels in the bucketed graphs (for
+    each entry of fused_settings, the default FUSED_COMPILE first), fused without graphs,
+    reduce-overhead as a user first tries it, and gpt-fast (verbatim, forward only, and with
+    the fused path's own Inductor settings, if it has any). One torch._dynamo.reset() before
+    each compiled variant is built, then all are timed together, interleaved."""
+    idx = prompt_batch(1, 32, "cuda")
+    variants = [
+        peers.eager(model, idx),
+        peers.decoder(model, idx, "static", use_graph=False),
+        peers.decoder(model, idx, "graph"),
+    ]
+    built = [
+        lambda: peers.decoder(model, idx, "fused kernels, no graph", use_graph=False, fused=True),
+        *(partial(peers.decoder, model, idx, fused_name(s), fused=s) for s in fused_settings),
+        partial(peers.reduce_overhead_first_try, model, idx),
+        partial(peers.gpt_fast, model, idx, 256),
+        partial(peers.gpt_fast, model, idx, 256, forward_only=True),
+    ]
+    extra = {
+        k: v
+        for s in fused_settings
+        if isinstance(s, dict)
+        for k, v in s.get("options", {}).items()
+        if k != "coordinate_descent_tuning"
+    }
+    if extra:
+        built.append(partial(peers.gpt_fast, model, idx, 256, forward_only=True, extra=extra))
+    skips = {}
+    for build in built:
+        torch._dynamo.reset()
+        counters_clear()
+        variants.append(build())
+        variants[-1].reset()
+        variants[-1].step(variants[-1].tok)
+        skips[variants[-1].name] = peers.skipped_cudagraphs()
+    rows = peers.measure(variants, repeats=repeats)
+    for r in rows:
+        r["cudagraph_skips"] = skips.get(r["name"], 0)
+    by = {v.name: v for v in variants}
+    breakdown = {
+        n: peers.host_breakdown(by[n])
+        for n in ("reduce-overhead, first try", "gpt-fast", "gpt-fast, forward only")
+    }
+    return {
+        "batch": 1,
+        "positions": [32, 75],
+        "window": 128,
+        "rows": rows,
+        "fused_settings": fused_settings,
+        "host_breakdown": breakdown,
+    }
 
 
-def eager_step_with_backends(model, idx, attention_backends):
-    """Eager decode (prefill, then the dynamic cache's step) with SDPA limited to
-    attention_backends instead of generation.ATTENTION_BACKENDS."""
-    cache = KVCache(model.cfg.n_layers)
-
-    @torch.no_grad()
-    def run(tokens):
-        with autocast(idx.device, attention_backends=attention_backends):
-            return model(tokens, cache=cache)[0]
-
-    run(idx)
-    return run
-
-
-def measure_fusion(model, batch: int = 1, n_steps: int = 64) -> dict:
-    """Eager, GraphDecoder's graphs of unfused kernels, torch.compile's reduce-overhead (as
-    a user first tries it, and gpt-fast style), and fused kernels in the project's bucketed
-    graphs: same model, same batch, positions 32 to about 136 (one bucket), in one run."""
+def counters_clear() -> None:
     from torch._dynamo.utils import counters
 
-    idx = prompt_batch(batch, 32, "cuda")
-    tok = idx[:, -1:].clone()
-    max_len = model.cfg.max_seq_len
+    counters.clear()
 
-    def fused_graphs():
-        d = GraphDecoder(model, batch, fused=True)
-        d.prefill(idx)
-        d.capture()
-        return partial(d.step, check=False)
 
-    def fused_eager():
-        d = GraphDecoder(model, batch, fused=True, use_graph=False)
-        d.prefill(idx)
-        return partial(d.step, check=False)
+def fused_name(settings) -> str:
+    if settings is True:
+        return "fused kernels in bucketed graphs"
+    opts = settings.get("options", settings)
+    return "fused kernels in bucketed graphs, " + ", ".join(f"{k}={v}" for k, v in opts.items())
 
-    variants = {
-        "eager": lambda: make_step(model, "eager", idx),
-        "graph (unfused kernels, bucketed)": lambda: make_step(model, "graph", idx),
-        "reduce-overhead, project cache": lambda: compiled_static_step(
-            model, idx, "reduce-overhead"
-        ),
-        "reduce-overhead, gpt-fast style": lambda: compiled_static_step(
-            model, idx, "reduce-overhead", buckets=(max_len,), static_addresses=True
-        ),
-        "fused kernels, no graph": fused_eager,
-        "fused kernels in bucketed graphs": fused_graphs,
-    }
-    rows = []
-    for name, setup in variants.items():
+
+def measure_sweep(model, fused, bin_size: int = 16) -> dict:
+    """Step time against position, 32 to max_len - 1, for the fused bucketed graphs, the
+    unfused ones, and gpt-fast with a cache of max_len positions: medians per bin of
+    bin_size positions."""
+    idx = prompt_batch(1, 32, "cuda")
+    n = model.cfg.max_seq_len - 32
+    out = {"positions": list(range(32, 32 + n, bin_size)), "bin_size": bin_size}
+    for name, build in (
+        ("graph", lambda: peers.decoder(model, idx, "graph")),
+        ("fused", lambda: peers.decoder(model, idx, "fused", fused=fused)),
+        ("gpt-fast", lambda: peers.gpt_fast(model, idx, n, forward_only=True)),
+    ):
         torch._dynamo.reset()
-        counters.clear()
-        with torch.no_grad():
-            torch.cuda.synchronize()
-            torch.cuda.reset_peak_memory_stats()
-            base = torch.cuda.memory_allocated()
-            t0 = time.perf_counter()
-            step = setup()
-            for _ in range(3):  # compiles, and reduce-overhead records its graph on call 2-3
-                step(tok)
-            torch.cuda.synchronize()
-            setup_s = time.perf_counter() - t0
-            t = time_steps(step, tok, n_steps, warmup=4, n_cpu=8)
-            kernels = kernel_summary(profile_steps(step, tok))
-            peak = torch.cuda.max_memory_allocated() - base
-        skips = sum(v for k, v in counters.get("inductor", {}).items() if "cudagraph_skip" in k)
-        rows.append(
-            {
-                "name": name,
-                "step_us": round(t["step_us"], 1),
-                "cpu_us": round(t["cpu_us"], 1),
-                "setup_s": round(setup_s, 2),
-                "peak_memory_bytes": peak,
-                "kernels": kernels["kernels"],
-                "kernel_us": round(kernels["kernel_us"], 1),
-                "cudagraph_skips": skips,
-            }
-        )
-        print("fusion", rows[-1], flush=True)
-    by = {r["name"]: r for r in rows}
+        times = peers.position_sweep(build(), n)
+        out[f"{name}_us"] = [
+            round(sorted(b)[len(b) // 2], 1)
+            for b in (times[i : i + bin_size] for i in range(0, n, bin_size))
+        ]
+    return out
+
+
+def headline(res: dict) -> dict:
+    rows = {r["name"]: r for r in res["fusion"]["rows"]}
+    best = min(
+        (r for r in rows.values() if r["name"].startswith("fused kernels in bucketed")),
+        key=lambda r: r["step_us"]["median"],
+    )
+    gptfast = min(
+        rows["gpt-fast"]["step_us"]["median"], rows["gpt-fast, forward only"]["step_us"]["median"]
+    )
     return {
-        "batch": batch,
-        "positions": [32, 32 + n_steps + 40],
-        "rows": rows,
-        "fused_over_gptfast": round(
-            by["fused kernels in bucketed graphs"]["step_us"]
-            / by["reduce-overhead, gpt-fast style"]["step_us"],
-            3,
-        ),
-        "compile": FUSED_COMPILE,
+        "graph_step_us": rows["graph"]["step_us"]["median"],
+        "graph_kernels": rows["graph"]["kernels"],
+        "fused_step_us": best["step_us"]["median"],
+        "fused_kernels": best["kernels"],
+        "gptfast_reduce_overhead_us": gptfast,
+        "best_over_gptfast": round(best["step_us"]["median"] / gptfast, 3),
+        "eager_step_us": rows["eager"]["step_us"]["median"],
+        "engine_speedup_32_slots": res["engine"]["speedup"],
     }
 
 
-def run(
-    quick: bool, out_path: Path | None, trace_path: Path | None, command: str, commit: str | None
-) -> dict:
+def run(args, command: str) -> dict:
     if not torch.cuda.is_available():
         raise SystemExit(
             "tinyllm.lab.bench measures a GPU and this machine has none; the "
             "notebooks show the recorded results from results/ instead"
         )
     model = load_pretrained("cuda")
-    prompt_len, n_steps = 32, (64 if quick else 256)
-    batches = [1, 8, 64] if quick else [1, 2, 4, 8, 16, 32, 64]
+    sections = args.sections.split(",") if args.sections else SECTIONS
+    repeats = 3 if args.quick else 5
+    batches = [1, 8, 64] if args.quick else [1, 2, 4, 8, 16, 32, 64]
+    fused_settings = [json.loads(s) if s.startswith("{") else True for s in args.fused]
     res = {
-        "provenance": provenance(command, commit),
+        "provenance": provenance(command),
         "operating_point": {
             "model": "tiny",
             "n_params": model.n_params(),
-            "prompt_len": prompt_len,
-            "decode_steps": n_steps,
+            "prompt_len": 32,
+            "positions": [32, 75],
+            "window": 128,
+            "repeats": repeats,
             "max_len": model.cfg.max_seq_len,
             "buckets": list(GraphDecoder(model, 1).buckets),
-            "dtype": "bfloat16 autocast",
-            "timing": "median over the decode steps after 16 warm-up steps, "
-            "each timed with CUDA events; the step as generate() "
-            "runs it, sampling excluded",
+            "dtype": str(next(model.parameters()).dtype),
+            "timing": peers.__doc__.split("\n\n")[1].replace("\n", " "),
         },
     }
-    modes = ("eager", "static", "graph")
-    step_time = {"batch": batches, **{f"{m}_us": [] for m in modes}}
-    cpu_time = {"batch": batches, **{f"{m}_us": [] for m in modes}}
-    kernel_time = {"batch": batches, **{f"{m}_us": [] for m in modes}}
-    traces, kernels = {}, {}
-    for B in batches:
-        idx = prompt_batch(B, prompt_len, "cuda")
-        tok = idx[:, -1:].clone()
-        traces[str(B)] = {}
-        for mode in modes:
-            t = time_steps(make_step(model, mode, idx), tok, n_steps)
-            trace = profile_steps(make_step(model, mode, idx), tok)
-            k = kernel_summary(trace)
-            step_time[f"{mode}_us"].append(round(t["step_us"], 1))
-            cpu_time[f"{mode}_us"].append(round(t["cpu_us"], 1))
-            kernel_time[f"{mode}_us"].append(round(k["kernel_us"], 1))
-            if B == 1:
-                kernels[mode] = k["kernels"]
-            if mode != "static":
-                traces[str(B)][mode] = [e for e in trace if e["step"] < 2]
-            print(
-                f"batch {B:3d} {mode:6s} step {t['step_us']:8.1f} us  cpu {t['cpu_us']:8.1f} us"
-                f"  kernels {k['kernels']:4.0f} ({k['kernel_us']:.1f} us)",
-                flush=True,
-            )
-    # the same eager step with cuDNN attention allowed: a new plan for every key length
-    idx = prompt_batch(1, prompt_len, "cuda")
-    cudnn = [*ATTENTION_BACKENDS, SDPBackend.CUDNN_ATTENTION]
-    t = time_steps(
-        eager_step_with_backends(model, idx, cudnn), idx[:, -1:].clone(), min(n_steps, 64), warmup=4
-    )
-    res["eager_with_cudnn_attention"] = {"batch": 1, "step_us": round(t["step_us"], 1)}
-    print("eager with cuDNN attention", res["eager_with_cudnn_attention"], flush=True)
-    step_time["speedup"] = [
-        round(e / g, 2) for e, g in zip(step_time["eager_us"], step_time["graph_us"])
-    ]
-    res["step_time"], res["cpu_time"], res["gpu_kernel_time"] = step_time, cpu_time, kernel_time
-    res["kernels_per_step"] = kernels
-    res["graph_busy_fraction"] = {
-        "batch": batches,
-        "fraction": [
-            round(k / s, 3) for k, s in zip(kernel_time["graph_us"], step_time["graph_us"])
-        ],
-    }
-    weight_bytes = model.n_params() * 2
-    bw = copy_bandwidth_GBps()
-    res["bandwidth"] = {
-        "weight_bytes": weight_bytes,
-        "copy_GBps": round(bw, 1),
-        "floor_us": round(weight_bytes / (bw * 1e9) * 1e6, 2),
-    }
-    idx1 = prompt_batch(1, prompt_len, "cuda")
-    res["capture"] = measure_capture(model, idx1)
-    print("capture", res["capture"], flush=True)
-    idx4, pads = left_pad(
-        [Tokenizer().encode(PROMPT)[:n] for n in (32, 20, 9, 27)], Tokenizer().pad_id, "cuda"
-    )
-    steps = model.cfg.max_seq_len - idx4.shape[1]
-    res["bit_exact"] = compare_replay(
-        model, idx4, 64 if quick else steps, pad_lens=pads, check_reference=True
-    )
-    print("bit_exact", {k: v for k, v in res["bit_exact"].items()}, flush=True)
-    cmp = compare_eager_static(model, prompt_batch(8, prompt_len, "cuda"), n_steps)
-    res["eager_vs_static"] = cmp
-    print(
-        "eager_vs_static",
-        {k: v for k, v in cmp.items() if k != "max_logit_diff_per_step"},
-        flush=True,
-    )
-    res["engine"] = measure_engine(model, 32, 64 if quick else 256)
-    print("engine", res["engine"], flush=True)
-    try:
-        res["fusion"] = measure_fusion(model)
-    except Exception as e:  # report what a user would meet, do not hide it
-        res["fusion"] = {"error": f"{type(e).__name__}: {str(e)[:500]}"}
+    traces = {}
+    if "steps" in sections:
+        steps, traces = measure_steps(model, batches, repeats)
+        res.update(steps)
+        weight_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
+        bw = copy_bandwidth_GBps()
+        res["bandwidth"] = {
+            "weight_bytes": weight_bytes,
+            "copy_GBps": round(bw, 1),
+            "floor_us": round(weight_bytes / (bw * 1e9) * 1e6, 2),
+        }
+    if "capture" in sections:
+        res["capture"] = measure_capture(model, prompt_batch(1, 32, "cuda"))
+    if "exactness" in sections:
+        idx4, pads = left_pad(
+            [Tokenizer().encode(PROMPT)[:n] for n in (32, 20, 9, 27)], Tokenizer().pad_id, "cuda"
+        )
+        steps = 64 if args.quick else model.cfg.max_seq_len - idx4.shape[1]
+        res["bit_exact"] = compare_replay(model, idx4, steps, pad_lens=pads, check_reference=True)
+        res["eager_vs_static"] = compare_eager_static(model, prompt_batch(8, 32, "cuda"), 256)
+    if "engine" in sections:
+        res["engine"] = measure_engine(model, 32, 64 if args.quick else 256)
+    if "peers" in sections:
+        res["fusion"] = measure_peers(model, repeats, fused_settings)
+        res["fusion"]["compile"] = FUSED_COMPILE
+    if "sweep" in sections:
+        res["position_sweep"] = measure_sweep(model, fused_settings[0])
+    if "windows" in sections:
+        res["window_times"] = {
+            str(B): peers.window_times(model, prompt_batch(B, 32, "cuda"), repeats) for B in (1, 8)
+        }
+    if {"peers", "engine"} <= set(sections):
+        res["headline"] = headline(res)
+    for key, value in res.items():
+        print(key, json.dumps(value)[:600], flush=True)
+    out_path = args.out
     if out_path is None:  # never overwrite a recording (results/h200.json ships with the course)
         out_path = RESULTS / f"{gpu_slug(res['provenance']['gpu'])}.json"
         if out_path.exists():
             out_path = out_path.with_name(f"{out_path.stem}-{time.strftime('%Y%m%d-%H%M%S')}.json")
-    trace_path = trace_path or RESULTS / "traces" / out_path.name
+    trace_path = args.trace_out or RESULTS / "traces" / out_path.name
     out_path.parent.mkdir(parents=True, exist_ok=True)
-    trace_path.parent.mkdir(parents=True, exist_ok=True)
     out_path.write_text(json.dumps(res, indent=1))
-    trace_path.write_text(json.dumps({"provenance": res["provenance"], "batch": traces}))
-    print(f"wrote {out_path} and {trace_path}")
+    if traces:
+        trace_path.parent.mkdir(parents=True, exist_ok=True)
+        trace_path.write_text(json.dumps({"provenance": res["provenance"], "batch": traces}))
+    print(f"wrote {out_path}" + (f" and {trace_path}" if traces else ""))
     return res
 
 
@@ -371,12 +393,20 @@ def main(argv=None) -> None:
     p = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    p.add_argument("--quick", action="store_true", help="batches 1, 8, 64 and 64 steps")
+    p.add_argument("--quick", action="store_true", help="batches 1, 8, 64; 3 repeats")
+    p.add_argument("--sections", default=None, help=f"comma-separated, of {','.join(SECTIONS)}")
+    p.add_argument(
+        "--fused",
+        nargs="*",
+        default=["true"],
+        help="fused settings to time: true (FUSED_COMPILE) or a JSON dict of "
+        "torch.compile arguments; the first one is the sweep's",
+    )
     p.add_argument(
         "--out",
         type=Path,
         default=None,
-        help="default: results/<gpu>.json, or results/<gpu>-<date-time>.json if that exists",
+        help="default: results/<gpu>.json, or results/<gpu>-<date-time>.json",
     )
     p.add_argument(
         "--trace-out",
@@ -384,14 +414,9 @@ def main(argv=None) -> None:
         default=None,
         help="default: results/traces/ with the same file name",
     )
-    p.add_argument(
-        "--commit",
-        default=os.environ.get("TINYLLM_COMMIT"),
-        help="git commit to record (default: git rev-parse HEAD)",
-    )
     args = p.parse_args(argv)
     command = "python -m tinyllm.lab.bench " + " ".join(argv if argv is not None else sys.argv[1:])
-    run(args.quick, args.out, args.trace_out, command.strip(), args.commit)
+    run(args, command.strip())
 
 
 if __name__ == "__main__":

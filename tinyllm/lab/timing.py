@@ -1,9 +1,9 @@
 """Timing and profiling a decode step on a GPU (notebooks 01, 04 and 07, and bench.py).
 
-time_steps times steps back to back with CUDA events, as a decode loop runs them;
-profile_steps records their kernels and launch calls with torch.profiler; pool_bytes reads a
-graph memory pool's size from the allocator; copy_bandwidth_GBps measures the bandwidth
-floor's denominator. All of them need CUDA.
+step_times and time_steps time steps back to back with CUDA events, as a decode loop runs
+them; spread gives a cell's median and min–max over repeats; profile_steps records kernels
+and launch calls with torch.profiler; pool_bytes reads a graph memory pool's size from the
+allocator; copy_bandwidth_GBps measures the bandwidth floor's denominator. All need CUDA.
 """
 
 import json
@@ -15,11 +15,10 @@ from pathlib import Path
 import torch
 
 
-def time_steps(step, tok: torch.Tensor, n_steps: int, warmup: int = 16, n_cpu: int = 64) -> dict:
-    """Median step time of n_steps decode steps run back to back, as a decode loop runs
-    them: a CUDA event between consecutive steps, so each interval is whichever is slower,
-    the CPU issuing the step or the GPU running it. cpu_us: median host time to issue one
-    step, measured separately with the GPU idle before each step."""
+def step_times(step, tok: torch.Tensor, n_steps: int, warmup: int = 4) -> list[float]:
+    """µs of each of n_steps steps run back to back after warmup steps, a CUDA event between
+    consecutive steps: each interval is whichever is slower, the CPU issuing the step or the
+    GPU running it."""
     events = [torch.cuda.Event(enable_timing=True) for _ in range(n_steps + 1)]
     for _ in range(warmup):
         step(tok)
@@ -29,14 +28,35 @@ def time_steps(step, tok: torch.Tensor, n_steps: int, warmup: int = 16, n_cpu: i
         step(tok)
         events[i + 1].record()
     torch.cuda.synchronize()
-    gpu = [a.elapsed_time(b) * 1e3 for a, b in zip(events, events[1:])]
-    cpu = []
-    for _ in range(n_cpu):
+    return [a.elapsed_time(b) * 1e3 for a, b in zip(events, events[1:])]
+
+
+def host_times(step, tok: torch.Tensor, n: int) -> list[float]:
+    """µs the host takes to issue one step, each with the GPU idle before it."""
+    out = []
+    for _ in range(n):
         torch.cuda.synchronize()
         t0 = time.perf_counter()
         step(tok)
-        cpu.append((time.perf_counter() - t0) * 1e6)
+        out.append((time.perf_counter() - t0) * 1e6)
     torch.cuda.synchronize()
+    return out
+
+
+def spread(values) -> dict:
+    """{"median", "min", "max", "n"} of a list of numbers (a cell's repeats), rounded to 0.1."""
+    values = list(values)
+    return {"median": round(statistics.median(values), 1), "min": round(min(values), 1),
+            "max": round(max(values), 1), "n": len(values)}  # fmt: skip
+
+
+def time_steps(step, tok: torch.Tensor, n_steps: int, warmup: int = 16, n_cpu: int = 64) -> dict:
+    """Median step time of n_steps decode steps run back to back, as a decode loop runs
+    them: a CUDA event between consecutive steps, so each interval is whichever is slower,
+    the CPU issuing the step or the GPU running it. cpu_us: median host time to issue one
+    step, measured separately with the GPU idle before each step."""
+    gpu = step_times(step, tok, n_steps, warmup)
+    cpu = host_times(step, tok, n_cpu)
     return {"step_us": statistics.median(gpu), "cpu_us": statistics.median(cpu)}
 
 

@@ -1,0 +1,245 @@
+"""The course's decode steps beside the tools a learner would reach for, timed alike, in one
+run, on the same weights (notebooks 01 and 07, bench.py).
+
+A Variant is a decode step ready to time: reset() puts it back at the operating point (a
+32-token prompt just prefilled), step(tok) takes one decode step. measure() times every
+variant in interleaved repeats (variant A, B, C, then A, B, C again, ...), so a slow
+minute of the machine falls on all of them, and keeps each cell's median with its
+min–max over the repeats. Eager steps are bound by the CPU and vary most: quote ranges.
+
+The peers are run as their own documentation runs them: gpt-fast's recipe from
+lab/gptfast.py (its Inductor settings, reduce-overhead, fullgraph), and torch.compile's
+mode="reduce-overhead" on the course's own step as a user first writes it.
+"""
+
+import statistics
+import time
+from dataclasses import dataclass
+from functools import partial
+
+import torch
+
+from tinyllm import GraphDecoder, KVCache
+from tinyllm.generation import decode_step, prefill
+from tinyllm.lab import gptfast
+from tinyllm.lab.timing import host_times, kernel_summary, profile_steps, spread, step_times
+
+
+@dataclass
+class Variant:
+    name: str
+    reset: object  # () -> None: back to the operating point
+    step: object  # (tok) -> logits (or what the peer returns)
+    tok: torch.Tensor  # the token step takes, in the dtype the step wants
+    setup_s: float  # compile and/or capture, from nothing to the first timed step
+    compiled: bool = False
+
+
+def _clock() -> float:
+    torch.cuda.synchronize()
+    return time.perf_counter()
+
+
+def eager(model, idx) -> Variant:
+    """generate()'s step: the dynamic KVCache, one kernel launch per op."""
+    state = {}
+
+    def reset():
+        state["cache"] = KVCache(model.cfg.n_layers)
+        prefill(model, idx, state["cache"])
+
+    reset()
+    step = lambda tok: decode_step(model, state["cache"], tok, check=False)  # noqa: E731
+    return Variant("eager", reset, step, idx[:, -1:].clone(), 0.0)
+
+
+def decoder(model, idx, name: str, use_graph: bool = True, fused=False) -> Variant:
+    """GraphDecoder's static step: run eagerly (use_graph=False), or replayed from its
+    bucketed graphs, unfused or with fused kernels (fused=True or torch.compile arguments)."""
+    t0 = _clock()
+    dec = GraphDecoder(model, idx.shape[0], use_graph=use_graph, fused=fused)
+    dec.prefill(idx)
+    if use_graph:
+        dec.capture()
+    elif fused is not False:
+        dec.step(idx[:, -1:], check=False)  # compile before the timer starts
+    setup_s = _clock() - t0
+    return Variant(
+        name,
+        partial(dec.prefill, idx),
+        partial(dec.step, check=False),
+        idx[:, -1:].clone(),
+        setup_s,
+        compiled=fused is not False,
+    )
+
+
+def reduce_overhead_first_try(model, idx) -> Variant:
+    """torch.compile(model, mode="reduce-overhead") on the course's static step, as a user
+    first writes it: no fullgraph, shapes left to Dynamo."""
+    fused = {"mode": "reduce-overhead", "dynamic": None, "fullgraph": False}
+    t0 = _clock()
+    dec = GraphDecoder(model, idx.shape[0], use_graph=False, fused=fused)
+    dec.prefill(idx)
+    for _ in range(gptfast.WARMUP_CALLS):  # compile, warm up, record
+        dec.step(idx[:, -1:], check=False)
+    dec.prefill(idx)
+    setup_s = _clock() - t0
+    return Variant(
+        "reduce-overhead, first try",
+        partial(dec.prefill, idx),
+        partial(dec.step, check=False),
+        idx[:, -1:].clone(),
+        setup_s,
+        True,
+    )
+
+
+def gpt_fast(model, idx, max_new_tokens: int, forward_only: bool = False, extra=None) -> Variant:
+    """gpt-fast's step (lab/gptfast.py): decode_one_token with its sampling, as generate.py
+    runs it, or (forward_only) its model forward alone, which returns logits as the course's
+    step does. Its cost does not depend on the position (it attends over its whole cache),
+    so reset() leaves it where it is."""
+    make = gptfast.make_forward_step if forward_only else gptfast.make_decode_step
+    step, setup_s = make(model, idx, max_new_tokens, extra_inductor=extra)
+    name = "gpt-fast" + (", forward only" if forward_only else "")
+    name += "".join(f", {k}={v}" for k, v in (extra or {}).items())
+    return Variant(name, lambda: None, step, idx[:, -1:].int(), setup_s, True)
+
+
+def skipped_cudagraphs() -> int:
+    """How many times Inductor gave up a CUDA graph since the counters were cleared."""
+    from torch._dynamo.utils import counters
+
+    return sum(v for k, v in counters.get("inductor", {}).items() if "cudagraph_skip" in k)
+
+
+def measure(
+    variants: list[Variant],
+    repeats: int = 5,
+    n_steps: int = 40,
+    warmup: int = 4,
+    n_host: int = 8,
+    keep_trace: bool = False,
+) -> list[dict]:
+    """Each variant's step time (µs, the median of each repeat's n_steps; median and min–max
+    over the repeats), host time to issue a step, kernels per step, and set-up time. The
+    repeats interleave the variants. keep_trace: also the profiled events of two steps."""
+    per_repeat = {v.name: [] for v in variants}
+    for _ in range(repeats):
+        for v in variants:
+            v.reset()
+            per_repeat[v.name].append(statistics.median(step_times(v.step, v.tok, n_steps, warmup)))
+    rows = []
+    for v in variants:
+        v.reset()
+        host = statistics.median(host_times(v.step, v.tok, n_host))
+        v.reset()
+        trace = profile_steps(v.step, v.tok)
+        k = kernel_summary(trace)
+        rows.append(
+            {
+                "name": v.name,
+                "step_us": spread(per_repeat[v.name]),
+                "cpu_us": round(host, 1),
+                "kernels": k["kernels"],
+                "kernel_us": round(k["kernel_us"], 1),
+                "setup_s": round(v.setup_s, 2),
+            }
+        )
+        print("measured", rows[-1], flush=True)
+        if keep_trace:
+            rows[-1]["trace"] = [e for e in trace if e["step"] < 2]
+    return rows
+
+
+def fit_cost_model(points: list[dict]) -> dict:
+    """Least squares µs = a + b·kernels over (kernels, step_us) points: a is what a step costs
+    besides its kernels (a launch, the copies around it), b what one kernel adds. Residuals
+    per point, in µs."""
+    xs = [p["kernels"] for p in points]
+    ys = [p["step_us"] for p in points]
+    mx, my = statistics.fmean(xs), statistics.fmean(ys)
+    b = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
+    a = my - b * mx
+    return {
+        "a_us": round(a, 2),
+        "b_us_per_kernel": round(b, 3),
+        "residuals_us": {
+            p["name"]: round(p["step_us"] - (a + b * p["kernels"]), 1) for p in points
+        },
+    }
+
+
+def position_sweep(variant: Variant, n_positions: int) -> list[float]:
+    """µs of each step from the operating point on, one step per position, n_positions of
+    them (so the bucketed graphs walk through every window)."""
+    variant.reset()
+    return [round(t, 2) for t in step_times(variant.step, variant.tok, n_positions, warmup=0)]
+
+
+def window_times(model, idx, repeats: int = 5, n_steps: int = 40) -> dict:
+    """The replayed step time of each bucket's graph, at the same position (the operating
+    point, where every window holds the keys): what a larger window costs."""
+    dec = GraphDecoder(model, idx.shape[0])
+    dec.prefill(idx)
+    dec.capture()
+    times = {w: [] for w in dec.buckets}
+    for _ in range(repeats):
+        for w in dec.buckets:
+            dec.prefill(idx)  # every window replays from position 32
+            run = lambda tok, w=w: dec.run(w)  # noqa: E731
+            times[w].append(statistics.median(step_times(run, idx[:, -1:], n_steps, warmup=2)))
+    return {"windows": list(dec.buckets), "step_us": [spread(times[w]) for w in dec.buckets]}
+
+
+def host_breakdown(variant: Variant, n_steps: int = 5, top: int = 25) -> dict:
+    """Where the host's time goes in a step, from torch.profiler: the step's whole host span
+    and the events inside it (µs per step, summed by name, the top ones), e.g. Dynamo's
+    guard check ("TorchDynamo Cache Lookup"), the compiled region, the graph launch
+    (cudaGraphLaunch); and the step's kernel time on the GPU."""
+    import json
+    import tempfile
+    from collections import Counter
+    from pathlib import Path
+
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    variant.reset()
+    for _ in range(3):
+        variant.step(variant.tok)
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        for i in range(n_steps):
+            with record_function(f"timed_step_{i}"):
+                variant.step(variant.tok)
+            torch.cuda.synchronize()
+    with tempfile.TemporaryDirectory() as tmp:
+        prof.export_chrome_trace(f"{tmp}/trace.json")
+        events = json.loads(Path(f"{tmp}/trace.json").read_text())["traceEvents"]
+    spans = [
+        (e["ts"], e["ts"] + e["dur"])
+        for e in events
+        if e.get("name", "").startswith("timed_step_") and e.get("cat") == "user_annotation"
+    ]
+    inside = lambda e: any(lo <= e["ts"] <= hi for lo, hi in spans)  # noqa: E731
+    host, gpu = Counter(), 0.0
+    for e in events:
+        if "dur" not in e or not inside(e) or e.get("name", "").startswith("timed_step_"):
+            continue
+        if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset"):
+            gpu += e["dur"]
+        elif e.get("cat") in (
+            "cpu_op",
+            "user_annotation",
+            "cuda_runtime",
+            "cuda_driver",
+            "python_function",
+        ):
+            host[e["name"][:80]] += e["dur"]
+    per_step = lambda us: round(us / n_steps, 1)  # noqa: E731
+    return {
+        "host_step_us": per_step(sum(hi - lo for lo, hi in spans)),
+        "gpu_kernel_us": per_step(gpu),
+        "host_events_us": {k: per_step(v) for k, v in host.most_common(top)},
+    }
