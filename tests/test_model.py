@@ -13,9 +13,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from tinyllm import SlotKVCache, StaticKVCache
+from tinyllm import GraphDecoder, SlotGraphDecoder, SlotKVCache
 from tinyllm.generation import decode_step, left_pad, prefill
-from tinyllm.kv_cache import KVCache, causal_kwargs, padded_causal_mask
+from tinyllm.kv_cache import KVCache, causal_kwargs, padded_causal_mask, slot_mask, window_mask
 from tinyllm.model import apply_rope, widen
 
 ATOL = 1e-5
@@ -205,36 +205,49 @@ def test_causal_kwargs_give_sdpa_the_brute_force_result():
         torch.testing.assert_close(got, want, atol=1e-6, rtol=0)
 
 
-def test_static_and_slot_decode_masks_have_no_empty_row(toy_model):
-    """The windowed decode masks: pad keys and keys past the position masked, but every
-    row (pads, free slots) keeps at least one key."""
-    rope = toy_model.rope
-    cache = StaticKVCache(toy_model.cfg.n_layers, 3, 64, "cpu")
-    cache.reset(torch.tensor([0, 5, 19]))
-    for pos in (19, 20, 31):
-        cache.pos.fill_(pos)
-        with cache.decoding(32):
-            cos, _ = cache.begin_step(1, rope)
-        mask = cache.attn_kwargs["attn_mask"] == 0  # additive: 0 = attend
-        assert cos.shape == (1, toy_model.cfg.head_dim // 2)
-        assert mask.shape == (3, 1, 1, 32)
-        assert mask.any(dim=-1).all()
-        for b, fv in enumerate((0, 5, 19)):
-            want = torch.tensor([fv <= k <= pos for k in range(32)])
-            assert torch.equal(mask[b, 0, 0], want)
+def decode_mask(cache, H_kv):
+    """The step's attn_mask as booleans, one row per batch row (the cache keeps one per K/V
+    head, all equal)."""
+    mask = cache.attn_kwargs["attn_mask"][:, 0, 0] == 0  # additive: 0 = attend
+    rows = mask.view(-1, H_kv, mask.shape[-1])
+    assert (rows == rows[:, :1]).all()
+    return rows[:, 0]
 
+
+def test_the_static_decode_mask_is_window_mask_at_every_step(toy_model):
+    """The cache keeps the mask as device state, one key opened per step: at every step it
+    equals window_mask (pad keys and keys past the position masked), across windows, and
+    no row is ever empty."""
+    pads = [0, 5, 19]
+    idx = torch.randint(0, 256, (3, 20))
+    dec = GraphDecoder(toy_model, 3, max_len=64, buckets=(24, 32, 64), use_graph=False)
+    dec.prefill(idx, torch.tensor(pads))
+    tok = idx[:, -1:]
+    for _ in range(30):  # positions 20..49, windows 24, 32 and 64
+        pos = dec.cache.n
+        logits = dec.step(tok)
+        mask = decode_mask(dec.cache, toy_model.cfg.n_kv_heads)
+        assert mask.shape == (3, dec.bucket_for(pos + 1))
+        assert torch.equal(mask, window_mask(pos, mask.shape[1], pads)), pos
+        assert mask.any(dim=-1).all()
+        tok = logits[:, -1].argmax(-1, keepdim=True)
+
+
+def test_the_slot_decode_mask_is_slot_mask_at_every_step(toy_model):
     slots = SlotKVCache(toy_model.cfg.n_layers, 4, 64, "cpu")
-    slots.lens_dev.copy_(torch.tensor([7, 0, 30, 0]))
-    slots.active_dev.copy_(torch.tensor([1, 0, 1, 0]))  # slots 1 and 3 are free
-    with slots.decoding(32):
-        cos, _ = slots.begin_step(1, rope)
-    mask = slots.attn_kwargs["attn_mask"] == 0
-    assert cos.shape == (4, 1, toy_model.cfg.head_dim // 2)
-    torch.testing.assert_close(cos[2, 0], rope.cos[30], atol=0, rtol=0)
-    assert mask.shape == (4, 1, 1, 32)
-    assert mask.any(dim=-1).all()
-    for b, n in enumerate((7, 0, 30, 0)):
-        assert torch.equal(mask[b, 0, 0], torch.arange(32) <= n)
+    dec = SlotGraphDecoder(toy_model, slots, buckets=(32, 64), use_graph=False)
+    for slot, T in ((1, 5), (3, 9)):  # slots 0 and 2 stay free
+        slots.admit(slot, T)
+        prefill(toy_model, torch.randint(0, 256, (1, T)), slots)
+    for step in range(30):
+        if step == 10:  # a slot leaves: its row is free again (key 0 alone)
+            slots.release(3)
+        lens = slots.lens_dev.clone()
+        dec.step(torch.randint(0, 256, (4, 1)))
+        mask = decode_mask(slots, toy_model.cfg.n_kv_heads)
+        assert torch.equal(mask, slot_mask(lens, mask.shape[1])), step
+        assert mask.any(dim=-1).all()
+    assert slots.lens == [0, 35, 0, 0]
 
 
 @pytest.mark.parametrize("shape", [(12,), (2, 3, 4)])

@@ -26,12 +26,14 @@ hold it; the caller then calls advance_host(). snapshot()/restore() save and put
 positions (never K/V): the host copy is the truth between steps, and restore() rewrites the
 device copy from it.
 
-The masks are boolean "may attend" tensors (True = attend), except in a decode step, where
-the cache turns the step's mask into an additive one (0 where attended, -inf where masked)
-once, in the dtype of its keys: every layer then passes it to SDPA as it is, where a
-boolean mask would cost a conversion in every layer. No row is ever fully masked: a pad (or
-free) row attends at least to itself, so no step depends on what SDPA returns for a fully
-masked row (notebook 02 measures it).
+Masks. window_mask and slot_mask define which keys a decode step attends to (True = may
+attend). The static and slot caches keep that mask on the device too, as an additive bias
+(0 where attended, -inf where masked) in the dtype of their keys, one row per K/V head:
+prefill (or admission) sets it from window_mask / slot_mask, and each decode step opens
+one key, its own, with one kernel, so that every layer hands SDPA the same tensor and no
+kernel rebuilds it. No row is ever fully masked: a pad (or free) row attends at least to
+itself, so no step depends on what SDPA returns for a fully masked row (notebook 02
+measures it).
 """
 
 import contextlib
@@ -100,11 +102,11 @@ def slot_mask(lens, window: int) -> Tensor:
 
 
 def additive(mask: Tensor, dtype: torch.dtype) -> Tensor:
-    """A boolean (rows, window) mask as SDPA's additive attn_mask (rows, 1, 1, window): 0 where
-    attended, -inf where masked, broadcast over heads and queries."""
+    """A boolean mask as an additive one of the same shape: 0 where attended, -inf where
+    masked."""
     return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill_(
         ~mask, float("-inf")
-    )[:, None, None, :]
+    )
 
 
 # --- the dynamic cache ---------------------------------------------------------------------
@@ -159,13 +161,15 @@ class LayerKV:
 
 
 class FixedCache:
-    """What the static and the slot cache share: K/V buffers of fixed shape, allocated at the
-    first write, and the decode mode."""
+    """What the static and the slot cache share: K/V buffers of fixed shape and the decode
+    mask as a bias (rows, kv_heads, max_len), all allocated at the first write, and the decode
+    mode."""
 
     def __init__(self, n_layers: int, rows: int, max_len: int):
         self.n_layers, self.max_len = n_layers, max_len
         self.k: list[Tensor | None] = [None] * n_layers
         self.v: list[Tensor | None] = [None] * n_layers
+        self.bias: Tensor | None = None
         self.rows = rows
         self.window: int | None = None  # set only inside decoding(window)
         self.attn_kwargs: dict = {}
@@ -181,19 +185,29 @@ class FixedCache:
         finally:
             self.window = outer
 
-    def key_dtype(self, rope) -> torch.dtype:
-        """The dtype the keys are kept in: the mask's too (the RoPE table's before any write)."""
-        return rope.cos.dtype if self.k[0] is None else self.k[0].dtype
-
     def buffers(self, i: int, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
-        """Layer i's K/V buffers (rows, kv_heads, max_len, head_dim), made at the first write."""
+        """Layer i's K/V buffers (rows, kv_heads, max_len, head_dim), made at the first write,
+        with the decode bias."""
         if self.k[i] is None:
             shape = (self.rows, k.shape[1], self.max_len, k.shape[3])
             self.k[i] = torch.zeros(shape, dtype=k.dtype, device=k.device)
             self.v[i] = torch.zeros(shape, dtype=v.dtype, device=v.device)
+            if self.bias is None:
+                self.bias = torch.zeros(shape[:3], dtype=k.dtype, device=k.device)
         elif self.k[i].dtype != k.dtype:
             raise ValueError(f"cache holds {self.k[i].dtype}, got {k.dtype}")
         return self.k[i], self.v[i]
+
+    def set_bias(self, rows, mask: Tensor) -> None:
+        """Set the bias of some rows (an index or slice) from a boolean (rows, max_len) mask,
+        the same for every K/V head."""
+        self.bias[rows] = additive(mask, self.bias.dtype)[..., None, :]
+
+    def decode_bias(self) -> Tensor:
+        """The bias as the decode step's attn_mask: (rows · kv_heads, 1, 1, window), a view,
+        one batch row per K/V head as model.attend folds them."""
+        R, H_kv, L = self.bias.shape
+        return self.bias.view(R * H_kv, 1, 1, L)[..., : self.window]
 
     def nbytes(self) -> int:
         return sum(t.numel() * t.element_size() for t in self.k + self.v if t is not None)
@@ -203,11 +217,12 @@ class StaticKVCache(FixedCache):
     """Shared-position cache with fixed shapes (batch rows, max_len positions).
 
     - Prefill (outside decoding()): from position 0, as KVCache; writes and returns
-      positions 0..T-1.
+      positions 0..T-1, then sets the decode bias to window_mask(T - 1).
     - Decode (inside decoding(window), T=1): the position is the device tensor `pos`; K/V
-      are written with index_copy_ at pos, RoPE rows gathered with index_select at pos, and
-      the first `window` keys returned with keys past pos and pad keys masked. Nothing in
-      the step depends on a host value of the position, so a CUDA graph can replay it.
+      are written with index_copy_ at pos, RoPE rows gathered with index_select at pos, key
+      pos opened in the bias with index_fill_, and the first `window` keys returned, with
+      keys past pos and pad keys masked. Nothing in the step depends on a host value of the
+      position, so a CUDA graph can replay it.
 
     first_valid (B,) is the left-pad count per row (zeros when unpadded); n is the host
     copy of pos.
@@ -233,10 +248,13 @@ class StaticKVCache(FixedCache):
         return {"n": self.n, "pad_lens": self.pad_lens}
 
     def restore(self, state: dict) -> None:
-        """Put back the positions of a snapshot(), on the host and on the device."""
+        """Put back the positions of a snapshot(), on the host and on the device (pos, the
+        pads, and the decode bias that follows from them)."""
         self.n, self.pad_lens = state["n"], state["pad_lens"]
         self.pos.fill_(self.n)
         self.first_valid.copy_(torch.tensor(self.pad_lens or [0] * self.batch))
+        if self.bias is not None:
+            self.set_bias(slice(None), window_mask(self.n - 1, self.max_len, self.first_valid))
 
     def begin_step(self, T: int, rope) -> tuple[Tensor, Tensor]:
         if self.window is None:
@@ -251,8 +269,8 @@ class StaticKVCache(FixedCache):
             return cos, sin
         if T != 1:
             raise ValueError(f"decode takes one token per row, got T={T}")
-        mask = window_mask(self.pos, self.window, self.first_valid)
-        self.attn_kwargs = {"attn_mask": additive(mask, self.key_dtype(rope))}
+        self.bias.index_fill_(2, self.pos, 0.0)  # this step's own key joins the window
+        self.attn_kwargs = {"attn_mask": self.decode_bias()}
         return rope.cos.index_select(0, self.pos), rope.sin.index_select(0, self.pos)
 
     def layer(self, i: int) -> "StaticLayerKV":
@@ -262,6 +280,7 @@ class StaticKVCache(FixedCache):
         if self.window is None:
             self.n = T
             self.pos.fill_(T)
+            self.set_bias(slice(None), window_mask(T - 1, self.max_len, self.first_valid))
         else:
             self.pos.add_(1)  # device work only: advance_host() moves n
 
@@ -296,8 +315,9 @@ class SlotKVCache(FixedCache):
     - Prefill (outside decoding()): admit(slot, T), then one model call on that slot's
       prompt (1, T) writes its positions 0..T-1. No pads: each prompt is prefilled alone.
     - Decode (inside decoding(window), T=1): all n_slots rows at once. Row b writes its new
-      K/V at position lens_dev[b] and attends to keys 0..lens_dev[b] of the first `window`;
-      free rows compute too (they attend to key 0 alone) but do not advance.
+      K/V at position lens_dev[b], opens that key in its bias, and attends to keys
+      0..lens_dev[b] of the first `window`; free rows compute too (they attend to key 0
+      alone) but do not advance.
 
     lens (host) and lens_dev (device) hold each slot's length, active and active_dev whether
     it holds a request. A decode step's end_step advances only lens_dev; advance_host()
@@ -337,20 +357,28 @@ class SlotKVCache(FixedCache):
         self.lens[slot] = 0
         self.active_dev[slot] = 0
         self.lens_dev[slot] = 0
+        self.set_row_bias(slot)
+
+    def set_row_bias(self, slot) -> None:
+        """A slot's decode bias from its host length: keys 0..length-1 (a free slot: key 0)."""
+        if self.bias is not None:
+            last = max(self.lens[slot] - 1, 0)
+            self.set_bias(slot, slot_mask(torch.tensor([last], device=self.bias.device),
+                                          self.max_len)[0])  # fmt: skip
 
     def snapshot(self) -> dict:
-        return {
-            "lens": list(self.lens),
-            "active": list(self.active),
-            "prefill_slot": self.prefill_slot,
-        }
+        return {"lens": list(self.lens), "active": list(self.active),
+                "prefill_slot": self.prefill_slot}  # fmt: skip
 
     def restore(self, state: dict) -> None:
-        """Put back the positions of a snapshot(), on the host and on the device."""
+        """Put back the positions of a snapshot(), on the host and on the device (lengths,
+        active flags, and the decode bias that follows from them)."""
         self.lens, self.active = list(state["lens"]), list(state["active"])
         self.prefill_slot = state["prefill_slot"]
         self.lens_dev.copy_(torch.tensor(self.lens))
         self.active_dev.copy_(torch.tensor(self.active, dtype=torch.long))
+        for s in range(self.n_slots):
+            self.set_row_bias(s)
 
     def advance_host(self) -> None:
         """After a decode step: advance the host lengths of active slots, as end_step did
@@ -366,8 +394,9 @@ class SlotKVCache(FixedCache):
             return cos, sin
         if T != 1:
             raise ValueError(f"decode takes one token per slot, got T={T}")
-        mask = slot_mask(self.lens_dev, self.window)
-        self.attn_kwargs = {"attn_mask": additive(mask, self.key_dtype(rope))}
+        R, H_kv, _ = self.bias.shape  # each row opens its own new key, at lens_dev[b]
+        self.bias.scatter_(2, self.lens_dev.view(R, 1, 1).expand(R, H_kv, 1), 0.0)
+        self.attn_kwargs = {"attn_mask": self.decode_bias()}
         # each slot at its own position: per-row cos/sin, shape (n_slots, 1, D/2)
         return rope.cos[self.lens_dev][:, None], rope.sin[self.lens_dev][:, None]
 
@@ -379,6 +408,7 @@ class SlotKVCache(FixedCache):
             s, self.prefill_slot = self.prefill_slot, None
             self.lens[s], self.active[s] = T, True
             self.lens_dev[s], self.active_dev[s] = T, 1
+            self.set_row_bias(s)
         else:
             self.lens_dev.add_(self.active_dev)  # device work only: advance_host() moves lens
 
@@ -390,7 +420,11 @@ class SlotLayerKV:
 
     def update(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
         c = self.cache
+        first = c.bias is None
         ck, cv = c.buffers(self.i, k, v)
+        if first:  # every slot free: key 0 alone
+            for s in range(c.n_slots):
+                c.set_row_bias(s)
         if c.window is None:
             s, T = c.prefill_slot, k.shape[2]
             ck[s, :, :T] = k[0]

@@ -58,16 +58,29 @@ def apply_rope(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
 
 def attend(q: Tensor, k: Tensor, v: Tensor, attn_kwargs: dict) -> Tensor:
     """Grouped-query SDPA: q (B, H, T, D) over k, v (B, H_kv, S, D), G = H / H_kv query heads
-    per K/V head; returns (B, T, H·D), the heads side by side for wo. With one query per row (decode), the G query heads that share a K/V head
-    are folded into the query axis, (B, H_kv, G, D): the heads then match without copying
-    the cache, and a fused kernel takes the step's mask (on CUDA, SDPA has no fused kernel
-    for a mask together with enable_gqa, and falls back to its unfused MATH path)."""
+    per K/V head; returns (B, T, H·D), the heads side by side for wo.
+
+    With one query per row (decode), each K/V head and the G query heads that share it
+    become a batch row of their own, with G queries: (B·H_kv, 1, G, D) over (B·H_kv, 1, S, D),
+    all views. The heads then match without copying the cache, a fused kernel takes the
+    step's mask (one row per K/V head, (B·H_kv, 1, 1, S), as the static and slot caches keep
+    it), and its output is already in head order. (On CUDA, SDPA has no fused kernel for a
+    mask together with enable_gqa, and falls back to its unfused MATH path.)"""
     B, H, T, D = q.shape
-    if T == 1:
-        y = F.scaled_dot_product_attention(q.view(B, k.shape[1], -1, D), k, v, **attn_kwargs)
-        return y.reshape(B, 1, H * D)  # (B, H_kv, G, D): heads in order h = kv·G + g
-    y = F.scaled_dot_product_attention(q, k, v, enable_gqa=True, **attn_kwargs)
-    return y.transpose(1, 2).reshape(B, T, H * D)
+    H_kv = k.shape[1]
+    if T > 1:
+        y = F.scaled_dot_product_attention(q, k, v, enable_gqa=True, **attn_kwargs)
+        return y.transpose(1, 2).reshape(B, T, H * D)
+    mask = attn_kwargs.get("attn_mask")
+    if mask is not None and mask.shape[0] != B * H_kv:  # a (B, 1, 1, S) mask: once per head
+        mask = mask.repeat_interleave(H_kv, dim=0)
+    q, k, v = (
+        q.reshape(B * H_kv, 1, H // H_kv, D),
+        k.reshape(B * H_kv, 1, -1, D),
+        v.reshape(B * H_kv, 1, -1, D),
+    )
+    y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    return y.reshape(B, 1, H * D)
 
 
 class Attention(nn.Module):
