@@ -41,7 +41,7 @@ def test_prefill_logits_equal_course(toy_model, idx):
 
 
 def test_rope_permutation_is_needed(toy_model, idx, monkeypatch):
-    monkeypatch.setattr(gptfast, "interleave_rope_rows", lambda w, n_heads, head_dim: w)
+    monkeypatch.setattr(gptfast.model, "interleave_rope_rows", lambda w, n_heads, head_dim: w)
     gf = gptfast.from_course(toy_model)
     assert rel_diff(gptfast_prefill_logits(gf, idx), course_prefill_logits(toy_model, idx)) > 1e-3
 

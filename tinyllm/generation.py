@@ -63,6 +63,13 @@ def autocast(device, attention_backends=None, param_dtype=None):
         yield
 
 
+def activation_dtype(model) -> torch.dtype:
+    """The dtype the model's activations, and so its keys and values, come out in: the
+    compute dtype when autocast runs (an fp32 model on CUDA), else its parameters' dtype."""
+    device, dtype = model_device(model), model_dtype(model)
+    return compute_dtype(device) if device.type == "cuda" else dtype
+
+
 def precision(model, attention_backends=None):
     """autocast(...) for this model: its device, its parameters' dtype."""
     return autocast(model_device(model), attention_backends, model_dtype(model))

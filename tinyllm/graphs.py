@@ -38,7 +38,7 @@ from tinyllm.checks import (
     check_windows,
     model_device,
 )
-from tinyllm.generation import decode_n_tokens, precision
+from tinyllm.generation import activation_dtype, decode_n_tokens, precision
 from tinyllm.kv_cache import SlotKVCache, StaticKVCache
 from tinyllm.model import Transformer
 
@@ -111,21 +111,26 @@ def bucket_tradeoff(max_len: int, first: int = 128, growths=(8, 4, 2, 1.5, 1.25)
 # --- fused kernels (notebook 07) -----------------------------------------------------------
 
 # fused=True: the step's kernels come from torch.compile (Inductor fuses the elementwise
-# chains into a few Triton kernels) in its default mode, without CUDA graphs of its own, so
-# the graphs are still ours: one per bucket, one shared pool. One compiled shape per window
-# and batch size. A dict of torch.compile arguments updates these ({"options": {...}}).
-FUSED_COMPILE = {"dynamic": False, "fullgraph": True}
+# chains into a few Triton kernels) without CUDA graphs of its own, so the graphs are still
+# ours: one per bucket, one shared pool. One compiled shape per window and batch size.
+# Inductor's options: coordinate-descent tuning of each kernel's launch configuration, and
+# Programmatic Dependent Launch (on Hopper GPUs a kernel may start while the one before
+# finishes). A dict of torch.compile arguments replaces them: COMPILE_SHAPES | fused.
+COMPILE_SHAPES = {"dynamic": False, "fullgraph": True}
+FUSED_COMPILE = COMPILE_SHAPES | {
+    "options": {"coordinate_descent_tuning": True, "triton.enable_pdl": True}
+}
 
 
 def compile_step(model: Transformer, fused):
     """The module that runs the step: the model itself, or torch.compile of it with
-    FUSED_COMPILE (fused=True) or with FUSED_COMPILE updated by the dict fused."""
+    FUSED_COMPILE (fused=True) or with COMPILE_SHAPES | fused (a dict)."""
     if fused is False:
         return model
     limit = getattr(torch._dynamo.config, "recompile_limit", None)
     if limit is not None and limit < 64:
         torch._dynamo.config.recompile_limit = 64  # windows × batch sizes, each compiled once
-    return torch.compile(model, **(FUSED_COMPILE if fused is True else FUSED_COMPILE | fused))
+    return torch.compile(model, **(FUSED_COMPILE if fused is True else COMPILE_SHAPES | fused))
 
 
 # --- the graphs ----------------------------------------------------------------------------
@@ -138,6 +143,8 @@ class WindowGraphs:
     CUDA."""
 
     def __init__(self, model, cache, tok: Tensor, use_graph: bool, fused, graph_api):
+        cfg = model.cfg
+        cache.allocate(cfg.n_kv_heads, cfg.head_dim, activation_dtype(model), tok.device)
         self.model, self.cache, self.tok = model, cache, tok
         self.use_graph, self.graph_api = use_graph, graph_api
         self.step_model = compile_step(model, fused)

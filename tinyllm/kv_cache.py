@@ -185,16 +185,23 @@ class FixedCache:
         finally:
             self.window = outer
 
+    def allocate(self, kv_heads: int, head_dim: int, dtype: torch.dtype, device) -> None:
+        """Make every layer's K/V buffers (rows, kv_heads, max_len, head_dim) and the decode
+        bias, which opens key 0 alone in every row until a prefill sets it. The decoders
+        call it at construction, so that a graph can be captured before any prefill; else
+        the first write makes them."""
+        if self.k[0] is not None:
+            return
+        shape = (self.rows, kv_heads, self.max_len, head_dim)
+        self.k = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(self.n_layers)]
+        self.v = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(self.n_layers)]
+        self.bias = torch.full(shape[:3], float("-inf"), dtype=dtype, device=device)
+        self.bias[..., 0] = 0.0
+
     def buffers(self, i: int, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
-        """Layer i's K/V buffers (rows, kv_heads, max_len, head_dim), made at the first write,
-        with the decode bias."""
-        if self.k[i] is None:
-            shape = (self.rows, k.shape[1], self.max_len, k.shape[3])
-            self.k[i] = torch.zeros(shape, dtype=k.dtype, device=k.device)
-            self.v[i] = torch.zeros(shape, dtype=v.dtype, device=v.device)
-            if self.bias is None:
-                self.bias = torch.zeros(shape[:3], dtype=k.dtype, device=k.device)
-        elif self.k[i].dtype != k.dtype:
+        """Layer i's K/V buffers, made at the first write if allocate() has not made them."""
+        self.allocate(k.shape[1], k.shape[3], k.dtype, k.device)
+        if self.k[i].dtype != k.dtype:
             raise ValueError(f"cache holds {self.k[i].dtype}, got {k.dtype}")
         return self.k[i], self.v[i]
 
@@ -420,11 +427,7 @@ class SlotLayerKV:
 
     def update(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
         c = self.cache
-        first = c.bias is None
         ck, cv = c.buffers(self.i, k, v)
-        if first:  # every slot free: key 0 alone
-            for s in range(c.n_slots):
-                c.set_row_bias(s)
         if c.window is None:
             s, T = c.prefill_slot, k.shape[2]
             ck[s, :, :T] = k[0]

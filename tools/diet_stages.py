@@ -91,6 +91,9 @@ def measure(name, commit, weights):
     out = {
         "stage": name,
         "commit": commit,
+        "gpu": torch.cuda.get_device_name(),
+        "torch": torch.__version__,
+        "date": time.strftime("%Y-%m-%d"),
         "param_dtype": str(next(model.parameters()).dtype),
         "batch": {},
     }

@@ -33,7 +33,7 @@ from torch.nn.attention import SDPBackend
 from tinyllm import Engine, GraphDecoder, KVCache, Tokenizer, load_pretrained
 from tinyllm.generation import ATTENTION_BACKENDS, decode_step, left_pad, precision, prefill
 from tinyllm.graphs import FUSED_COMPILE
-from tinyllm.lab import peers
+from tinyllm.lab import gptfast, peers
 from tinyllm.lab.exactness import compare_eager_static, compare_replay
 from tinyllm.lab.timing import copy_bandwidth_GBps, pool_bytes, step_times
 
@@ -204,58 +204,54 @@ def measure_engine(model, n_slots: int, n_requests: int, seed: int = 0) -> dict:
     return out
 
 
-def measure_peers(model, repeats: int, fused_settings: list) -> dict:
-    """Batch 1, window 128: eager, static, graph, fused kernels in the bucketed graphs (for
-    each entry of fused_settings, the default FUSED_COMPILE first), fused without graphs,
-    reduce-overhead as a user first tries it, and gpt-fast (verbatim, forward only, and with
-    the fused path's own Inductor settings, if it has any). One torch._dynamo.reset() before
-    each compiled variant is built, then all are timed together, interleaved."""
+def measure_peers(model, repeats: int) -> tuple[dict, dict]:
+    """Batch 1, window 128: eager, static, graph; fused kernels without graphs, and in the
+    bucketed graphs (FUSED_COMPILE, and with Inductor's defaults, to tell the graphs from
+    the compiler's settings); reduce-overhead as a user first tries it; gpt-fast as its
+    generate.py runs it, with its tables at static addresses, forward only, and with the
+    setting of FUSED_COMPILE that generate.py lacks (PDL). Built once each (compiling and
+    capturing), then timed together, interleaved. Also returns the variants, for the sweep."""
     idx = prompt_batch(1, 32, "cuda")
+    torch._dynamo.reset()
     variants = [
         peers.eager(model, idx),
         peers.decoder(model, idx, "static", use_graph=False),
         peers.decoder(model, idx, "graph"),
     ]
-    built = [
-        lambda: peers.decoder(model, idx, "fused kernels, no graph", use_graph=False, fused=True),
-        *(partial(peers.decoder, model, idx, fused_name(s), fused=s) for s in fused_settings),
+    extra = {k: v for k, v in FUSED_COMPILE["options"].items()
+             if k not in gptfast.GENERATE_PY_INDUCTOR}  # fmt: skip
+    builds = [
+        partial(peers.decoder, model, idx, "fused kernels, no graph", use_graph=False, fused=True),
+        partial(peers.decoder, model, idx, "fused kernels in bucketed graphs", fused=True),
+        partial(
+            peers.decoder,
+            model,
+            idx,
+            "fused kernels in bucketed graphs, Inductor defaults",
+            fused={},
+        ),  # fmt: skip
         partial(peers.reduce_overhead_first_try, model, idx),
         partial(peers.gpt_fast, model, idx, 256),
-        partial(peers.gpt_fast, model, idx, 256, forward_only=True),
+        partial(peers.gpt_fast, model, idx, 256, static_tables=True),
+        partial(peers.gpt_fast, model, idx, 256, forward_only=True, static_tables=True),
+        partial(
+            peers.gpt_fast, model, idx, 256, forward_only=True, static_tables=True, extra=extra
+        ),  # fmt: skip
     ]
-    extra = {
-        k: v
-        for s in fused_settings
-        if isinstance(s, dict)
-        for k, v in s.get("options", {}).items()
-        if k != "coordinate_descent_tuning"
-    }
-    if extra:
-        built.append(partial(peers.gpt_fast, model, idx, 256, forward_only=True, extra=extra))
     skips = {}
-    for build in built:
-        torch._dynamo.reset()
+    for build in builds:
         counters_clear()
         variants.append(build())
-        variants[-1].reset()
-        variants[-1].step(variants[-1].tok)
         skips[variants[-1].name] = peers.skipped_cudagraphs()
     rows = peers.measure(variants, repeats=repeats)
     for r in rows:
         r["cudagraph_skips"] = skips.get(r["name"], 0)
     by = {v.name: v for v in variants}
-    breakdown = {
-        n: peers.host_breakdown(by[n])
-        for n in ("reduce-overhead, first try", "gpt-fast", "gpt-fast, forward only")
-    }
-    return {
-        "batch": 1,
-        "positions": [32, 75],
-        "window": 128,
-        "rows": rows,
-        "fused_settings": fused_settings,
-        "host_breakdown": breakdown,
-    }
+    breakdown = {n: peers.host_breakdown(by[n]) for n in
+                 ("reduce-overhead, first try", "gpt-fast", "gpt-fast, static tables")}  # fmt: skip
+    return {"batch": 1, "positions": [32, 75], "window": 128, "rows": rows,
+            "compile": FUSED_COMPILE, "gpt_fast_extra": extra,
+            "host_breakdown": breakdown}, by  # fmt: skip
 
 
 def counters_clear() -> None:
@@ -264,43 +260,45 @@ def counters_clear() -> None:
     counters.clear()
 
 
-def fused_name(settings) -> str:
-    if settings is True:
-        return "fused kernels in bucketed graphs"
-    opts = settings.get("options", settings)
-    return "fused kernels in bucketed graphs, " + ", ".join(f"{k}={v}" for k, v in opts.items())
-
-
-def measure_sweep(model, fused, bin_size: int = 16) -> dict:
-    """Step time against position, 32 to max_len - 1, for the fused bucketed graphs, the
-    unfused ones, and gpt-fast with a cache of max_len positions: medians per bin of
-    bin_size positions."""
+def measure_sweep(model, built: dict, bin_size: int = 16) -> dict:
+    """Step time against position, 32 to max_len - 1, for the unfused and the fused bucketed
+    graphs and for gpt-fast (forward only, static tables) with a cache of max_len
+    positions: medians per bin of bin_size positions."""
     idx = prompt_batch(1, 32, "cuda")
     n = model.cfg.max_seq_len - 32
+    gpt = peers.gpt_fast(model, idx, n, forward_only=True, static_tables=True)
     out = {"positions": list(range(32, 32 + n, bin_size)), "bin_size": bin_size}
-    for name, build in (
-        ("graph", lambda: peers.decoder(model, idx, "graph")),
-        ("fused", lambda: peers.decoder(model, idx, "fused", fused=fused)),
-        ("gpt-fast", lambda: peers.gpt_fast(model, idx, n, forward_only=True)),
-    ):
-        torch._dynamo.reset()
-        times = peers.position_sweep(build(), n)
-        out[f"{name}_us"] = [
-            round(sorted(b)[len(b) // 2], 1)
-            for b in (times[i : i + bin_size] for i in range(0, n, bin_size))
-        ]
+    for name, variant in (("graph", built["graph"]),
+                          ("fused", built["fused kernels in bucketed graphs"]),
+                          ("gpt-fast", gpt)):  # fmt: skip
+        times = peers.position_sweep(variant, n)
+        out[f"{name}_us"] = [round(sorted(b)[len(b) // 2], 1) for b in
+                             (times[i : i + bin_size] for i in range(0, n, bin_size))]  # fmt: skip
     return out
 
 
+def cost_model(rows: list[dict], diet: dict | None) -> dict:
+    """µs = a + b·kernels over the replayed variants at batch 1 (the graph rows, gpt-fast's,
+    and the diet's stages if given), with each point."""
+    replayed = [r for r in rows if r["name"] in ("graph",) or "graphs" in r["name"]
+                or (r["name"].startswith("gpt-fast") and not r["cudagraph_skips"])]  # fmt: skip
+    points = [{"name": r["name"], "kernels": r["kernels"], "step_us": r["step_us"]["median"]}
+              for r in replayed]  # fmt: skip
+    for stage in (diet or {}).get("stages", []):
+        g = stage["batch"]["1"]["graph"]
+        points.append({"name": f"diet {stage['stage']}", "kernels": g["kernels"],
+                       "step_us": g["step_us"]["median"]})  # fmt: skip
+    return {"points": points, "fit": peers.fit_cost_model(points)}
+
+
 def headline(res: dict) -> dict:
+    """Batch 1, window 128: the course's graph and fused steps against gpt-fast in its
+    strongest form with generate.py's own settings (the fastest of its rows without an
+    extra setting), eager, and the engine."""
     rows = {r["name"]: r for r in res["fusion"]["rows"]}
-    best = min(
-        (r for r in rows.values() if r["name"].startswith("fused kernels in bucketed")),
-        key=lambda r: r["step_us"]["median"],
-    )
-    gptfast = min(
-        rows["gpt-fast"]["step_us"]["median"], rows["gpt-fast, forward only"]["step_us"]["median"]
-    )
+    best = rows["fused kernels in bucketed graphs"]
+    gptfast = min(r["step_us"]["median"] for n, r in rows.items()
+                  if n.startswith("gpt-fast") and "=" not in n)  # fmt: skip
     return {
         "graph_step_us": rows["graph"]["step_us"]["median"],
         "graph_kernels": rows["graph"]["kernels"],
@@ -323,7 +321,6 @@ def run(args, command: str) -> dict:
     sections = args.sections.split(",") if args.sections else SECTIONS
     repeats = 3 if args.quick else 5
     batches = [1, 8, 64] if args.quick else [1, 2, 4, 8, 16, 32, 64]
-    fused_settings = [json.loads(s) if s.startswith("{") else True for s in args.fused]
     res = {
         "provenance": provenance(command),
         "operating_point": {
@@ -361,11 +358,14 @@ def run(args, command: str) -> dict:
         res["eager_vs_static"] = compare_eager_static(model, prompt_batch(8, 32, "cuda"), 256)
     if "engine" in sections:
         res["engine"] = measure_engine(model, 32, 64 if args.quick else 256)
+    built = {}
     if "peers" in sections:
-        res["fusion"] = measure_peers(model, repeats, fused_settings)
-        res["fusion"]["compile"] = FUSED_COMPILE
-    if "sweep" in sections:
-        res["position_sweep"] = measure_sweep(model, fused_settings[0])
+        res["fusion"], built = measure_peers(model, repeats)
+        diet = json.loads(args.diet.read_text()) if args.diet else None
+        res["cost_model"] = cost_model(res["fusion"]["rows"], diet)
+        res["host_breakdown"] = res["fusion"].pop("host_breakdown")
+    if "sweep" in sections and built:
+        res["position_sweep"] = measure_sweep(model, built)
     if "windows" in sections:
         res["window_times"] = {
             str(B): peers.window_times(model, prompt_batch(B, 32, "cuda"), repeats) for B in (1, 8)
@@ -396,11 +396,10 @@ def main(argv=None) -> None:
     p.add_argument("--quick", action="store_true", help="batches 1, 8, 64; 3 repeats")
     p.add_argument("--sections", default=None, help=f"comma-separated, of {','.join(SECTIONS)}")
     p.add_argument(
-        "--fused",
-        nargs="*",
-        default=["true"],
-        help="fused settings to time: true (FUSED_COMPILE) or a JSON dict of "
-        "torch.compile arguments; the first one is the sweep's",
+        "--diet",
+        type=Path,
+        default=None,
+        help="results/<gpu>_diet.json measured on the same machine, for the cost model",
     )
     p.add_argument(
         "--out",

@@ -95,14 +95,17 @@ def reduce_overhead_first_try(model, idx) -> Variant:
     )
 
 
-def gpt_fast(model, idx, max_new_tokens: int, forward_only: bool = False, extra=None) -> Variant:
-    """gpt-fast's step (lab/gptfast.py): decode_one_token with its sampling, as generate.py
-    runs it, or (forward_only) its model forward alone, which returns logits as the course's
-    step does. Its cost does not depend on the position (it attends over its whole cache),
-    so reset() leaves it where it is."""
+def gpt_fast(model, idx, max_new_tokens: int, forward_only: bool = False,
+             static_tables: bool = False, extra=None) -> Variant:  # fmt: skip
+    """gpt-fast's step (lab/gptfast): decode_one_token with its sampling, as generate.py runs
+    it, or (forward_only) its model forward alone, which returns logits as the course's step
+    does; static_tables: its RoPE table and mask at fixed addresses. Its cost does not depend
+    on the position (it attends over its whole cache), so reset() leaves it where it is."""
     make = gptfast.make_forward_step if forward_only else gptfast.make_decode_step
-    step, setup_s = make(model, idx, max_new_tokens, extra_inductor=extra)
+    step, setup_s = make(model, idx, max_new_tokens, extra_inductor=extra,
+                         static_tables=static_tables)  # fmt: skip
     name = "gpt-fast" + (", forward only" if forward_only else "")
+    name += ", static tables" if static_tables else ""
     name += "".join(f", {k}={v}" for k, v in (extra or {}).items())
     return Variant(name, lambda: None, step, idx[:, -1:].int(), setup_s, True)
 
@@ -159,6 +162,8 @@ def fit_cost_model(points: list[dict]) -> dict:
     per point, in µs."""
     xs = [p["kernels"] for p in points]
     ys = [p["step_us"] for p in points]
+    if len(set(xs)) < 2:
+        raise ValueError(f"a fit needs points with different kernel counts, got {sorted(xs)}")
     mx, my = statistics.fmean(xs), statistics.fmean(ys)
     b = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
     a = my - b * mx
