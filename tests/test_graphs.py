@@ -148,8 +148,10 @@ def test_default_buckets(args, kwargs, want):
         ((0,), r"max_len must be an int >= 1, got 0"),
         ((100.0,), r"max_len must be an int >= 1, got 100.0"),
         ((1024, 0), r"first bucket must be an int >= 1, got 0"),
-        ((1024, 128, 1), r"growth must be > 1, got 1"),
-        ((1024, 128, 0.5), r"growth must be > 1, got 0.5"),
+        ((1024, 128, 1), r"growth must be a number > 1, got 1"),
+        ((1024, 128, 0.5), r"growth must be a number > 1, got 0.5"),
+        ((1024, 128, True), r"growth must be a number > 1, got True"),
+        ((10**12, 1, 1 + 1e-12), r"gives more than 64 buckets below max_len 1000000000000"),
     ],
 )
 def test_default_buckets_rejects_bad_arguments(args, message):

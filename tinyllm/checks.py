@@ -3,15 +3,35 @@
 An out-of-range id that reaches a CUDA kernel poisons the whole process (a device-side
 assert ends every later CUDA call), so every public entry point checks ids, shapes,
 lengths and arguments on the host first, and raises a ValueError that names the value and
-the limit. Nothing is ever truncated or clamped: what does not fit is an error.
+the limit. Nothing is ever truncated or clamped: what does not fit is an error. A bool is
+never a number here, even though Python counts True as 1.
 """
+
+import math
 
 import torch
 from torch import Tensor
 
+MIN_TEMPERATURE = 1e-4  # below it, logits / temperature overflows: use 0 (greedy) instead
+SEED_LIMIT = 2**63  # seeds in [0, 2**63), as torch.Generator.manual_seed takes them
+
+
+def is_int(x) -> bool:
+    """An int that is not a bool."""
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def check_int(name: str, value, lo: int = 1, hi: int | None = None) -> None:
+    if not is_int(value) or value < lo or (hi is not None and value > hi):
+        limit = f">= {lo}" if hi is None else f"in [{lo}, {hi}]"
+        raise ValueError(f"{name} must be an int {limit}, got {value!r}")
+
 
 def model_device(model) -> torch.device:
-    return next(model.parameters()).device
+    device = next(model.parameters()).device
+    if device.type == "meta":
+        raise ValueError("the model is on the meta device, without weights: load them first")
+    return device
 
 
 def model_dtype(model) -> torch.dtype:
@@ -19,6 +39,8 @@ def model_dtype(model) -> torch.dtype:
 
 
 def check_ids(idx, vocab_size: int, device, name: str = "idx") -> None:
+    """idx: a tensor of integer token ids in [0, vocab_size), on device. Any integer dtype
+    is accepted (the model casts it); a bool, float or complex tensor is not."""
     if not isinstance(idx, Tensor):
         raise ValueError(f"{name} must be a torch.Tensor of token ids, got {type(idx).__name__}")
     if idx.dtype.is_floating_point or idx.dtype.is_complex or idx.dtype == torch.bool:
@@ -27,8 +49,8 @@ def check_ids(idx, vocab_size: int, device, name: str = "idx") -> None:
         raise ValueError(f"{name} is on {idx.device}, the model on {device}: move it first")
     if idx.numel():
         lo, hi = (int(x) for x in torch.aminmax(idx))  # a reduction reads ids, never indexes
-        bad = lo if lo < 0 else hi
         if lo < 0 or hi >= vocab_size:
+            bad = lo if lo < 0 else hi
             raise ValueError(
                 f"{name} holds token id {bad}, outside the vocabulary [0, {vocab_size})"
             )
@@ -45,8 +67,7 @@ def check_prompt(idx, model, max_new_tokens: int = 0, pad_lens=None, max_len=Non
     B, T = idx.shape
     if B < 1 or T < 1:
         raise ValueError(f"empty prompt: idx has shape {tuple(idx.shape)}")
-    if not is_int(max_new_tokens) or max_new_tokens < 0:
-        raise ValueError(f"max_new_tokens must be an int >= 0, got {max_new_tokens!r}")
+    check_int("max_new_tokens", max_new_tokens, lo=0)
     if T + max_new_tokens > max_len:
         raise ValueError(
             f"prompt length {T} + max_new_tokens {max_new_tokens} = "
@@ -68,34 +89,41 @@ def check_prompt(idx, model, max_new_tokens: int = 0, pad_lens=None, max_len=Non
             )
 
 
-def is_int(x) -> bool:
-    """An int that is not a bool (True is an int to Python, never a count here)."""
-    return isinstance(x, int) and not isinstance(x, bool)
-
-
 def check_generate_args(
     max_new_tokens, temperature: float, top_k, vocab_size: int, seed=None, eos_id=None
 ) -> None:
-    if not is_int(max_new_tokens) or max_new_tokens < 1:
-        raise ValueError(f"max_new_tokens must be an int >= 1, got {max_new_tokens!r}")
+    check_int("max_new_tokens", max_new_tokens)
     check_sampling(temperature, top_k, vocab_size, seed)
-    if eos_id is not None and (not isinstance(eos_id, int) or not 0 <= eos_id < vocab_size):
-        raise ValueError(f"eos_id {eos_id!r} outside the vocabulary [0, {vocab_size})")
+    check_eos(eos_id, vocab_size)
+
+
+def check_eos(eos_id, vocab_size: int) -> None:
+    if eos_id is not None and (not is_int(eos_id) or not 0 <= eos_id < vocab_size):
+        raise ValueError(f"eos_id {eos_id!r} outside the vocabulary [0, {vocab_size}) of ints")
 
 
 def check_sampling(temperature: float, top_k, vocab_size: int, seed=None) -> None:
-    if seed is not None and not is_int(seed):
-        raise ValueError(f"seed must be an int or None, got {seed!r}")
-    if not isinstance(temperature, (int, float)) or not temperature >= 0:
-        raise ValueError(f"temperature must be >= 0, got {temperature!r}")
-    if top_k is not None and (not isinstance(top_k, int) or not 1 <= top_k <= vocab_size):
-        raise ValueError(f"top_k must be an int in [1, vocab_size {vocab_size}], got {top_k!r}")
+    """temperature 0 (greedy) or a finite number >= MIN_TEMPERATURE; top_k None or an int in
+    [1, vocab_size]; seed None or an int in [0, SEED_LIMIT)."""
+    if seed is not None and (not is_int(seed) or not 0 <= seed < SEED_LIMIT):
+        raise ValueError(f"seed must be None or an int in [0, 2**63), got {seed!r}")
+    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)):
+        raise ValueError(f"temperature must be a number, got {temperature!r}")
+    if temperature != 0 and not (math.isfinite(temperature) and temperature >= MIN_TEMPERATURE):
+        raise ValueError(
+            f"temperature must be 0 (greedy) or a finite number >= {MIN_TEMPERATURE}, got "
+            f"{temperature!r}: smaller ones overflow the logits; use 0 for the top token"
+        )
+    if top_k is not None:
+        check_int("top_k", top_k, hi=vocab_size)
 
 
 # --- the graph decoders' arguments ---------------------------------------------------------
 
 
 def check_use_graph(use_graph: bool, device: torch.device, graph_api) -> None:
+    if not isinstance(use_graph, bool):
+        raise ValueError(f"use_graph must be True or False, got {use_graph!r}")
     if use_graph and device.type != "cuda" and graph_api is torch.cuda:
         raise ValueError(
             f"CUDA graphs need a model on a CUDA device, this one is on {device}; use "
@@ -121,7 +149,9 @@ def check_fused(fused, device: torch.device) -> None:
 def check_windows(windows, buckets: tuple[int, ...]) -> tuple[int, ...]:
     if windows is None:
         return buckets
-    unknown = [w for w in windows if w not in buckets]
+    if isinstance(windows, (int, str)) or not hasattr(windows, "__iter__"):
+        raise ValueError(f"windows must be a tuple of buckets, got {windows!r}")
+    unknown = [w for w in windows if w not in buckets or not is_int(w)]
     if unknown:
-        raise ValueError(f"window {unknown[0]} is not one of the buckets {buckets}")
+        raise ValueError(f"window {unknown[0]!r} is not one of the buckets {buckets}")
     return tuple(windows)

@@ -79,10 +79,11 @@ def precision(model, attention_backends=None):
 
 
 @torch.no_grad()
-def prefill(model, idx: Tensor, cache) -> Tensor:
-    """Run the whole prompt (B, T) through the model, filling the cache; logits (B, T, V)."""
+def prefill(model, idx: Tensor, cache, check: bool = True) -> Tensor:
+    """Run the whole prompt (B, T) through the model, filling the cache; logits (B, T, V).
+    check=False skips the check of idx, for callers that checked it already."""
     with precision(model):
-        logits, _ = model(idx, cache=cache)
+        logits, _ = model(idx, cache=cache, check=check)
     return logits
 
 
@@ -97,7 +98,7 @@ def decode_step(model, cache, tok: Tensor, check: bool = True) -> Tensor:
         if tok.dim() != 2 or tok.shape[1] != 1:
             raise ValueError(f"tok must have shape (B, 1), got {tuple(tok.shape)}")
     with precision(model):
-        logits, _ = model(tok, cache=cache)
+        logits, _ = model(tok, cache=cache, check=False)
     return logits
 
 
@@ -174,7 +175,7 @@ def generate(
     check_generate_args(max_new_tokens, temperature, top_k, model.cfg.vocab_size, seed, eos_id)
     check_prompt(idx, model, max_new_tokens, pad_lens)
     cache = KVCache(model.cfg.n_layers, first_valid=pad_lens)
-    logits = prefill(model, idx, cache)
+    logits = prefill(model, idx, cache, check=False)
     step = lambda tok: decode_step(model, cache, tok, check=False)  # noqa: E731
     return decode_n_tokens(
         logits, step, max_new_tokens, temperature=temperature, top_k=top_k, seed=seed, eos_id=eos_id

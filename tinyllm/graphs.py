@@ -33,9 +33,11 @@ from tinyllm.checks import (
     check_fused,
     check_generate_args,
     check_ids,
+    check_int,
     check_prompt,
     check_use_graph,
     check_windows,
+    is_int,
     model_device,
 )
 from tinyllm.generation import activation_dtype, decode_n_tokens, precision
@@ -45,17 +47,24 @@ from tinyllm.model import Transformer
 # --- buckets (notebook 03) -----------------------------------------------------------------
 
 
+MAX_BUCKETS = 64  # a graph each: more would be a mistake, and would take long to capture
+
+
 def default_buckets(max_len: int, first: int = 128, growth: float = 2) -> tuple[int, ...]:
-    """first, first·growth, first·growth², ... below max_len, then max_len itself."""
-    if not isinstance(max_len, int) or max_len < 1:
-        raise ValueError(f"max_len must be an int >= 1, got {max_len!r}")
-    if not isinstance(first, int) or first < 1:
-        raise ValueError(f"first bucket must be an int >= 1, got {first!r}")
-    if not growth > 1:
-        raise ValueError(f"growth must be > 1, got {growth!r}")
+    """first, first·growth, first·growth², ... below max_len, then max_len itself (each at
+    least one more than the one before)."""
+    check_int("max_len", max_len)
+    check_int("first bucket", first)
+    if isinstance(growth, bool) or not isinstance(growth, (int, float)) or not growth > 1:
+        raise ValueError(f"growth must be a number > 1, got {growth!r}")
     out, b = [], first
     while b < max_len:
         out.append(b)
+        if len(out) == MAX_BUCKETS:
+            raise ValueError(
+                f"growth {growth} from first bucket {first} gives more than {MAX_BUCKETS} "
+                f"buckets below max_len {max_len}: grow faster or start larger"
+            )
         b = max(b + 1, math.ceil(b * growth))
     return (*out, max_len)
 
@@ -71,9 +80,13 @@ def bucket_for(n_keys: int, buckets: tuple[int, ...]) -> int:
 def check_buckets(buckets, max_len: int) -> tuple[int, ...]:
     if buckets is None:
         return default_buckets(max_len)
+    if isinstance(buckets, (int, str)) or not hasattr(buckets, "__iter__"):
+        raise ValueError(f"buckets must be a tuple of positive ints, got {buckets!r}")
+    if any(not is_int(b) or b < 1 for b in buckets):
+        raise ValueError(f"buckets must be positive ints, got {tuple(buckets)}")
     buckets = tuple(sorted(set(buckets)))
-    if not buckets or any(not isinstance(b, int) or b < 1 for b in buckets):
-        raise ValueError(f"buckets must be positive ints, got {buckets}")
+    if not buckets or len(buckets) > MAX_BUCKETS:
+        raise ValueError(f"buckets must hold 1 to {MAX_BUCKETS} windows, got {len(buckets)}")
     if buckets[-1] != max_len:
         relation = "<" if buckets[-1] < max_len else ">"
         raise ValueError(
@@ -150,12 +163,13 @@ class WindowGraphs:
         self.step_model = compile_step(model, fused)
         self.graphs: dict[int, tuple] = {}  # window -> (graph, its static output logits)
         self.pool = None
+        self.interrupted = None  # the positions before a step that has not finished
 
     @torch.no_grad()
     def forward(self) -> Tensor:
         """The static step itself: one token per row from self.tok, through the cache."""
         with precision(self.model):
-            logits, _ = self.step_model(self.tok, cache=self.cache)
+            logits, _ = self.step_model(self.tok, cache=self.cache, check=False)
         return logits
 
     def capture_window(self, window: int) -> tuple:
@@ -168,12 +182,14 @@ class WindowGraphs:
             # workspaces, which must not happen during capture. The warm-up really runs the
             # step, so it moves the device position: restore() puts the saved one back.
             saved = cache.snapshot()
-            side = api.Stream()
-            side.wait_stream(api.current_stream())
-            with api.stream(side):
-                self.forward()
-            api.current_stream().wait_stream(side)
-            cache.restore(saved)
+            try:
+                side = api.Stream()
+                side.wait_stream(api.current_stream())
+                with api.stream(side):
+                    self.forward()
+                api.current_stream().wait_stream(side)
+            finally:
+                cache.restore(saved)
             graph = api.CUDAGraph()
             with api.graph(graph, pool=self.pool):
                 out = self.forward()  # recorded, not run: nothing moves until replay()
@@ -186,6 +202,7 @@ class WindowGraphs:
         holds. Returns the seconds it took."""
         windows = check_windows(windows, self.buckets)
         check_use_graph(True, self.tok.device, self.graph_api)
+        self.recover()
         self.check_capture()
         t0 = time.perf_counter()
         for w in sorted(windows, reverse=True):
@@ -193,6 +210,28 @@ class WindowGraphs:
                 self.graphs[w] = self.capture_window(w)
         self.graph_api.synchronize()
         return time.perf_counter() - t0
+
+    def recover(self) -> None:
+        """If a step was interrupted (an exception, Ctrl-C) between moving the device
+        positions and the host's, put the positions of before that step back. A host flag,
+        set around every step: no device read."""
+        if self.interrupted is not None:
+            self.cache.restore(self.interrupted)
+            self.interrupted = None
+
+    def guarded_step(self, window: int) -> Tensor:
+        """run(window) and advance the host positions, as one step: if it does not finish,
+        the cache's positions go back to what they were before it."""
+        self.recover()
+        self.interrupted = self.cache.snapshot()  # host values: free
+        try:
+            out = self.run(window)
+            self.cache.advance_host()  # the step moved the device positions; the host follows
+        except BaseException:
+            self.recover()
+            raise
+        self.interrupted = None
+        return out
 
     def run(self, window: int) -> Tensor:
         """One decode step over `window` keys: eagerly, or by replaying its graph (captured
@@ -225,12 +264,11 @@ class GraphDecoder(WindowGraphs):
         device = model_device(model)
         check_use_graph(use_graph, device, graph_api)
         check_fused(fused, device)
-        if not isinstance(batch, int) or isinstance(batch, bool) or batch < 1:
-            raise ValueError(f"batch must be an int >= 1, got {batch!r}")
+        check_int("batch", batch)
         self.max_len = model.cfg.max_seq_len if max_len is None else max_len
-        if not isinstance(self.max_len, int) or not 1 <= self.max_len <= model.cfg.max_seq_len:
+        if not is_int(self.max_len) or not 1 <= self.max_len <= model.cfg.max_seq_len:
             raise ValueError(
-                f"max_len {self.max_len} outside [1, max_seq_len {model.cfg.max_seq_len}]"
+                f"max_len {self.max_len!r} outside [1, max_seq_len {model.cfg.max_seq_len}]"
             )
         self.buckets = check_buckets(buckets, self.max_len)
         cache = StaticKVCache(model.cfg.n_layers, batch, self.max_len, device)
@@ -248,9 +286,10 @@ class GraphDecoder(WindowGraphs):
         check_prompt(idx, self.model, 0, pad_lens, self.max_len)
         if idx.shape[0] != self.batch:
             raise ValueError(f"batch {idx.shape[0]} != decoder batch {self.batch}")
+        self.prefilled, self.interrupted = False, None  # until this prefill has finished
         self.cache.reset(pad_lens)
         with precision(self.model):
-            logits, _ = self.model(idx, cache=self.cache)
+            logits, _ = self.model(idx, cache=self.cache, check=False)
         self.prefilled = True
         return logits
 
@@ -279,9 +318,7 @@ class GraphDecoder(WindowGraphs):
             raise ValueError(f"KV cache full: position {self.cache.n + 1} > max_len {self.max_len}")
         window = self.bucket_for(self.cache.n + 1)  # picked on the host: no device read
         self.tok.copy_(tok)  # into the static input
-        out = self.run(window)
-        self.cache.advance_host()  # the step moved pos on the device; n follows
-        return out
+        return self.guarded_step(window)  # replay (or run) it; n follows pos
 
     @torch.no_grad()
     def generate(self, idx: Tensor, max_new_tokens: int, *, pad_lens: Tensor | None = None,
@@ -353,6 +390,4 @@ class SlotGraphDecoder(WindowGraphs):
             raise ValueError(f"a slot is full: {max(c.lens) + 1} keys > max_len {c.max_len}")
         window = self.bucket_for(max(self.cache.lens) + 1)
         self.tok.copy_(tok)
-        out = self.run(window)
-        self.cache.advance_host()  # the step advanced only the device lengths
-        return out
+        return self.guarded_step(window)  # replay (or run) it; lens follow lens_dev

@@ -22,6 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from tinyllm.checks import check_ids
 from tinyllm.config import ModelConfig
 
 
@@ -154,12 +155,19 @@ class Transformer(nn.Module):
         return sum(p.numel() for p in self.parameters())
 
     def forward(
-        self, idx: Tensor, targets: Tensor | None = None, cache=None
+        self, idx: Tensor, targets: Tensor | None = None, cache=None, check: bool = True
     ) -> tuple[Tensor, Tensor | None]:
         """idx (B, T) token ids → logits (B, T, vocab_size), and the mean cross-entropy in
-        nats per token when targets (B, T) are given."""
-        if idx.dim() != 2:
-            raise ValueError(f"idx must be (B, T), got shape {tuple(idx.shape)}")
+        nats per token when targets (B, T) are given. check=False skips the check of the
+        ids (a host read, which a CUDA graph cannot hold): generation and the decoders check
+        them before they call the model."""
+        if not isinstance(idx, Tensor) or idx.dim() != 2:
+            got = tuple(idx.shape) if isinstance(idx, Tensor) else type(idx).__name__
+            raise ValueError(f"idx must be (B, T), got shape {got}")
+        if check:
+            check_ids(idx, self.cfg.vocab_size, self.tok_emb.weight.device)
+        if idx.dtype not in (torch.int32, torch.int64):  # uint8, int16, ...: the embedding's
+            idx = idx.long()
         B, T = idx.shape
         x = self.tok_emb(idx)
         cos, sin = self.rope(T, 0) if cache is None else cache.begin_step(T, self.rope)
