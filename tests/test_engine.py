@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from tinyllm import Engine, SlotGraphDecoder, SlotKVCache, generate
+from tinyllm import engine as engine_module
 from tinyllm.generation import decode_step, prefill
 from tinyllm.kv_cache import KVCache
 
@@ -186,3 +187,131 @@ def test_engine_sampling_follows_each_requests_seed(shipped_model, requests):
     engine = Engine(shipped_model, n_slots=2, max_len=128, use_graph=False)
     a = engine.submit(prompt, n, temperature=1.0, top_k=20, seed=6)
     assert engine.run()[a] != outs[0]
+
+
+# --- failure paths: nothing lost ------------------------------------------------------------
+
+FAULT_REQUESTS = [  # (prompt start, length, max_new_tokens, sampling): greedy and seeded
+    (1000, 7, 12, {}),
+    (5000, 11, 5, {"temperature": 0.8, "top_k": 20, "seed": 1}),
+    (9000, 5, 9, {}),
+    (13000, 9, 14, {"temperature": 1.2, "seed": 2}),
+    (17000, 6, 1, {}),
+    (21000, 8, 7, {"temperature": 0.7, "seed": 3}),
+]
+
+
+def fault_engine(model, doc_ids):
+    engine = Engine(model, n_slots=3, max_len=64, use_graph=False, eos_id=EOS)
+    rids = [engine.submit(doc_ids[s : s + n], m, **kw) for s, n, m, kw in FAULT_REQUESTS]
+    return engine, rids
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(shipped_model, doc_ids):
+    engine, rids = fault_engine(shipped_model, doc_ids)
+    return engine.run()
+
+
+class Fault:
+    """Wraps fn: its call number `at` raises `error` (once), every other call goes through."""
+
+    def __init__(self, fn, at: int, error: BaseException):
+        self.fn, self.at, self.error, self.calls = fn, at, error, 0
+
+    def __call__(self, *args, **kwargs):
+        self.calls += 1
+        if self.calls == self.at:
+            raise self.error
+        return self.fn(*args, **kwargs)
+
+
+def check_positions(engine):
+    slots = engine.slots
+    assert slots.lens == slots.lens_dev.tolist()
+    assert slots.active == [bool(a) for a in slots.active_dev.tolist()]
+    assert sorted(engine.running) == [s for s in range(slots.n_slots) if slots.active[s]]
+
+
+POINTS = {  # where a fault is injected: (object, attribute) → the calls to fail
+    "admission": (lambda e: e.slots, "admit", (1, 3, 5)),
+    "prefill": (lambda e: engine_module, "prefill", (1, 2, 6)),
+    "sample": (lambda e: engine_module, "sample", (1, 4, 13)),
+    "decode step": (lambda e: e.decoder, "step", (1, 5, 9)),
+    "release": (lambda e: e.slots, "release", (1, 3)),
+    "host advance": (lambda e: e.slots, "advance_host", (2, 7)),
+}
+
+
+@pytest.mark.parametrize("point", POINTS)
+@pytest.mark.parametrize("error", [KeyboardInterrupt(), RuntimeError("device lost")],
+                         ids=["ctrl-c", "runtime"])  # fmt: skip
+def test_a_fault_anywhere_loses_nothing(shipped_model, doc_ids, uninterrupted, point, error,
+                                        monkeypatch):  # fmt: skip
+    """A Ctrl-C (or an error that is not one request's own) at any admission, prefill,
+    sample, decode step, release or host advance: run() raises, the positions on host and
+    device still agree, and the next run() returns every request with the tokens of an
+    uninterrupted run. Where the fault hit a request's own prefill or sampling as an
+    Exception, that request alone is in engine.failed."""
+    owner, name, ats = POINTS[point]
+    for at in ats:
+        engine, rids = fault_engine(shipped_model, doc_ids)
+        target = owner(engine)
+        fault = Fault(getattr(target, name), at, error)
+        monkeypatch.setattr(target, name, fault)
+        with pytest.raises(type(error)):
+            engine.run()
+        check_positions(engine)
+        monkeypatch.setattr(target, name, fault.fn)
+        got = engine.run()
+        check_positions(engine)
+        own = isinstance(error, Exception) and point in ("prefill", "sample")
+        assert len(engine.failed) == int(own), (point, at, engine.failed)
+        for rid in rids:
+            if rid in engine.failed:
+                assert rid not in got
+            else:
+                assert got[rid] == uninterrupted[rid], (point, at, rid)
+        assert not engine.queue and not engine.running
+
+
+def test_a_request_whose_sampling_fails_leaves_alone(shipped_model, doc_ids, uninterrupted,
+                                                     monkeypatch):  # fmt: skip
+    """A request's own sampling raises (here: request 5's, at its 4th token): it is removed
+    into engine.failed with its error, the error is raised, and the others finish as if
+    nothing happened."""
+    engine, rids = fault_engine(shipped_model, doc_ids)
+    assert len(uninterrupted[5]) > 4
+    bad = next(r for r in engine.queue if r.rid == 5)
+    calls = {"n": 0}
+    original = engine.sample_for
+
+    def sample_for(req, logits):
+        if req is bad:
+            calls["n"] += 1
+            if calls["n"] == 4:
+                raise ValueError("probabilities contain a NaN")
+        return original(req, logits)
+
+    monkeypatch.setattr(engine, "sample_for", sample_for)
+    with pytest.raises(ValueError, match="NaN"):
+        engine.run()
+    assert list(engine.failed) == [5] and "NaN" in str(engine.failed[5])
+    got = engine.run()
+    assert sorted(got) == [r for r in rids if r != 5]
+    assert all(got[r] == uninterrupted[r] for r in got)
+    check_positions(engine)
+
+
+def test_results_of_a_run_that_raised_come_with_the_next(shipped_model, doc_ids, monkeypatch):
+    engine, rids = fault_engine(shipped_model, doc_ids)
+    fault = Fault(engine.decoder.step, 9, KeyboardInterrupt())
+    monkeypatch.setattr(engine.decoder, "step", fault)
+    with pytest.raises(KeyboardInterrupt):
+        engine.run()
+    finished_before = dict(engine.finished)
+    assert finished_before  # some finished inside the run that raised
+    monkeypatch.setattr(engine.decoder, "step", fault.fn)
+    got = engine.run()
+    assert finished_before.items() <= got.items() and sorted(got) == rids
+    assert engine.run() == {}  # returned once

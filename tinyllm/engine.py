@@ -155,19 +155,22 @@ class Engine:
             if not self.queue:
                 return
             req = self.queue[0]
-            undo = self.undo_log([req])
+            undo, culprit = self.undo_log([req]), None
             try:
                 self.running[slot] = req
                 self.slots.admit(slot, len(req.prompt))
                 idx = torch.tensor([req.prompt], device=self.device)
+                culprit = req  # from here to its first token, a failure is its own
                 logits = prefill(self.model, idx, self.slots, check=False)  # checked at submit
-                self.emit(slot, req, self.sample_for(req, logits[:, -1]))
+                tok = self.sample_for(req, logits[:, -1])
+                culprit = None
+                self.emit(slot, req, tok)
                 self.queue.popleft()  # done: the request holds its slot, or has finished
             except BaseException as e:
                 self.undo(undo)
                 if not (self.queue and self.queue[0] is req):
                     self.queue.appendleft(req)  # it was taken off the queue: back in front
-                if isinstance(e, Exception):  # its own prompt or sampling failed: not again
+                if culprit is not None and isinstance(e, Exception):  # not again
                     self.failed[self.queue.popleft().rid] = e
                 raise
 

@@ -42,6 +42,8 @@ from typing import Protocol
 import torch
 from torch import Tensor
 
+from tinyllm.checks import check_int, is_int
+
 
 class Cache(Protocol):
     """What the model calls on a cache (model.py); every cache here follows it."""
@@ -166,6 +168,8 @@ class FixedCache:
     mode."""
 
     def __init__(self, n_layers: int, rows: int, max_len: int):
+        check_int("n_layers", n_layers)
+        check_int("max_len", max_len)
         self.n_layers, self.max_len = n_layers, max_len
         self.k: list[Tensor | None] = [None] * n_layers
         self.v: list[Tensor | None] = [None] * n_layers
@@ -236,6 +240,7 @@ class StaticKVCache(FixedCache):
     """
 
     def __init__(self, n_layers: int, batch: int, max_len: int, device):
+        check_int("batch", batch)
         super().__init__(n_layers, batch, max_len)
         self.batch = batch
         self.pos = torch.zeros(1, dtype=torch.long, device=device)
@@ -249,7 +254,13 @@ class StaticKVCache(FixedCache):
 
     def reset(self, pad_lens: Tensor | None = None) -> None:
         """Empty the cache for a new request, left-padded by pad_lens (B,) if given."""
-        self.restore({"n": 0, "pad_lens": None if pad_lens is None else pad_lens.tolist()})
+        if pad_lens is not None:
+            if not isinstance(pad_lens, Tensor) or pad_lens.shape != (self.batch,):
+                raise ValueError(f"pad_lens must be a tensor of shape ({self.batch},)")
+            pad_lens = pad_lens.tolist()
+            if any(not is_int(p) or not 0 <= p < self.max_len for p in pad_lens):
+                raise ValueError(f"pad_lens {pad_lens} outside [0, max_len {self.max_len})")
+        self.restore({"n": 0, "pad_lens": pad_lens})
 
     def snapshot(self) -> dict:
         return {"n": self.n, "pad_lens": self.pad_lens}
@@ -332,10 +343,7 @@ class SlotKVCache(FixedCache):
     """
 
     def __init__(self, n_layers: int, n_slots: int, max_len: int, device):
-        if not isinstance(n_slots, int) or n_slots < 1:
-            raise ValueError(f"n_slots must be an int >= 1, got {n_slots!r}")
-        if not isinstance(max_len, int) or max_len < 1:
-            raise ValueError(f"max_len must be an int >= 1, got {max_len!r}")
+        check_int("n_slots", n_slots)
         super().__init__(n_layers, n_slots, max_len)
         self.n_slots = n_slots
         self.lens = [0] * n_slots
@@ -349,16 +357,16 @@ class SlotKVCache(FixedCache):
 
     def admit(self, slot: int, T: int) -> None:
         """Reserve a free slot for a prompt of T tokens; the next model call prefills it."""
-        if not 0 <= slot < self.n_slots:
+        if not is_int(slot) or not 0 <= slot < self.n_slots:
             raise ValueError(f"slot {slot} outside [0, {self.n_slots})")
         if self.active[slot]:
             raise ValueError(f"slot {slot} is in use")
-        if not 1 <= T <= self.max_len:
-            raise ValueError(f"prompt length {T} outside [1, max_len {self.max_len}]")
+        if not is_int(T) or not 1 <= T <= self.max_len:
+            raise ValueError(f"prompt length {T!r} outside [1, max_len {self.max_len}]")
         self.prefill_slot = slot
 
     def release(self, slot: int) -> None:
-        if not 0 <= slot < self.n_slots:
+        if not is_int(slot) or not 0 <= slot < self.n_slots:
             raise ValueError(f"slot {slot} outside [0, {self.n_slots})")
         self.active[slot] = False
         self.lens[slot] = 0
