@@ -411,3 +411,157 @@ def test_engine_submit_rejects_a_bool_max_new_tokens(model):
     engine = Engine(model, 2, max_len=64, use_graph=False)
     with pytest.raises(ValueError, match=r"max_new_tokens must be an int >= 1, got True"):
         engine.submit([5], True)
+
+
+# --- the adversarial calls: each refused with a ValueError before any work -------------------
+
+BAD_CALLS = {  # what a user passes → (call, the message it must raise)
+    "temperature=True": (
+        lambda m: generate(m, ids(1, 4), 2, temperature=True),
+        r"temperature must be a number, got True",
+    ),
+    "temperature=1e-40": (
+        lambda m: generate(m, ids(1, 4), 2, temperature=1e-40),
+        r"temperature must be 0 \(greedy\) or a finite number >= 0\.0001",
+    ),
+    "temperature=inf": (
+        lambda m: generate(m, ids(1, 4), 2, temperature=float("inf")),
+        r"temperature must be 0 .*got inf",
+    ),
+    "temperature=nan": (
+        lambda m: generate(m, ids(1, 4), 2, temperature=float("nan")),
+        r"temperature must be 0 .*got nan",
+    ),
+    "temperature='0.5'": (
+        lambda m: generate(m, ids(1, 4), 2, temperature="0.5"),
+        r"temperature must be a number, got '0.5'",
+    ),
+    "top_k=True": (
+        lambda m: generate(m, ids(1, 4), 2, temperature=1.0, top_k=True),
+        r"top_k must be an int in \[1, 258\], got True",
+    ),
+    "eos_id=True": (lambda m: generate(m, ids(1, 4), 2, eos_id=True), r"eos_id True outside"),
+    "eos_id=101.5": (lambda m: generate(m, ids(1, 4), 2, eos_id=101.5), r"eos_id 101.5 outside"),
+    "seed=2**70": (
+        lambda m: generate(m, ids(1, 4), 2, seed=2**70),
+        r"seed must be None or an int in \[0, 2\*\*63\)",
+    ),
+    "seed=-1": (lambda m: generate(m, ids(1, 4), 2, seed=-1), r"seed must be None or an int"),
+    "seed=True": (lambda m: generate(m, ids(1, 4), 2, seed=True), r"seed must be None or an int"),
+    "max_new_tokens=True": (
+        lambda m: generate(m, ids(1, 4), True),
+        r"max_new_tokens must be an int >= 1, got True",
+    ),
+    "ids as a list": (lambda m: generate(m, [[1, 2]], 2), r"idx must be a torch.Tensor"),
+    "bool ids": (
+        lambda m: generate(m, torch.ones(1, 3, dtype=torch.bool), 2),
+        r"idx must hold integer token ids, got dtype torch.bool",
+    ),
+    "uint8 id 255 > vocab? no: int16 id 300": (
+        lambda m: generate(m, torch.tensor([[300]], dtype=torch.int16), 2),
+        r"idx holds token id 300, outside the vocabulary",
+    ),
+    "forward with id 999": (lambda m: m(torch.tensor([[999]])), r"idx holds token id 999"),
+    "forward with a list": (lambda m: m([1, 2]), r"idx must be \(B, T\), got shape list"),
+    "GraphDecoder(batch=True)": (
+        lambda m: GraphDecoder(m, True, use_graph=False),
+        r"batch must be an int >= 1, got True",
+    ),
+    "GraphDecoder(max_len=64.0)": (
+        lambda m: GraphDecoder(m, 1, max_len=64.0, use_graph=False),
+        r"max_len 64.0 outside \[1, max_seq_len 1024\]",
+    ),
+    "GraphDecoder(use_graph=1)": (
+        lambda m: GraphDecoder(m, 1, use_graph=1),
+        r"use_graph must be True or False, got 1",
+    ),
+    "GraphDecoder(buckets=128)": (
+        lambda m: GraphDecoder(m, 1, buckets=128, use_graph=False),
+        r"buckets must be a tuple of positive ints, got 128",
+    ),
+    "GraphDecoder(buckets=(True, 1024))": (
+        lambda m: GraphDecoder(m, 1, buckets=(True, 1024), use_graph=False),
+        r"buckets must be positive ints",
+    ),
+    "GraphDecoder(fused='yes')": (
+        lambda m: GraphDecoder(m, 1, use_graph=False, fused="yes"),
+        r"fused must be False, True or a dict",
+    ),
+    "capture(windows=128)": (
+        lambda m: GraphDecoder(m, 1, use_graph=False).capture(128),
+        r"windows must be a tuple of buckets, got 128",
+    ),
+    "Engine(n_slots=True)": (lambda m: Engine(m, True), r"n_slots must be an int >= 1, got True"),
+    "Engine(eos_id=101.5)": (lambda m: Engine(m, 2, eos_id=101.5), r"eos_id 101.5 outside"),
+    "Engine(use_graph='no')": (
+        lambda m: Engine(m, 2, use_graph="no"),
+        r"use_graph must be None, True or False",
+    ),
+    "submit(seed=2**70)": (
+        lambda m: Engine(m, 2, use_graph=False).submit([1, 2], 3, seed=2**70),
+        r"seed must be None or an int",
+    ),
+    "submit(temperature=1e-40)": (
+        lambda m: Engine(m, 2, use_graph=False).submit([1, 2], 3, temperature=1e-40),
+        r"temperature must be 0 \(greedy\)",
+    ),
+    "submit('text')": (
+        lambda m: Engine(m, 2, use_graph=False).submit("text", 3),
+        r"prompt_ids must be a list of ints, got str",
+    ),
+    "submit(float tensor)": (
+        lambda m: Engine(m, 2, use_graph=False).submit(torch.tensor([1.0, 2.0]), 3),
+        r"prompt_ids must be a 1-D integer tensor",
+    ),
+    "StaticKVCache(batch=0)": (
+        lambda m: StaticKVCache(4, 0, 64, "cpu"),
+        r"batch must be an int >= 1, got 0",
+    ),
+    "StaticKVCache(max_len=-1)": (
+        lambda m: StaticKVCache(4, 1, -1, "cpu"),
+        r"max_len must be an int >= 1, got -1",
+    ),
+    "StaticKVCache.reset(pads of another batch)": (
+        lambda m: StaticKVCache(4, 2, 64, "cpu").reset(torch.tensor([0, 1, 2])),
+        r"pad_lens must be a tensor of shape \(2,\)",
+    ),
+    "SlotKVCache(n_layers=0)": (
+        lambda m: SlotKVCache(0, 2, 64, "cpu"),
+        r"n_layers must be an int >= 1, got 0",
+    ),
+    "SlotKVCache.admit(slot=True)": (
+        lambda m: SlotKVCache(4, 2, 64, "cpu").admit(True, 3),
+        r"slot True outside \[0, 2\)",
+    ),
+    "SlotKVCache.admit(T=2.5)": (
+        lambda m: SlotKVCache(4, 2, 64, "cpu").admit(0, 2.5),
+        r"prompt length 2.5 outside",
+    ),
+    "a model on the meta device": (
+        lambda m: generate(type(m)(m.cfg).to("meta"), ids(1, 4), 2),
+        r"the model is on the meta device",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", BAD_CALLS)
+def test_a_bad_call_is_refused_before_any_work(model, case):
+    call, message = BAD_CALLS[case]
+    embedded = []
+    hook = model.tok_emb.register_forward_pre_hook(lambda mod, args: embedded.append(1))
+    try:
+        with pytest.raises(ValueError, match=message):
+            call(model)
+    finally:
+        hook.remove()
+    assert not embedded, f"{case}: the model ran before the error"
+    if not case.startswith("forward"):  # (a forward call is itself the model's)
+        assert not model.calls, f"{case}: the model was called"
+
+
+def test_small_integer_ids_are_accepted(model):
+    """Any integer dtype holds token ids; the model casts them for its embedding."""
+    idx = ids(2, 5)
+    want = generate(model, idx, 4)
+    for dtype in (torch.uint8, torch.int16, torch.int32):
+        assert torch.equal(generate(model, idx.to(dtype), 4), want), dtype

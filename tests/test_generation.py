@@ -99,10 +99,18 @@ def test_eos_in_every_row_stops_early_and_fills_with_eos(shipped_model, tokenize
     plain = generate(shipped_model, idx, 200, pad_lens=pad_lens)
     firsts = [row.index(EOS_E) for row in plain.tolist()]
     assert max(firsts) < 20  # every row emits it early: the loop stops early
-    out = generate(shipped_model, idx, 200, pad_lens=pad_lens, eos_id=EOS_E)
+    calls = []
+    hook = shipped_model.register_forward_pre_hook(lambda mod, args: calls.append(1))
+    try:
+        out = generate(shipped_model, idx, 200, pad_lens=pad_lens, eos_id=EOS_E)
+    finally:
+        hook.remove()
     for b, first in enumerate(firsts):
         assert out[b, : first + 1].tolist() == plain[b, : first + 1].tolist()
         assert (out[b, first:] == EOS_E).all()
+    # the loop stopped early: one prefill, then one decode step per token until the last row
+    # emitted EOS (its token is sampled from the step before), not 199 steps
+    assert len(calls) == 1 + max(firsts)
 
 
 def test_seeded_sampling_is_reproducible_and_its_knobs_matter(shipped_model, tokenizer):

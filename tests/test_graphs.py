@@ -19,6 +19,7 @@ from tinyllm import Engine, GraphDecoder, SlotGraphDecoder, SlotKVCache, default
 from tinyllm.generation import decode_step, left_pad, prefill
 from tinyllm.graphs import bucket_for
 from tinyllm.kv_cache import KVCache
+from tinyllm.lab import simgraph
 
 BUCKETS = (64, 128, 256, 512)
 ATOL = 1e-4
@@ -189,7 +190,15 @@ def test_decoders_take_default_or_given_buckets(shipped_model):
         dec.capture((100,))
 
 
-def test_use_graph_false_never_creates_cuda_state(shipped_model):
+def test_use_graph_false_never_creates_cuda_state(shipped_model, monkeypatch):
+    """use_graph=False makes no CUDA-graph call at all: each one would raise here."""
+
+    def forbidden(*args, **kwargs):
+        raise AssertionError("a CUDA-graph call with use_graph=False")
+
+    for name in ("CUDAGraph", "graph", "graph_pool_handle", "Stream", "stream",
+                 "current_stream", "synchronize"):  # fmt: skip
+        monkeypatch.setattr(torch.cuda, name, forbidden)
     cuda_before = torch.cuda.is_initialized()
     dec = GraphDecoder(shipped_model, 2, max_len=128, buckets=(32, 128), use_graph=False)
     dec.generate(torch.randint(0, 256, (2, 5)), 60)
@@ -202,3 +211,52 @@ def test_use_graph_false_never_creates_cuda_state(shipped_model):
     assert engine.decoder.pool is None and engine.decoder.graphs == {}
     assert {s["window"] for s in engine.stats} == {16, 64}
     assert torch.cuda.is_initialized() == cuda_before
+
+
+@pytest.mark.parametrize("use_graph", [False, True], ids=["eager", "simulated graph"])
+def test_an_interrupted_step_puts_the_positions_back(shipped_model, use_graph, monkeypatch):
+    """A Ctrl-C between the step's device work and the host's advance: the positions on host
+    and device agree again, and the next steps give the logits of a decoder that was never
+    interrupted. Host and device positions are compared after every step."""
+    idx = torch.randint(0, 256, (2, 9))
+    kw = {"max_len": 64, "buckets": (16, 64), "use_graph": use_graph, "graph_api": simgraph}
+    dec, twin = GraphDecoder(shipped_model, 2, **kw), GraphDecoder(shipped_model, 2, **kw)
+    tok = dec.prefill(idx)[:, -1:].argmax(-1)
+    twin.prefill(idx)
+    original = dec.cache.advance_host
+    for step in range(12):
+        if step in (3, 7):  # positions 12 and 16: the second crosses into the 64-key window
+            monkeypatch.setattr(dec.cache, "advance_host", Fault(KeyboardInterrupt()))
+            with pytest.raises(KeyboardInterrupt):
+                dec.step(tok)
+            monkeypatch.setattr(dec.cache, "advance_host", original)
+            assert int(dec.cache.pos) == dec.cache.n == 9 + step
+        a, b = dec.step(tok), twin.step(tok)
+        assert torch.equal(a, b), step
+        assert int(dec.cache.pos) == dec.cache.n == int(twin.cache.pos) == 10 + step
+        tok = b[:, -1:].argmax(-1)
+
+
+def test_an_interrupted_slot_step_puts_the_lengths_back(shipped_model, monkeypatch):
+    slots = SlotKVCache(shipped_model.cfg.n_layers, 3, 64, "cpu")
+    dec = SlotGraphDecoder(shipped_model, slots, buckets=(16, 64), use_graph=True,
+                           graph_api=simgraph)  # fmt: skip
+    for s, T in ((0, 5), (2, 12)):
+        slots.admit(s, T)
+        prefill(shipped_model, torch.randint(0, 256, (1, T)), slots)
+    tok = torch.tensor([[7], [0], [9]])
+    monkeypatch.setattr(slots, "advance_host", Fault(KeyboardInterrupt()))
+    with pytest.raises(KeyboardInterrupt):
+        dec.step(tok)
+    assert slots.lens == slots.lens_dev.tolist() == [5, 0, 12]
+    monkeypatch.undo()
+    dec.step(tok)
+    assert slots.lens == slots.lens_dev.tolist() == [6, 0, 13]
+
+
+class Fault:
+    def __init__(self, error):
+        self.error = error
+
+    def __call__(self, *args, **kwargs):
+        raise self.error
