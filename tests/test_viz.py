@@ -156,9 +156,11 @@ def test_titles_state_what_the_data_says():
         viz.cpu_gpu_figure(res, 3)
 
 
-def test_results_prefers_a_learners_file(tmp_path, monkeypatch):
-    monkeypatch.setattr(results, "RESULTS_DIR", tmp_path)
-    assert results.load_results() is None
+def test_results_are_the_shipped_recording_and_a_learners_is_found_apart(tmp_path, monkeypatch):
+    """Checked cells print the shipped recording whatever a learner recorded; own_results()
+    finds the learner's newest one for the cells nbval does not compare."""
+    monkeypatch.setenv("TINYLLM_RESULTS", str(tmp_path))
+    monkeypatch.chdir(tmp_path)
 
     def recording(date):
         res = recorded_results()
@@ -166,11 +168,14 @@ def test_results_prefers_a_learners_file(tmp_path, monkeypatch):
         return json.dumps(res)
 
     (tmp_path / "h200.json").write_text(recording("2026-11-30"))
-    assert results.load_results()["file"] == "h200.json"
+    assert results.results_dir() == tmp_path
+    assert results.load_results()["file"] == "h200.json" and results.own_results() is None
     for name, date in (("rtx4090", "2026-12-01"), ("a100", "2026-12-05")):
         (tmp_path / f"{name}.json").write_text(recording(date))
-    res = results.load_results()
-    assert res["file"] == "a100.json"
+    (tmp_path / "h200_diet.json").write_text(json.dumps({"provenance": {"date": "2027-01-01"}}))
+    assert results.load_results()["file"] == "h200.json"  # still the shipped one
+    res = results.own_results()
+    assert res["file"] == "a100.json"  # the newest bench recording, not the diet file
     assert results.load_results("rtx4090")["provenance"]["date"] == "2026-12-01"
     p = res["provenance"]
     assert results.provenance_label(res) == (
@@ -180,6 +185,18 @@ def test_results_prefers_a_learners_file(tmp_path, monkeypatch):
     (tmp_path / "traces").mkdir()
     (tmp_path / "traces" / "a100.json").write_text(json.dumps(small_trace()))
     assert results.load_trace(res) == small_trace()
+
+
+def test_results_outside_a_checkout_say_where_to_look(tmp_path, monkeypatch):
+    """As in a non-editable install: no results/ next to the package, none here."""
+    monkeypatch.delenv("TINYLLM_RESULTS", raising=False)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(results, "__file__", str(tmp_path / "site" / "tinyllm" / "lab" / "r.py"))
+    with pytest.raises(ValueError, match="set TINYLLM_RESULTS"):
+        results.load_results()
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "h200.json").write_text(json.dumps(recorded_results()))
+    assert results.load_results()["file"] == "h200.json"  # found in the current folder
 
 
 def test_capture_cost_sums_only_measured_windows(recorded):

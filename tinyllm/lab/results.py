@@ -1,15 +1,37 @@
 """Recorded GPU measurements (results/), for notebooks that run without a GPU.
 
-A learner's own `python -m tinyllm.lab.bench` writes results/<gpu>.json; the notebooks prefer
-it to the shipped H200 recording. Every number shown from here is labelled with where it
-was measured (provenance_label), never passed off as a live measurement.
+load_results() is the shipped recording, results/h200.json: what every checked notebook cell
+prints, so that the committed outputs hold on any machine. A learner's own `make bench`
+writes results/<gpu>.json; own_results() finds the newest such recording, which the
+notebooks show beside the shipped one, in cells that nbval does not compare. Every number
+shown from here is labelled with where it was measured (provenance_label), never passed off
+as a live measurement.
+
+results/ is found next to the package (a checkout, or `pip install -e .`), else through the
+environment variable TINYLLM_RESULTS, else in the current folder or one above it (a
+notebook runs in notebooks/); without it, a clear error.
 """
 
 import json
+import os
 from pathlib import Path
 
-RESULTS_DIR = Path(__file__).resolve().parents[2] / "results"  # the repository's results/
 SHIPPED = "h200"
+
+
+def results_dir() -> Path:
+    """The results/ folder, or a ValueError that says how to point to it."""
+    env = os.environ.get("TINYLLM_RESULTS")
+    candidates = [Path(env)] if env else []
+    candidates += [Path(__file__).resolve().parents[2] / "results", Path.cwd() / "results",
+                   Path.cwd().parent / "results"]  # fmt: skip
+    for folder in candidates:
+        if (folder / f"{SHIPPED}.json").is_file():
+            return folder
+    raise ValueError(
+        f"no results/{SHIPPED}.json found (looked in {', '.join(map(str, candidates))}): "
+        f"run from the course's repository, or set TINYLLM_RESULTS to its results/ folder"
+    )
 
 
 def _read(path: Path) -> dict:
@@ -18,16 +40,18 @@ def _read(path: Path) -> dict:
     return res
 
 
-def load_results(gpu: str | None = None) -> dict | None:
-    """results/<gpu>.json; without gpu, the newest learner recording (by provenance date),
-    else the shipped h200.json; None when there is none."""
-    if gpu is not None:
-        path = RESULTS_DIR / f"{gpu}.json"
-        return _read(path) if path.exists() else None
-    own = [_read(p) for p in RESULTS_DIR.glob("*.json") if p.stem != SHIPPED]
-    if own:
-        return max(own, key=lambda r: str(r.get("provenance", {}).get("date", "")))
-    return load_results(SHIPPED)
+def load_results(gpu: str = SHIPPED) -> dict | None:
+    """results/<gpu>.json (default: the shipped H200 recording), or None if there is none."""
+    path = results_dir() / f"{gpu}.json"
+    return _read(path) if path.exists() else None
+
+
+def own_results() -> dict | None:
+    """The newest recording other than the shipped one (a learner's `make bench`, by the
+    date in its provenance), or None."""
+    own = [_read(p) for p in results_dir().glob("*.json") if p.stem != SHIPPED]
+    own = [r for r in own if "provenance" in r and "step_time" in r]  # bench files only
+    return max(own, key=lambda r: str(r["provenance"].get("date", "")), default=None)
 
 
 def provenance_label(res: dict) -> str:
@@ -41,7 +65,7 @@ def provenance_label(res: dict) -> str:
 
 def load_trace(res: dict) -> dict | None:
     """The profiled decode steps recorded with res (results/traces/<gpu>.json), or None."""
-    path = RESULTS_DIR / "traces" / res.get("file", f"{SHIPPED}.json")
+    path = results_dir() / "traces" / res.get("file", f"{SHIPPED}.json")
     return json.loads(path.read_text()) if path.exists() else None
 
 
