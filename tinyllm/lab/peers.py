@@ -95,15 +95,22 @@ def reduce_overhead_first_try(model, idx) -> Variant:
     )
 
 
-def gpt_fast(model, idx, max_new_tokens: int, forward_only: bool = False,
-             static_tables: bool = False, extra=None) -> Variant:  # fmt: skip
+def gpt_fast(
+    model,
+    idx,
+    max_new_tokens: int,
+    forward_only: bool = False,
+    static_tables: bool = False,
+    extra=None,
+) -> Variant:
     """gpt-fast's step (lab/gptfast): decode_one_token with its sampling, as generate.py runs
     it, or (forward_only) its model forward alone, which returns logits as the course's step
     does; static_tables: its RoPE table and mask at fixed addresses. Its cost does not depend
     on the position (it attends over its whole cache), so reset() leaves it where it is."""
     make = gptfast.make_forward_step if forward_only else gptfast.make_decode_step
-    step, setup_s = make(model, idx, max_new_tokens, extra_inductor=extra,
-                         static_tables=static_tables)  # fmt: skip
+    step, setup_s = make(
+        model, idx, max_new_tokens, extra_inductor=extra, static_tables=static_tables
+    )
     name = "gpt-fast" + (", forward only" if forward_only else "")
     name += ", static tables" if static_tables else ""
     name += "".join(f", {k}={v}" for k, v in (extra or {}).items())
@@ -247,4 +254,24 @@ def host_breakdown(variant: Variant, n_steps: int = 5, top: int = 25) -> dict:
         "host_step_us": per_step(sum(hi - lo for lo, hi in spans)),
         "gpu_kernel_us": per_step(gpu),
         "host_events_us": {k: per_step(v) for k, v in host.most_common(top)},
+    }
+
+
+def host_categories(breakdown: dict) -> dict:
+    """A host_breakdown() as what the host time pays for, µs per step: Dynamo's guards and
+    cache lookup, copying inputs into the graph's static buffers, the graph launch, and the
+    rest (Python, CUDAGraph Trees' bookkeeping, the ops outside the graph); and the GPU's
+    kernel time beside them."""
+    ev = breakdown["host_events_us"]
+    guards = ev.get("TorchDynamo Cache Lookup", 0.0)
+    copies = ev.get("aten::_foreach_copy_", 0.0) + ev.get("aten::copy_", 0.0)
+    launch = ev.get("cudaGraphLaunch", 0.0)
+    host = breakdown["host_step_us"]
+    return {
+        "host_us": host,
+        "guards": guards,
+        "input copies": copies,
+        "graph launch": launch,
+        "other": max(0.0, host - guards - copies - launch),
+        "gpu_kernel_us": breakdown["gpu_kernel_us"],
     }

@@ -1,0 +1,227 @@
+"""Figures of what a decode step costs (notebooks 01 and 07): the course's steps beside the
+peers, the cost model (µs against kernels), the kernel diet stage by stage, step time
+against position, and where reduce-overhead's host time goes. Each draws results/<gpu>.json
+(and results/<gpu>_diet.json)."""
+
+import numpy as np
+from matplotlib.patches import Patch
+
+from tinyllm.course.viz.style import COLORS, new_figure, sig3
+from tinyllm.lab.peers import host_categories
+
+
+def row_color(name: str) -> str:
+    """One colour per kind of step, as in every notebook."""
+    for prefix, key in (
+        ("eager", "eager"),
+        ("static", "static"),
+        ("graph", "graph"),
+        ("fused", "fused"),
+        ("reduce-overhead", "compiled"),
+        ("gpt-fast", "compiled"),
+    ):
+        if name.startswith(prefix):
+            return COLORS[key]
+    return COLORS["wasted"]
+
+
+def peers_figure(res: dict):
+    """Step time of each variant of res["fusion"] (batch 1, window 128, one run), with its
+    min–max over the repeats, its kernels per step and its set-up time."""
+    f = res["fusion"]
+    rows = f["rows"]
+    med = [r["step_us"]["median"] for r in rows]
+    err = np.array(
+        [
+            [m - r["step_us"]["min"] for m, r in zip(med, rows)],
+            [r["step_us"]["max"] - m for m, r in zip(med, rows)],
+        ]
+    )
+    fig, ax = new_figure(figsize=(9, 0.9 + 0.5 * len(rows)))
+    y = np.arange(len(rows))
+    bars = ax.barh(y, med, xerr=err, color=[row_color(r["name"]) for r in rows], error_kw={"lw": 1})
+    labels = [
+        f"{sig3(m)} µs · {r['kernels']:.0f} kernels · set-up {sig3(r['setup_s'])} s"
+        + (" · no CUDA graph" if r.get("cudagraph_skips") else "")
+        for m, r in zip(med, rows)
+    ]
+    ax.bar_label(bars, labels, padding=4, fontsize=7)
+    ax.set_yticks(y, [r["name"] for r in rows], fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xscale("log")
+    ax.set_xlim(min(med) / 2, max(med) * 30)
+    ax.set_xlabel(f"decode step time, batch {f['batch']} (µs, median over repeats, log scale)")
+    h = res.get("headline")
+    ratio = f" ({h['best_over_gptfast']:.2f}× gpt-fast's strongest form)" if h else ""
+    best = next(r for r in rows if r["name"] == "fused kernels in bucketed graphs")
+    ax.set_title(
+        f"Fused kernels in the course's bucketed graphs: {sig3(best['step_us']['median'])}"
+        f" µs per step{ratio}",
+        fontsize=10,
+    )
+    return fig
+
+
+def cost_model_figure(res: dict, diet: dict | None = None):
+    """µs per step against kernels per step for every variant measured (and the diet's
+    stages), the fitted line µs = a + b·kernels over the replayed ones, and the bandwidth
+    floor: the fewer kernels, the faster a replayed step."""
+    fig, ax = new_figure(figsize=(7, 4.4))
+    for r in res["fusion"]["rows"]:
+        ax.scatter(
+            r["kernels"],
+            r["step_us"]["median"],
+            color=row_color(r["name"]),
+            s=30,
+            edgecolor="black",
+            lw=0.4,
+            zorder=3,
+        )
+    for stage in (diet or {}).get("stages", []):
+        g = stage["batch"]["1"]["graph"]
+        ax.scatter(
+            g["kernels"],
+            g["step_us"]["median"],
+            marker="s",
+            s=24,
+            color=COLORS["graph"],
+            alpha=0.5,
+            zorder=2,
+        )
+        ax.annotate(
+            stage["stage"],
+            (g["kernels"], g["step_us"]["median"]),
+            fontsize=7,
+            textcoords="offset points",
+            xytext=(4, -8),
+        )
+    fit = res["cost_model"]["fit"]
+    k = np.array([0, max(p["kernels"] for p in res["cost_model"]["points"]) * 1.1])
+    ax.plot(
+        k,
+        fit["a_us"] + fit["b_us_per_kernel"] * k,
+        color=COLORS["current"],
+        ls="--",
+        lw=1,
+        label=f"fit over replayed steps: {sig3(fit['a_us'])} µs + "
+        f"{sig3(fit['b_us_per_kernel'])} µs × kernels",
+    )
+    if "bandwidth" in res:
+        ax.axhline(
+            res["bandwidth"]["floor_us"],
+            color=COLORS["wasted"],
+            lw=1,
+            label=f"bandwidth floor {sig3(res['bandwidth']['floor_us'])} µs",
+        )
+    ax.set_yscale("log")
+    ax.set(xlabel="kernels per step", ylabel="step time at batch 1 (µs, median, log scale)")
+    handles, _ = ax.get_legend_handles_labels()
+    handles += [
+        Patch(color=COLORS[k], label=lab)
+        for k, lab in (
+            ("eager", "eager"),
+            ("static", "static, run eagerly"),
+            ("graph", "graph replay"),
+            ("fused", "fused kernels"),
+            ("compiled", "torch.compile / gpt-fast"),
+        )
+    ]
+    ax.legend(handles=handles, fontsize=7, loc="upper left")
+    ax.set_title(
+        f"A replayed step costs about {sig3(fit['b_us_per_kernel'])} µs per kernel:\n"
+        f"fewer kernels, faster steps",
+        fontsize=10,
+    )
+    return fig
+
+
+def diet_figure(diet: dict, batch: str = "1"):
+    """Kernels per step and graph-replayed step time after each stage of the kernel diet."""
+    stages = diet["stages"]
+    names = [s["stage"] for s in stages]
+    g = [s["batch"][batch]["graph"] for s in stages]
+    fig, (a1, a2) = new_figure(1, 2, figsize=(9, 3.4))
+    a1.bar(names, [x["kernels"] for x in g], color=COLORS["graph"])
+    a1.bar_label(a1.containers[0], fmt="%d", fontsize=8)
+    a1.set(ylabel="kernels per step", title="Kernels per step")
+    med = [x["step_us"]["median"] for x in g]
+    a2.bar(
+        names,
+        med,
+        color=COLORS["graph"],
+        yerr=[
+            [m - x["step_us"]["min"] for m, x in zip(med, g)],
+            [x["step_us"]["max"] - m for m, x in zip(med, g)],
+        ],
+    )
+    a2.bar_label(
+        a2.containers[1] if len(a2.containers) > 1 else a2.containers[0], fmt="%.0f", fontsize=8
+    )
+    a2.set(ylabel=f"graph replay, batch {batch} (µs)", title="Step time")
+    fig.suptitle(
+        f"The kernel diet: {g[0]['kernels']:.0f} → {g[-1]['kernels']:.0f} kernels, "
+        f"{sig3(med[0])} → {sig3(med[-1])} µs per replayed step",
+        fontsize=10,
+    )
+    return fig
+
+
+def sweep_figure(res: dict):
+    """Step time against position: the bucketed graphs step up at each bucket edge; a
+    graph over the whole cache (gpt-fast's) costs the same everywhere."""
+    sw = res["position_sweep"]
+    fig, ax = new_figure(figsize=(8, 3.8))
+    for key, label, color in (
+        ("graph", "graph replay, unfused, bucketed", COLORS["graph"]),
+        ("fused", "fused kernels, bucketed graphs", COLORS["fused"]),
+        ("gpt-fast", "gpt-fast, one 1024-position cache", COLORS["compiled"]),
+    ):
+        ax.plot(sw["positions"], sw[f"{key}_us"], drawstyle="steps-post", color=color, label=label)
+    for w in res["operating_point"]["buckets"][:-1]:
+        ax.axvline(w, color=COLORS["wasted"], lw=0.6, ls=":")
+    ax.set(
+        xlabel="position (tokens)",
+        ylabel=f"step time, batch 1 (µs, median per {sw['bin_size']} positions)",
+        ylim=(0, None),
+    )
+    ax.legend(fontsize=8)
+    f, g = np.array(sw["fused_us"]), np.array(sw["gpt-fast_us"])
+    share = float((f < g).mean())
+    ax.set_title(
+        f"Buckets pay at short lengths: the fused graphs beat a whole-cache graph "
+        f"at {share:.0%} of positions",
+        fontsize=10,
+    )
+    return fig
+
+
+def breakdown_figure(res: dict):
+    """Host time of one step of each reduce-overhead variant, by what it is spent on,
+    beside the GPU time of its kernels."""
+    cats = {name: host_categories(b) for name, b in res["host_breakdown"].items()}
+    keys = ["guards", "input copies", "graph launch", "other"]
+    colors = [COLORS["compiled"], COLORS["eager"], COLORS["graph"], COLORS["wasted"]]
+    fig, ax = new_figure(figsize=(8, 0.9 + 0.7 * len(cats)))
+    for i, c in enumerate(cats.values()):
+        left = 0.0
+        for k, color in zip(keys, colors):
+            ax.barh(i, c[k], left=left, color=color, label=k if i == 0 else None)
+            left += c[k]
+        ax.barh(
+            i + 0.35,
+            c["gpu_kernel_us"],
+            height=0.2,
+            color="black",
+            label="GPU: its kernels" if i == 0 else None,
+        )
+    ax.set_yticks(range(len(cats)), list(cats), fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel("time per step under the profiler (µs)")
+    ax.legend(fontsize=7, ncols=3)
+    worst = max(cats, key=lambda n: cats[n]["host_us"])
+    ax.set_title(
+        f"reduce-overhead's host time goes to guards, copies and bookkeeping:\n"
+        f"{sig3(cats[worst]['host_us'])} µs of host time per step for {worst!r}",
+        fontsize=10,
+    )
+    return fig
