@@ -11,8 +11,8 @@ traceback. A GPU-only bonus returns None without CUDA.
 from tinyllm.course.exercises.nb00 import check_param_split, check_token_count
 from tinyllm.course.exercises.nb01 import (
     check_bandwidth_floor,
-    check_kernels_per_step,
     check_launch_bound,
+    check_static_extra_ops,
 )
 from tinyllm.course.exercises.nb02 import check_static_write, check_window_mask
 from tinyllm.course.exercises.nb03 import (
@@ -35,7 +35,7 @@ __all__ = [
     "check_token_count",
     "check_param_split",
     "check_bandwidth_floor",
-    "check_kernels_per_step",
+    "check_static_extra_ops",
     "check_launch_bound",
     "check_window_mask",
     "check_static_write",

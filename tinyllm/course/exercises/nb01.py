@@ -2,8 +2,7 @@
 
 import math
 
-from tinyllm.course.exercises.harness import check_cases, hint, ok
-from tinyllm.course.viz import sig3
+from tinyllm.course.exercises.harness import FAILED, call, check_cases, hint, ok
 from tinyllm.lab.results import load_results
 
 
@@ -37,45 +36,108 @@ def check_bandwidth_floor(fn) -> bool:
     )
 
 
-def check_kernels_per_step(answer, measured: int) -> bool:
-    """answer: predicted kernels one decode step launches; right within ±25 % of measured."""
-    if not isinstance(answer, (int, float)):
-        return hint(f"answer with a number of kernels, got {answer!r}")
-    if abs(answer - measured) <= 0.25 * measured:
-        return ok(f"{answer} is close to the {measured} kernels measured")
-    side = "low" if answer < measured else "high"
+STATIC_EXTRA = {  # op → why the static step runs it (more often) than eager decode
+    "copy_": "the new token is copied into the static input tensor the graph reads",
+    "index_select": "RoPE's rows are gathered at the device position pos (two tables)",
+    "index_copy_": "keys and values are written at pos in a fixed-size cache (eager appends)",
+    "index_fill_": "the step opens its own key in the cache's mask, kept on the device",
+    "add_": "the position pos is advanced on the device, inside the step",
+}
+
+
+def static_extra_ops(model=None) -> set[str]:
+    """The compute ops the static decode step runs more often than eager decode, counted
+    live on the CPU with lab.anatomy (the shipped model unless one is given)."""
+    from tinyllm import GraphDecoder, KVCache, load_pretrained
+    from tinyllm.generation import decode_step, prefill
+    from tinyllm.lab import anatomy
+    from tinyllm.lab.bench import prompt_batch
+
+    model = model or load_pretrained("cpu")
+    idx = prompt_batch(1, 32, "cpu")
+    cache, dec = KVCache(model.cfg.n_layers), GraphDecoder(model, 1, use_graph=False)
+    tok = prefill(model, idx, cache)[:, -1:].argmax(-1)
+    dec.prefill(idx)
+
+    def totals(step):
+        return anatomy.op_counts(anatomy.step_ops(anatomy.profile_ops(step)), 1)["totals"]
+
+    eager = totals(lambda: decode_step(model, cache, tok, check=False))
+    static = totals(lambda: dec.step(tok, check=False))
+    return {op for op, n in static.items() if n > eager.get(op, 0)}
+
+
+def check_static_extra_ops(answer, model=None) -> bool:
+    """answer: the set of op names the static step runs (more often) than eager decode."""
+    if answer is None:
+        return hint("not answered yet: set answer to a set of op names, e.g. {'mul', 'add'}")
+    if isinstance(answer, str) or not isinstance(answer, (set, frozenset, list, tuple)):
+        return hint(f"answer with a set of op names, e.g. {{'mul', 'add'}}, got {answer!r}")
+    if not all(isinstance(op, str) for op in answer):
+        return hint(f"the op names are strings, as the tables print them, got {answer!r}")
+    got = {op.strip().removeprefix("aten::") for op in answer}
+    want = static_extra_ops(model)
+    if got == want:
+        return ok(
+            "the static step adds "
+            + "; ".join(f"{op}: {STATIC_EXTRA.get(op, 'extra')}" for op in sorted(want))
+        )
+    missing, extra = sorted(want - got), sorted(got - want)
+    if missing:
+        op = missing[0]
+        return hint(
+            f"the static step also runs {op!r} ({len(missing)} missing in all): look "
+            f"for it in the static table's kv_cache, graphs and begin_step rows"
+        )
     return hint(
-        f"{answer} is too {side} ({measured} measured): count one layer's kernels in "
-        f"the table (norms, projections, RoPE, attention, SwiGLU, residual adds), "
-        f"multiply by n_layers, then add the embedding, final norm and LM head"
+        f"{extra[0]!r} is not run more often by the static step: compare the two "
+        f"tables' counts, not only their rows"
     )
 
 
-def check_launch_bound(answer, res: dict | None = None) -> bool | None:
-    """answer: the recorded batch sizes at which eager decode is launch-bound, i.e. the CPU
-    needs at least as long to issue a step as the GPU needs to run its kernels."""
-    res = res or load_results()
-    if res is None:
-        print("No recorded results found in results/: run python -m tinyllm.lab.bench on a GPU.")
-        return None
+def launch_bound_batches(res: dict) -> set[int]:
+    """The recorded batch sizes at which the CPU needs at least as long to issue an eager
+    step as the GPU needs to run its kernels."""
     cpu, gpu = res["cpu_time"], res["gpu_kernel_time"]
-    times = {
-        b: (c, gpu["eager_us"][gpu["batch"].index(b)])
-        for b, c in zip(cpu["batch"], cpu["eager_us"])
-        if b in gpu["batch"]
-    }
-    want = {b for b, (c, g) in times.items() if c >= g}
-    try:
-        got = {int(b) for b in answer}
-    except (TypeError, ValueError):
-        return hint(f"answer with the batch sizes, e.g. {{1, 2}}, got {answer!r}")
-    if got - times.keys():
-        return hint(f"batch {min(got - times.keys())} was not recorded; recorded: {sorted(times)}")
-    if got != want:
-        b = min(got ^ want)
-        c, g = times[b]
-        return hint(
-            f"batch {b} {'is' if b in want else 'is not'} launch-bound: the CPU "
-            f"issues the step in {sig3(c)} µs, the GPU runs it in {sig3(g)} µs"
-        )
-    return ok(f"eager decode is launch-bound at batch {sorted(want)}")
+    g = dict(zip(gpu["batch"], gpu["eager_us"]))
+    return {b for b, c in zip(cpu["batch"], cpu["eager_us"]) if b in g and c >= g[b]}
+
+
+def check_launch_bound(fn, res: dict | None = None) -> bool | None:
+    """fn(res) → the set of batch sizes at which eager decode is launch-bound, checked on the
+    recording and on altered copies of it (a faster CPU, a slower GPU)."""
+    import copy
+
+    res = res or load_results()
+    cases = [(res, "the recording")]
+    for name, scale_cpu, scale_gpu in (
+        ("a CPU 3× faster", 1 / 3, 1),
+        ("a GPU 20× slower", 1, 20),
+        ("both", 1 / 2, 8),
+    ):
+        alt = copy.deepcopy(res)
+        alt["cpu_time"]["eager_us"] = [c * scale_cpu for c in alt["cpu_time"]["eager_us"]]
+        alt["gpu_kernel_time"]["eager_us"] = [
+            g * scale_gpu for g in alt["gpu_kernel_time"]["eager_us"]
+        ]
+        cases.append((alt, f"the recording with {name}"))
+    for case, shown in cases:
+        got = call(fn, (copy.deepcopy(case),), shown)
+        if got is FAILED:
+            return False
+        try:
+            got = {int(b) for b in got}
+        except (TypeError, ValueError):
+            return hint(f"on {shown} your function returned {got!r}: return a set of batch sizes")
+        want = launch_bound_batches(case)
+        if got != want:
+            b = min(got ^ want)
+            return hint(
+                f"on {shown}, batch {b} {'is' if b in want else 'is not'} launch-bound: "
+                f"compare res['cpu_time']['eager_us'] with res['gpu_kernel_time']"
+                f"['eager_us'] at the same index of their 'batch' lists"
+            )
+    return ok(
+        f"eager decode is launch-bound at batch {sorted(launch_bound_batches(res))} of "
+        f"the recording, and your function follows the times when they change"
+    )
