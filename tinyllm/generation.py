@@ -4,7 +4,8 @@
     repeat: tok = sample(logits); logits = decode_step(model, cache, tok)
 
 This is the reference path. It is exact and simple, and on a GPU it is slow for a small
-model: every decode step launches a few hundred tiny kernels from the CPU (notebook 01).
+model: every decode step launches dozens of tiny kernels from the CPU, one per op, and the
+CPU needs longer to launch them than the GPU needs to run them (notebook 01).
 graphs.py makes the same loop fast; this file is what it is checked against.
 
 All precision choices are made in one place, here: a model computes in compute_dtype(its

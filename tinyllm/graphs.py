@@ -1,8 +1,10 @@
 """CUDA-graph decode (notebooks 03-06).
 
-A decode step of a small model is launch-bound: a few hundred tiny kernels, each a few µs
-of GPU work, and the CPU needs about as long to launch each one (notebook 01). A CUDA
-graph records the whole step once and replays it with a single launch.
+A decode step of a small model is launch-bound: one kernel per op, dozens of them (notebook 01
+counts them), each a microsecond or two of GPU work, and the CPU needs longer to launch each
+one than the GPU needs to run it. A CUDA graph records the whole step once and replays it
+with a single launch; then what is left is the kernels themselves, so the step also keeps
+its kernel count low (model.attend, and the caches' mask kept on the device).
 
 A graph replays fixed kernels on fixed addresses, so the step must have static shapes:
 - StaticKVCache (kv_cache.py) keeps the position as a device tensor. K/V are written with
@@ -14,10 +16,11 @@ A graph replays fixed kernels on fixed addresses, so the step must have static s
 - Prefill stays eager: it runs once per request and has a different shape each time.
   Sampling stays eager too.
 
-Not bit-identical to eager generate(): eager decode attends over exactly pos + 1 keys
-with no mask; the graph attends over W keys with a mask, and SDPA computes that with
-another kernel (notebook 05 measures by how much). Graph replay *is* bit-identical to the
-same static step run eagerly: use_graph=False runs it, on any device, as the reference.
+Not bit-identical to eager generate(): eager decode attends over exactly pos + 1 keys with
+no mask, which SDPA runs with its flash kernel; the static step attends over W keys with a
+mask, which SDPA runs with its memory-efficient kernel (results/h200_probe.json), and the two
+sum in different orders (notebook 05 measures by how much). Graph replay *is* bit-identical
+to the same static step run eagerly: use_graph=False runs it, on any device, as the reference.
 
 Every CUDA-graph call goes through `graph_api`: torch.cuda on a GPU, or
 tinyllm.lab.simgraph, which simulates capture and replay on a CPU (notebook 04).
