@@ -63,8 +63,9 @@ notebooks: $(STAMP) ## re-execute every notebook in place from a clean kernel
 	$(NB_ENV) $(VENV)/bin/jupyter nbconvert --to notebook --execute --inplace \
 		--ExecutePreprocessor.timeout=600 $(NOTEBOOKS)
 
-images: $(STAMP) ## draw the figures in images/ from results/
+images: $(STAMP) ## draw the figures in images/ and the README's H200 table from results/
 	$(PY) -m tinyllm.course.images
+	$(PY) -m tinyllm.course.readme
 
 bench: $(STAMP) ## measure this machine's GPU into results/
 	$(PY) -m tinyllm.lab.bench

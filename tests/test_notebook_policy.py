@@ -1,9 +1,10 @@
 """The notebooks' house rules, read from the committed .ipynb files (nothing is executed).
 
 - Every lesson notebook (notebooks/*.ipynb) states what you will learn, has exercises (a
-  cell that calls a `check_...` function) and a recap, and marks at most a quarter of its code
-  cells NBVAL_IGNORE_OUTPUT or NBVAL_SKIP: those markers are for timing and widget cells, and a
-  notebook that needs more of them has stopped being checked by nbval.
+  cell that calls a `check_...` function) and a recap. Every notebook, solutions included,
+  marks at most a quarter of its code cells NBVAL_IGNORE_OUTPUT or NBVAL_SKIP: those markers
+  are for timing and widget cells, and a notebook that needs more of them has stopped being
+  checked by nbval.
 - Every numbered notebook has a solutions twin in notebooks/solutions/, and every solutions
   notebook a lesson twin.
 - A solutions notebook solves every exercise of its lesson: each checker it calls, and each
@@ -81,7 +82,7 @@ def ids(paths):
 # --- lesson notebooks ---------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("path", LESSONS, ids=ids(LESSONS))
+@pytest.mark.parametrize("path", EVERY, ids=ids(EVERY))
 def test_at_most_a_quarter_of_code_cells_are_unchecked(path):
     cells = code_cells(load(path))
     marked = [c.get("id", "?") for c in cells if is_marked(c)]

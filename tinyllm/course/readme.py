@@ -1,0 +1,109 @@
+"""The README's H200 section, written from results/h200.json (and h200_diet.json) by `make
+images`, never by hand: tests/test_readme.py checks that the README holds what this makes."""
+
+import re
+from pathlib import Path
+
+from tinyllm.course.viz.style import sig3
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+BEGIN, END = "<!-- h200: begin (make images writes this) -->", "<!-- h200: end -->"
+
+
+def us(cell: dict) -> str:
+    """'183 µs (181–186 over 5 repeats)' from a {median, min, max, n} cell."""
+    return (
+        f"{sig3(cell['median'])} µs ({sig3(cell['min'])}–{sig3(cell['max'])} over "
+        f"{cell['n']} repeats)"
+    )
+
+
+def h200_section(res: dict, diet: dict | None = None) -> str:
+    """The section's markdown: where the numbers come from, then one row per result."""
+    p, h, op = res["provenance"], res["headline"], res["operating_point"]
+    rows = {r["name"]: r for r in res["fusion"]["rows"]}
+    st, cap, eng = res["step_time"], res["capture"], res["engine"]
+    exact, evs = res["bit_exact"], res["eager_vs_static"]
+    i1 = st["batch"].index(1)
+    busy = res["graph_busy_fraction"]["fraction"][i1]
+    gpt = min(
+        (r for n, r in rows.items() if n.startswith("gpt-fast") and "=" not in n),
+        key=lambda r: r["step_us"]["median"],
+    )
+    mib = 2**20
+    lines = [
+        f"From `results/h200.json` (`{p['command']}` on one {p['gpu']}, torch {p['torch']}, "
+        f"{p['date']}, commit {p['commit']}{', with uncommitted changes' if p.get('dirty') else ''}"
+        f"): the shipped {sig3(op['n_params'] / 1e6)} M-parameter model in "
+        f"{op['dtype'].removeprefix('torch.')}, a "
+        f"{op['prompt_len']}-token prompt, decode steps at positions {op['positions'][0]}-"
+        f"{op['positions'][1]} (window {op['window']}), each cell the median of {op['repeats']} "
+        f"interleaved repeats with their min–max.",
+        "",
+        "| | measured |",
+        "| --- | --- |",
+        f"| eager decode step, batch 1 | {us(rows['eager']['step_us'])}: "
+        f"{rows['eager']['kernels']:.0f} kernels launched one by one |",
+        f"| graph replay of the static step, batch 1 | {us(rows['graph']['step_us'])}, "
+        f"{rows['graph']['kernels']:.0f} kernels in one launch: "
+        f"{sig3(h['eager_step_us'] / h['graph_step_us'])}× faster |",
+        f"| fused kernels in the bucketed graphs (the course's fastest step) | "
+        f"{us(rows['fused kernels in bucketed graphs']['step_us'])}, {h['fused_kernels']:.0f} "
+        f"kernels |",
+        f"| gpt-fast in its strongest form ({gpt['name']}) | {us(gpt['step_us'])}, "
+        f"{gpt['kernels']:.0f} kernels: the course's fused step takes "
+        f"{h['best_over_gptfast']:.2f}× its time |",
+        f"| GPU busy during a replayed step, batch 1 | {busy:.0%} (kernel time / step time) |",
+        f"| bandwidth floor of a step (weights / copy bandwidth) | "
+        f"{sig3(res['bandwidth']['floor_us'])} µs |",
+        f"| capture of all {len(cap['windows'])} buckets | {sig3(cap['total_capture_s'])} s; one "
+        f"shared pool {sig3(cap['shared_pool_bytes'] / mib)} MiB vs "
+        f"{sig3(cap['separate_pools_bytes'] / mib)} MiB for a pool per graph |",
+        f"| replay vs the same static step run eagerly | "
+        f"{'bit-identical' if exact['all_equal'] else 'different'} at all {exact['steps']} steps "
+        f"(batch {exact['batch']}, left-padded, {exact['requests']} requests, windows "
+        f"{', '.join(map(str, exact['windows']))}) |",
+        f"| eager `generate()` vs the static step | largest logit difference "
+        f"{sig3(evs['max_logit_diff'])}; the same greedy token at "
+        f"{evs['token_agreement']:.1%} of {evs['steps']} steps × {evs['batch']} rows |",
+        f"| continuous batching, {eng['n_slots']} slots, {eng['n_requests']} requests | "
+        f"{sig3(eng['graph_tok_s'])} tokens/s with graphs vs {sig3(eng['eager_tok_s'])} "
+        f"eagerly ({sig3(eng['speedup'])}×) |",
+        f"| the eager step with cuDNN attention allowed | "
+        f"{sig3(res['eager_with_cudnn_attention']['step_us'])} µs: cuDNN plans anew for every "
+        f"key length, so the package leaves it out |",
+    ]
+    if diet:
+        first, last = (
+            diet["stages"][0]["batch"]["1"]["graph"],
+            diet["stages"][-1]["batch"]["1"]["graph"],
+        )
+        lines.append(
+            f"| the kernel diet (`results/h200_diet.json`), graph replay at batch 1 | "
+            f"{first['kernels']:.0f} → {last['kernels']:.0f} kernels, "
+            f"{sig3(first['step_us']['median'])} → {sig3(last['step_us']['median'])} µs over "
+            f"{len(diet['stages']) - 1} stages |"
+        )
+    return "\n".join(lines)
+
+
+def update_readme(res: dict, diet: dict | None = None, path: Path = README) -> bool:
+    """Rewrite the README's H200 section between its markers; True if it changed."""
+    text = path.read_text()
+    pattern = re.compile(re.escape(BEGIN) + r".*?" + re.escape(END), re.S)
+    if not pattern.search(text):
+        raise ValueError(f"{path} has no section between {BEGIN!r} and {END!r}")
+    new = pattern.sub(lambda m: f"{BEGIN}\n{h200_section(res, diet)}\n{END}", text)
+    if new != text:
+        path.write_text(new)
+    return new != text
+
+
+if __name__ == "__main__":
+    import json
+
+    from tinyllm.lab.results import load_results, results_dir
+
+    diet_path = results_dir() / "h200_diet.json"
+    diet = json.loads(diet_path.read_text()) if diet_path.exists() else None
+    print("README updated" if update_readme(load_results(), diet) else "README unchanged")
