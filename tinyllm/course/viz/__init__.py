@@ -23,8 +23,18 @@ from tinyllm.course.viz.serving import (
     slot_timeline_figure,
 )
 from tinyllm.course.viz.shapes import bucket_figure, bucket_tradeoff_figure, mask_figure
-from tinyllm.course.viz.style import COLORS, LABELS, MIB, CourseFigure, new_figure, sig3
+from tinyllm.course.viz.style import (
+    COLORS,
+    LABELS,
+    MIB,
+    CourseFigure,
+    footnote_text,
+    label_source,
+    new_figure,
+    sig3,
+)
 from tinyllm.course.viz.timing import (
+    MIN_BAR_SHARE,
     capture_figure,
     cpu_gpu_figure,
     floor_figure,
@@ -37,9 +47,10 @@ from tinyllm.course.viz.timing import (
 )
 
 __all__ = [
-    "COLORS", "LABELS", "MIB", "CourseFigure", "bucket_figure", "bucket_tradeoff_figure",
-    "capture_figure", "cpu_gpu_figure", "engine_figure", "floor_figure", "floor_times",
-    "fusion_figure", "gpu_idle_share", "kernels_figure", "logit_diff_figure", "loss_figure",
-    "mask_figure", "new_figure", "sig3", "slot_segments", "slot_timeline_figure",
-    "step_time_figure", "timeline_figure",
+    "COLORS", "LABELS", "MIB", "MIN_BAR_SHARE", "CourseFigure", "bucket_figure",
+    "bucket_tradeoff_figure", "capture_figure", "cpu_gpu_figure", "engine_figure",
+    "floor_figure", "floor_times", "footnote_text", "fusion_figure", "gpu_idle_share",
+    "kernels_figure", "label_source", "logit_diff_figure", "loss_figure", "mask_figure",
+    "new_figure", "sig3", "slot_segments", "slot_timeline_figure", "step_time_figure",
+    "timeline_figure",
 ]  # fmt: skip
