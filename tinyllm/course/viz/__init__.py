@@ -12,9 +12,22 @@ and bucket_tradeoff), so a picture of a mask is the mask the decoder uses.
 - style: colours, labels, units (every figure);
 - shapes: masks and buckets (notebooks 02, 03, 06);
 - timing: recorded GPU timings and traces (01, 04, 07);
-- serving: logit differences, the engine's slots, training loss (00, 05, 06).
+- serving: logit differences, the engine's slots, training loss (00, 05, 06);
+- mechanism: pictures of the mechanism (a step's launches, the static cache, buckets, the
+  pool, the slots), drawn from what scenes computes with the book's own objects.
+
+A figure drawn from a recording carries its provenance label as a footnote
+(style.label_source); data without a provenance block gets none.
 """
 
+from tinyllm.course.viz.mechanism import (
+    buckets_figure,
+    launches_figure,
+    pool_figure,
+    slots_figure,
+    static_cache_figure,
+)
+from tinyllm.course.viz.scenes import engine_slots_run, launch_costs, static_cache_step
 from tinyllm.course.viz.serving import (
     engine_figure,
     logit_diff_figure,
@@ -48,9 +61,10 @@ from tinyllm.course.viz.timing import (
 
 __all__ = [
     "COLORS", "LABELS", "MIB", "MIN_BAR_SHARE", "CourseFigure", "bucket_figure",
-    "bucket_tradeoff_figure", "capture_figure", "cpu_gpu_figure", "engine_figure",
-    "floor_figure", "floor_times", "footnote_text", "fusion_figure", "gpu_idle_share",
-    "kernels_figure", "label_source", "logit_diff_figure", "loss_figure", "mask_figure",
-    "new_figure", "sig3", "slot_segments", "slot_timeline_figure", "step_time_figure",
-    "timeline_figure",
+    "bucket_tradeoff_figure", "buckets_figure", "capture_figure", "cpu_gpu_figure",
+    "engine_figure", "engine_slots_run", "floor_figure", "floor_times", "footnote_text",
+    "fusion_figure", "gpu_idle_share", "kernels_figure", "label_source", "launch_costs",
+    "launches_figure", "logit_diff_figure", "loss_figure", "mask_figure", "new_figure",
+    "pool_figure", "sig3", "slot_segments", "slot_timeline_figure", "slots_figure",
+    "static_cache_figure", "static_cache_step", "step_time_figure", "timeline_figure",
 ]  # fmt: skip
