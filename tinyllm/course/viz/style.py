@@ -73,8 +73,8 @@ def footnote(fig: Figure, *lines: str) -> None:
     text = "\n".join(lines)
     height = (1.35 * FOOTNOTE_SIZE * len(lines) + 6) / (72 * fig.get_figheight())
     fig.get_layout_engine().set(rect=(0, height, 1, 1 - height))
-    fig.text(0.005, 0.005, text, fontsize=FOOTNOTE_SIZE, color="0.35", ha="left", va="bottom",
-             gid="footnote")  # fmt: skip
+    style = {"fontsize": FOOTNOTE_SIZE, "color": "0.35", "ha": "left", "va": "bottom"}
+    fig.text(0.005, 0.005, text, gid="footnote", **style)
 
 
 def provenance_note(data: dict | None) -> str | None:
