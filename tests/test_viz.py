@@ -146,6 +146,66 @@ def test_every_figure_runs_on_the_schema(draw):
     assert fig.axes[0].get_title() or fig.get_suptitle()
 
 
+def drawn_spans(ax) -> list[tuple[float, float]]:
+    """(start, width) of every bar of an axes' broken_barh collections."""
+    return [
+        (p.get_extents().x0, p.get_extents().width) for c in ax.collections for p in c.get_paths()
+    ]
+
+
+@pytest.mark.parametrize("batch, steps", [(1, 1), (64, 2)])
+def test_timeline_draws_every_event_at_least_min_width(batch, steps):
+    trace = json.loads((RESULTS_DIR / "traces" / "h200.json").read_text())  # 1 µs kernels
+    fig = viz.timeline_figure(trace, batch, steps=steps)
+    runs = trace["batch"][str(batch)]
+    span = fig.axes[-1].get_xlim()[1] / 1.01
+    for ax, m in zip(fig.axes, ("eager", "graph")):
+        keep = sorted({e["step"] for e in runs[m]})[:steps]
+        events = [e for e in runs[m] if e["step"] in keep]
+        spans = drawn_spans(ax)
+        assert len(spans) == len(events)  # one bar per kernel and per launch
+        assert min(w for _, w in spans) >= viz.MIN_BAR_SHARE * span * (1 - 1e-9)
+        t0 = min(e["start_us"] for e in events)
+        starts = sorted(e["start_us"] - t0 for e in events)
+        assert sorted(x for x, _ in spans) == pytest.approx(starts)  # starts are exact
+    assert "widened" in viz.footnote_text(fig)
+
+
+RECORDED_FIGURES = {
+    "step_time": lambda r, t: viz.step_time_figure(r),
+    "cpu_gpu": lambda r, t: viz.cpu_gpu_figure(r, 1),
+    "timeline": lambda r, t: viz.timeline_figure(t, 1),
+    "capture": lambda r, t: viz.capture_figure(r),
+    "engine": lambda r, t: viz.engine_figure(r),
+    "kernels": lambda r, t: viz.kernels_figure(t, 1),
+    "floor": lambda r, t: viz.floor_figure(r, 1),
+    "fusion": lambda r, t: viz.fusion_figure(r),
+    "logit_diff": lambda r, t: viz.logit_diff_figure(
+        range(r["eager_vs_static"]["steps"]),
+        r["eager_vs_static"]["max_logit_diff_per_step"],
+        r["eager_vs_static"]["flips"],
+        recording=r,
+    ),
+}
+
+
+@pytest.mark.parametrize("name", RECORDED_FIGURES)
+def test_recorded_figures_carry_their_provenance(name, recorded):
+    draw = RECORDED_FIGURES[name]
+    fig = draw(recorded, small_trace())
+    label = results.provenance_label(recorded)
+    assert viz.footnote_text(fig).splitlines()[0] == label
+    fig.draw_without_rendering()  # lay it out (a closed figure's canvas draws nothing)
+    (note,) = [t for t in fig.texts if t.get_gid() == "footnote"]
+    top = note.get_window_extent().y1
+    # the footnote sits below every axes and its labels
+    assert all(ax.get_tightbbox().y0 >= top - 1 for ax in fig.axes)
+    del recorded["provenance"]
+    trace = small_trace()
+    del trace["provenance"]
+    assert "recorded on" not in viz.footnote_text(draw(recorded, trace))  # nothing invented
+
+
 def test_titles_state_what_the_data_says():
     res = recorded_results()
     assert "launch-bound" in viz.step_time_figure(res).axes[0].get_title()

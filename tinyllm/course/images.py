@@ -1,7 +1,9 @@
 """Draw the README's figures from results/: python -m tinyllm.course.images (make images).
 
 Every image in images/ except the browser screenshots comes from here, so each one can be
-redrawn from the recorded data (or, for masks and buckets, from the package itself).
+redrawn from the recorded data (or, for masks and buckets, from the package itself). The
+pictures of the mechanism (mech_*.png) are drawn from the book's objects run on the CPU
+(a static cache, a real Engine) and, for their sizes, from the same recording.
 """
 
 import argparse
@@ -9,8 +11,14 @@ from pathlib import Path
 
 from tinyllm.course.viz import (
     bucket_figure,
+    buckets_figure,
     fusion_figure,
+    launch_costs,
+    launches_figure,
     mask_figure,
+    pool_figure,
+    slots_figure,
+    static_cache_figure,
     step_time_figure,
     timeline_figure,
 )
@@ -37,6 +45,11 @@ def draw(out: Path = IMAGES, gpu: str = "h200") -> list[Path]:
         ),
         "buckets.png": bucket_figure(default_buckets(1024), 1024),
         "fusion.png": fusion_figure(res),
+        "mech_launches.png": launches_figure(launch_costs(res)),
+        "mech_static_cache.png": static_cache_figure(),
+        "mech_buckets.png": buckets_figure(1024),
+        "mech_pool.png": pool_figure(res),
+        "mech_slots.png": slots_figure(),
     }
     out.mkdir(parents=True, exist_ok=True)
     paths = []

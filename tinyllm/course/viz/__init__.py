@@ -13,7 +13,12 @@ and bucket_tradeoff), so a picture of a mask is the mask the decoder uses.
 - shapes: masks and buckets (notebooks 02, 03, 06);
 - timing: recorded GPU timings and traces (01, 04, 07);
 - serving: logit differences, the engine's slots, training loss (00, 05, 06);
-- costs: the peers, the cost model, the kernel diet, position sweeps (01, 07).
+- costs: the peers, the cost model, the kernel diet, position sweeps (01, 07);
+- mechanism: pictures of the mechanism (a step's launches, the static cache, buckets, the
+  pool, the slots), drawn from what scenes computes with the book's own objects.
+
+A figure drawn from a recording carries its provenance label as a footnote
+(style.label_source); data without a provenance block gets none.
 """
 
 from tinyllm.course.viz.costs import (
@@ -23,6 +28,14 @@ from tinyllm.course.viz.costs import (
     peers_figure,
     sweep_figure,
 )
+from tinyllm.course.viz.mechanism import (
+    buckets_figure,
+    launches_figure,
+    pool_figure,
+    slots_figure,
+    static_cache_figure,
+)
+from tinyllm.course.viz.scenes import engine_slots_run, launch_costs, static_cache_step
 from tinyllm.course.viz.serving import (
     engine_figure,
     logit_diff_figure,
@@ -31,8 +44,18 @@ from tinyllm.course.viz.serving import (
     slot_timeline_figure,
 )
 from tinyllm.course.viz.shapes import bucket_figure, bucket_tradeoff_figure, mask_figure
-from tinyllm.course.viz.style import COLORS, LABELS, MIB, CourseFigure, new_figure, sig3
+from tinyllm.course.viz.style import (
+    COLORS,
+    LABELS,
+    MIB,
+    CourseFigure,
+    footnote_text,
+    label_source,
+    new_figure,
+    sig3,
+)
 from tinyllm.course.viz.timing import (
+    MIN_BAR_SHARE,
     capture_figure,
     cpu_gpu_figure,
     floor_figure,
@@ -46,9 +69,11 @@ from tinyllm.course.viz.timing import (
 
 __all__ = [
     "breakdown_figure", "cost_model_figure", "diet_figure", "peers_figure", "sweep_figure",
-    "COLORS", "LABELS", "MIB", "CourseFigure", "bucket_figure", "bucket_tradeoff_figure",
-    "capture_figure", "cpu_gpu_figure", "engine_figure", "floor_figure", "floor_times",
-    "fusion_figure", "gpu_idle_share", "kernels_figure", "logit_diff_figure", "loss_figure",
-    "mask_figure", "new_figure", "sig3", "slot_segments", "slot_timeline_figure",
-    "step_time_figure", "timeline_figure",
+    "COLORS", "LABELS", "MIB", "MIN_BAR_SHARE", "CourseFigure", "bucket_figure",
+    "bucket_tradeoff_figure", "buckets_figure", "capture_figure", "cpu_gpu_figure",
+    "engine_figure", "engine_slots_run", "floor_figure", "floor_times", "footnote_text",
+    "fusion_figure", "gpu_idle_share", "kernels_figure", "label_source", "launch_costs",
+    "launches_figure", "logit_diff_figure", "loss_figure", "mask_figure", "new_figure",
+    "pool_figure", "sig3", "slot_segments", "slot_timeline_figure", "slots_figure",
+    "static_cache_figure", "static_cache_step", "step_time_figure", "timeline_figure",
 ]  # fmt: skip

@@ -4,14 +4,16 @@ paths, the engine's slot timeline and throughput, and the shipped model's traini
 import numpy as np
 from matplotlib.ticker import MaxNLocator
 
-from tinyllm.course.viz.style import COLORS, new_figure, sig3
+from tinyllm.course.viz.style import COLORS, label_source, new_figure, sig3
 
 # --- correctness, engine, training ----------------------------------------------------------
 
 
-def logit_diff_figure(steps, max_diffs, flips=None):
+def logit_diff_figure(steps, max_diffs, flips=None, recording: dict | None = None):
     """Max |logit diff| per step between two paths (log scale; zero = bit-identical, not
-    drawn). flips: steps where the greedy token differs (ints, or dicts with "step")."""
+    drawn). flips: steps where the greedy token differs (ints, or dicts with "step").
+    recording: the results dict the differences come from, if any (its provenance label
+    goes under the figure)."""
     s, d = np.asarray(steps), np.asarray(max_diffs, dtype=float)
     if s.shape != d.shape:
         raise ValueError(f"{len(s)} steps but {len(d)} differences")
@@ -32,7 +34,7 @@ def logit_diff_figure(steps, max_diffs, flips=None):
         f"bit-identical); {len(flip_steps)} token flip{'s' * (len(flip_steps) != 1)}",
         fontsize=10,
     )
-    return fig
+    return label_source(fig, recording)
 
 
 def slot_segments(stats: list[dict], n_slots: int) -> list[tuple[int, int, int, int]]:
@@ -129,4 +131,4 @@ def engine_figure(res: dict):
         f"{sig3(e['graph_tok_s'] / e['eager_tok_s'])}× the tokens/s of eager decode",
         fontsize=10,
     )
-    return fig
+    return label_source(fig, res)

@@ -6,6 +6,8 @@ import io
 import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 
+from tinyllm.lab.results import provenance_label
+
 COLORS = {
     "eager": "#D55E00",  # vermillion
     "static": "#E69F00",  # orange
@@ -55,3 +57,41 @@ def batch_index(table: dict, batch: int) -> int:
     if batch not in table["batch"]:
         raise ValueError(f"batch {batch} was not recorded; recorded batches: {table['batch']}")
     return table["batch"].index(batch)
+
+
+# --- footnotes: where the data comes from, and what the drawing changed ------------------
+
+FOOTNOTE_SIZE = 7  # points
+
+
+def footnote(fig: Figure, *lines: str) -> None:
+    """Write lines of small print under the figure, after making room for them: the
+    constrained layout keeps every axes above them. The figure's size does not change."""
+    lines = [ln for ln in lines if ln]
+    if not lines:
+        return
+    text = "\n".join(lines)
+    height = (1.35 * FOOTNOTE_SIZE * len(lines) + 6) / (72 * fig.get_figheight())
+    fig.get_layout_engine().set(rect=(0, height, 1, 1 - height))
+    style = {"fontsize": FOOTNOTE_SIZE, "color": "0.35", "ha": "left", "va": "bottom"}
+    fig.text(0.005, 0.005, text, gid="footnote", **style)
+
+
+def provenance_note(data: dict | None) -> str | None:
+    """tinyllm.lab.results.provenance_label(data) when data carries a provenance block
+    (a recording, or its trace), else None: nothing is invented for unlabelled data."""
+    if not isinstance(data, dict) or not data.get("provenance"):
+        return None
+    return provenance_label(data)
+
+
+def label_source(fig: Figure, data: dict | None, *notes: str) -> Figure:
+    """The footnote of every figure drawn from a recording: its provenance label (when the
+    data has one), then any notes on how it is drawn. Returns fig."""
+    footnote(fig, provenance_note(data), *notes)
+    return fig
+
+
+def footnote_text(fig: Figure) -> str:
+    """The footnote label_source wrote on fig ("" when none)."""
+    return next((t.get_text() for t in fig.texts if t.get_gid() == "footnote"), "")

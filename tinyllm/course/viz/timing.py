@@ -5,7 +5,15 @@ bandwidth floor, capture and pools, and fusion. Each draws results/<gpu>.json or
 import numpy as np
 from matplotlib.patches import Patch
 
-from tinyllm.course.viz.style import COLORS, LABELS, MIB, batch_index, new_figure, sig3
+from tinyllm.course.viz.style import (
+    COLORS,
+    LABELS,
+    MIB,
+    batch_index,
+    label_source,
+    new_figure,
+    sig3,
+)
 from tinyllm.lab.anatomy import kernel_families
 
 # --- recorded timings (results/<gpu>.json, traces/<gpu>.json) ---------------------------
@@ -32,7 +40,7 @@ def step_time_figure(res: dict):
     else:
         title = f"Eager step time grows ×{sig3(growth)} from batch {b[0]} to {b[-1]}"
     ax.set_title(title, fontsize=10)
-    return fig
+    return label_source(fig, res)
 
 
 def cpu_gpu_figure(res: dict, batch: int):
@@ -68,7 +76,7 @@ def cpu_gpu_figure(res: dict, batch: int):
             f"CPU issue time ({sig3(cpu[0])} µs)"
         )
     ax.set_title(title, fontsize=10)
-    return fig
+    return label_source(fig, res)
 
 
 def _first_steps(events: list[dict], steps: int) -> list[dict]:
@@ -92,9 +100,19 @@ def gpu_idle_share(events: list[dict]) -> float:
     return 1 - busy / (end - spans[0][0])
 
 
+MIN_BAR_SHARE = 1 / 500  # the narrowest bar a timeline draws, as a share of its time axis
+
+
+def widened(spans, min_width: float) -> list[tuple[float, float]]:
+    """(start, width) spans with every width raised to at least min_width, starts kept:
+    a 1 µs kernel on a 10 ms axis is a tenth of a pixel wide, and would not be drawn."""
+    return [(start, max(width, min_width)) for start, width in spans]
+
+
 def timeline_figure(trace: dict, batch: int, steps: int = 1, methods=("eager", "graph")):
     """Profiled decode steps, one row per method: kernels as bars on a µs axis, the CPU's
-    launch calls as a thin lane under them."""
+    launch calls as a thin lane under them. Every bar is at least MIN_BAR_SHARE of the
+    time axis wide, so each kernel is seen (the footnote says so); starts are exact."""
     runs = trace["batch"].get(str(batch))
     if runs is None:
         raise ValueError(
@@ -103,16 +121,23 @@ def timeline_figure(trace: dict, batch: int, steps: int = 1, methods=("eager", "
     fig, axes = new_figure(
         len(methods), 1, sharex=True, squeeze=False, figsize=(9, 1.2 + 1.3 * len(methods))
     )
+    shown = {m: _first_steps(runs[m], steps) for m in methods}
+    t0 = {m: min(e["start_us"] for e in shown[m]) for m in methods}
+    span = max(e["start_us"] + e["dur_us"] - t0[m] for m in methods for e in shown[m])
+    min_width = MIN_BAR_SHARE * span
     idle = {}
     for ax, m in zip(axes[:, 0], methods):
-        events = _first_steps(runs[m], steps)
-        t0 = min(e["start_us"] for e in events)
+        events = shown[m]
         for kind, y, h, alpha in (("gpu", 1, 0.7, 1.0), ("cpu", 0, 0.3, 0.6)):
-            spans = [(e["start_us"] - t0, e["dur_us"]) for e in events if e["kind"] == kind]
-            ax.broken_barh(spans, (y - h / 2, h), facecolors=COLORS[m], alpha=alpha)
+            spans = [(e["start_us"] - t0[m], e["dur_us"]) for e in events if e["kind"] == kind]
+            bars = ax.broken_barh(
+                widened(spans, min_width), (y - h / 2, h), facecolors=COLORS[m], alpha=alpha
+            )
+            bars.set_gid(f"{m} {kind}")
         ax.set_yticks([0, 1], ["CPU launches", "GPU kernels"])
         ax.set_ylabel(LABELS[m], fontsize=8)
         idle[m] = gpu_idle_share(events)
+    axes[-1, 0].set_xlim(0, span * 1.01)
     axes[-1, 0].set_xlabel("time since the step's first event (µs)")
     what = ", ".join(f"{LABELS[m]} {idle[m]:.0%}" for m in methods)
     gone = "eager" in idle and "graph" in idle and idle["graph"] < idle["eager"]
@@ -122,7 +147,12 @@ def timeline_figure(trace: dict, batch: int, steps: int = 1, methods=("eager", "
         f"which slows the CPU side: see the untraced step times for the real ones)",
         fontsize=10,
     )
-    return fig
+    return label_source(
+        fig,
+        trace,
+        f"Bars narrower than {sig3(min_width)} µs are widened to {sig3(min_width)} µs to be "
+        f"seen (starts exact); the idle shares use the true durations.",
+    )
 
 
 def capture_figure(res: dict):
@@ -150,7 +180,7 @@ def capture_figure(res: dict):
         f"{sig3(separate)} MiB (all captured in {sig3(cap['total_capture_s'])} s)",
         fontsize=10,
     )
-    return fig
+    return label_source(fig, res)
 
 
 # --- one decode step, kernel by kernel (notebook 01) ----------------------------------------
@@ -175,7 +205,7 @@ def kernels_figure(trace: dict, batch: int = 1, method: str = "eager", n_layers:
         f"{fam[top]} of them are {top}",
         fontsize=10,
     )
-    return fig
+    return label_source(fig, trace)
 
 
 def floor_times(res: dict, batch: int = 1) -> dict[str, float]:
@@ -217,7 +247,7 @@ def floor_figure(res: dict, batch: int = 1):
         f"it waits for",
         fontsize=10,
     )
-    return fig
+    return label_source(fig, res)
 
 
 # --- fusion and graphs (notebook 07) ---------------------------------------------------------
@@ -253,4 +283,4 @@ def fusion_figure(res: dict):
         f"gpt-fast-style reduce-overhead",
         fontsize=10,
     )
-    return fig
+    return label_source(fig, res)
