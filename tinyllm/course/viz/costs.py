@@ -6,7 +6,7 @@ against position, and where reduce-overhead's host time goes. Each draws results
 import numpy as np
 from matplotlib.patches import Patch
 
-from tinyllm.course.viz.style import COLORS, new_figure, sig3
+from tinyllm.course.viz.style import COLORS, label_source, new_figure, sig3
 from tinyllm.lab.peers import host_categories
 
 
@@ -59,7 +59,7 @@ def peers_figure(res: dict):
         f" µs per step{ratio}",
         fontsize=10,
     )
-    return fig
+    return label_source(fig, res)
 
 
 def cost_model_figure(res: dict, diet: dict | None = None):
@@ -132,7 +132,7 @@ def cost_model_figure(res: dict, diet: dict | None = None):
         f"fewer kernels, faster steps",
         fontsize=10,
     )
-    return fig
+    return label_source(fig, res)
 
 
 def diet_figure(diet: dict, batch: str = "1"):
@@ -163,7 +163,7 @@ def diet_figure(diet: dict, batch: str = "1"):
         f"{sig3(med[0])} → {sig3(med[-1])} µs per replayed step",
         fontsize=10,
     )
-    return fig
+    return label_source(fig, diet)
 
 
 def sweep_figure(res: dict):
@@ -192,7 +192,7 @@ def sweep_figure(res: dict):
         f"at {share:.0%} of positions",
         fontsize=10,
     )
-    return fig
+    return label_source(fig, res)
 
 
 def breakdown_figure(res: dict):
@@ -224,4 +224,4 @@ def breakdown_figure(res: dict):
         f"{sig3(cats[worst]['host_us'])} µs of host time per step for {worst!r}",
         fontsize=10,
     )
-    return fig
+    return label_source(fig, res)
