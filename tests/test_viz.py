@@ -179,7 +179,6 @@ RECORDED_FIGURES = {
     "engine": lambda r, t: viz.engine_figure(r),
     "kernels": lambda r, t: viz.kernels_figure(t, 1),
     "floor": lambda r, t: viz.floor_figure(r, 1),
-    "fusion": lambda r, t: viz.fusion_figure(r),
     "logit_diff": lambda r, t: viz.logit_diff_figure(
         range(r["eager_vs_static"]["steps"]),
         r["eager_vs_static"]["max_logit_diff_per_step"],

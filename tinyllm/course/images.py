@@ -7,15 +7,18 @@ pictures of the mechanism (mech_*.png) are drawn from the book's objects run on 
 """
 
 import argparse
+import json
 from pathlib import Path
 
 from tinyllm.course.viz import (
     bucket_figure,
     buckets_figure,
-    fusion_figure,
+    cost_model_figure,
+    diet_figure,
     launch_costs,
     launches_figure,
     mask_figure,
+    peers_figure,
     pool_figure,
     slots_figure,
     static_cache_figure,
@@ -24,7 +27,7 @@ from tinyllm.course.viz import (
 )
 from tinyllm.graphs import default_buckets
 from tinyllm.kv_cache import window_mask
-from tinyllm.lab.results import load_results, load_trace
+from tinyllm.lab.results import load_results, load_trace, results_dir
 
 IMAGES = Path(__file__).resolve().parents[2] / "images"
 
@@ -33,6 +36,7 @@ def draw(out: Path = IMAGES, gpu: str = "h200") -> list[Path]:
     res = load_results(gpu)
     if res is None:
         raise SystemExit(f"no results/{gpu}.json: run python -m tinyllm.lab.bench on a GPU first")
+    diet = json.loads((results_dir() / f"{gpu}_diet.json").read_text())
     pads = [0, 3, 5]
     figures = {
         "timeline.png": timeline_figure(load_trace(res), batch=1),
@@ -44,7 +48,9 @@ def draw(out: Path = IMAGES, gpu: str = "h200") -> list[Path]:
             title="Decode at position 9 over a fixed 16-key window",
         ),
         "buckets.png": bucket_figure(default_buckets(1024), 1024),
-        "fusion.png": fusion_figure(res),
+        "peers.png": peers_figure(res),
+        "cost_model.png": cost_model_figure(res, diet),
+        "diet.png": diet_figure(diet),
         "mech_launches.png": launches_figure(launch_costs(res)),
         "mech_static_cache.png": static_cache_figure(),
         "mech_buckets.png": buckets_figure(1024),

@@ -251,36 +251,3 @@ def floor_figure(res: dict, batch: int = 1):
 
 
 # --- fusion and graphs (notebook 07) ---------------------------------------------------------
-
-
-def fusion_figure(res: dict):
-    """Step time of each variant of res["fusion"] (one run, batch 1), with its kernels per
-    step and its set-up (compile and/or capture) time."""
-    rows = res["fusion"]["rows"]
-    color = {
-        "eager": COLORS["eager"],
-        "graph": COLORS["graph"],
-        "reduce-overhead": COLORS["compiled"],
-        "fused": COLORS["fused"],
-    }
-    names = [r["name"] for r in rows]
-    fig, ax = new_figure(figsize=(9, 0.9 + 0.55 * len(rows)))
-    colors = [next(c for k, c in color.items() if n.startswith(k)) for n in names]
-    bars = ax.barh(range(len(rows)), [r["step_us"] for r in rows], color=colors)
-    labels = [
-        f"{sig3(r['step_us'])} µs · {r['kernels']:.0f} kernels · set-up {sig3(r['setup_s'])} s"
-        + (" · no CUDA graph" if r.get("cudagraph_skips") else "")
-        for r in rows
-    ]
-    ax.bar_label(bars, labels, padding=4, fontsize=8)
-    ax.set_yticks(range(len(rows)), names, fontsize=8)
-    ax.invert_yaxis()
-    ax.set_xlim(right=max(r["step_us"] for r in rows) * 2.1)
-    ax.set_xlabel(f"decode step time, batch {res['fusion']['batch']} (µs, median)")
-    ratio = res["fusion"]["fused_over_gptfast"]
-    ax.set_title(
-        f"Fused kernels in bucketed graphs take {ratio:.2f}× the step time of "
-        f"gpt-fast-style reduce-overhead",
-        fontsize=10,
-    )
-    return label_source(fig, res)
