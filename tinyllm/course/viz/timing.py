@@ -248,6 +248,3 @@ def floor_figure(res: dict, batch: int = 1):
         fontsize=10,
     )
     return label_source(fig, res)
-
-
-# --- fusion and graphs (notebook 07) ---------------------------------------------------------
