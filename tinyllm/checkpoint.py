@@ -169,7 +169,8 @@ def config_from(where: str, meta: dict[str, str]) -> ModelConfig:
 
 def expected_shapes(cfg: ModelConfig) -> dict[str, tuple[int, ...]]:
     """Name → shape of every tensor a model of this config stores, from a model built on the
-    meta device: nothing is allocated, whatever sizes the config asks for."""
+    meta device: nothing is allocated, whatever sizes the config asks for. (torch computes
+    on meta tensors in Python: the first build in a process imports torch._dynamo, 1-5 s.)"""
     with torch.device("meta"):
         return {k: tuple(v.shape) for k, v in Transformer(cfg).state_dict().items()}
 
