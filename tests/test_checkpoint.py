@@ -1,15 +1,39 @@
-"""Weights on disk: safetensors with the config in its metadata, bf16, checked by sha256."""
+"""Weights on disk: safetensors with the config in its metadata, bf16, checked by sha256.
 
+A weights file is untrusted: every bad file below is refused with a ValueError that names
+it, before anything the size of the model is allocated."""
+
+import copy
 import json
+import re
 import shutil
+import time
 
 import pytest
 import torch
 from safetensors import safe_open
-from safetensors.torch import save_file
+from safetensors.torch import load_file, save_file
 
-from tinyllm import checkpoint, load, load_pretrained, save
+from tinyllm import Transformer, checkpoint, complete, get_config, load, load_pretrained, save
 from tinyllm.checkpoint import card_sha256, sha256
+
+
+def bf16_tensors(model, dtype=torch.bfloat16) -> dict:
+    return {k: v.to(dtype, copy=True).contiguous() for k, v in model.state_dict().items()}
+
+
+def write(path, tensors: dict, config) -> str:
+    """A weights file as save() never writes one: config a dict, or the raw metadata string."""
+    config = config if isinstance(config, str) else json.dumps(config)
+    save_file(tensors, str(path), metadata={"config": config})
+    return path
+
+
+def write_raw(path, header: dict, data: bytes = b"") -> str:
+    """A file in the safetensors layout, by hand: header length (8 bytes), JSON header, data."""
+    head = json.dumps(header).encode()
+    path.write_bytes(len(head).to_bytes(8, "little") + head + data)
+    return path
 
 
 def test_save_load_round_trip(toy_model, tmp_path):
@@ -50,7 +74,7 @@ def test_load_rejects_a_wrong_sha256(toy_model, tmp_path):
 
 def test_load_rejects_a_tensor_of_the_wrong_shape(toy_model, tmp_path):
     path = tmp_path / "bad.safetensors"
-    tensors = {k: v.to(torch.bfloat16).contiguous() for k, v in toy_model.state_dict().items()}
+    tensors = bf16_tensors(toy_model)
     tensors["blocks.1.attn.wqkv.weight"] = torch.zeros(7, 64, dtype=torch.bfloat16)
     save_file(tensors, str(path), metadata={"config": json.dumps(toy_model.cfg.to_dict())})
     with pytest.raises(
@@ -63,7 +87,7 @@ def test_load_rejects_a_tensor_of_the_wrong_shape(toy_model, tmp_path):
 
 def test_load_rejects_missing_or_unexpected_tensors(toy_model, tmp_path):
     path = tmp_path / "bad.safetensors"
-    tensors = {k: v.to(torch.bfloat16).contiguous() for k, v in toy_model.state_dict().items()}
+    tensors = bf16_tensors(toy_model)
     del tensors["norm.weight"]
     tensors["extra.weight"] = torch.zeros(3)
     save_file(tensors, str(path), metadata={"config": json.dumps(toy_model.cfg.to_dict())})
@@ -114,8 +138,364 @@ def test_a_changed_byte_is_caught(tmp_path):
         load(copy, expected_sha256=card_sha256())
 
 
+def test_the_sha256_is_checked_before_the_file_is_read(tmp_path):
+    """With a sha256 given, a file that is not the expected one is refused as such, whatever
+    else is wrong with it: nothing of it is parsed."""
+    path = tmp_path / "tiny.safetensors"
+    path.write_bytes(checkpoint.PRETRAINED.read_bytes()[:1000])
+    with pytest.raises(ValueError, match=rf"tiny.safetensors: sha256 {sha256(path)} != expected"):
+        load(path, expected_sha256=card_sha256())
+
+
 def test_card_sha256_needs_a_sha256_row(tmp_path):
     card = tmp_path / "MODEL_CARD.md"
     card.write_text("| field | value |\n| --- | --- |\n| weights | x |\n")
     with pytest.raises(ValueError, match="records no sha256"):
         card_sha256(card)
+
+
+def test_the_shipped_model_gives_the_tokens_of_its_model_card():
+    """The checked loader changes nothing: the weights are those in the file, bit for bit,
+    and greedy decoding continues as the model card recorded it."""
+    model = load_pretrained(device="cpu")
+    stored = load_file(str(checkpoint.PRETRAINED))
+    for name, t in model.state_dict().items():
+        assert t.dtype == torch.float32 and torch.equal(t, stored[name].float()), name
+    card_text = re.search(r"```\n(.*?)\n```", checkpoint.MODEL_CARD.read_text(), re.S).group(1)
+    text = complete(model, ["The for statement"], max_new_tokens=60)[0]
+    assert len(text) == 60 and card_text.startswith(text)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32])
+def test_fp16_and_fp32_files_load_too(toy_model, tmp_path, dtype):
+    path = write(
+        tmp_path / "w.safetensors", bf16_tensors(toy_model, dtype), toy_model.cfg.to_dict()
+    )
+    loaded = load(path)
+    for name, t in loaded.state_dict().items():
+        assert torch.equal(t, toy_model.state_dict()[name].to(dtype).float()), name
+
+
+@pytest.mark.parametrize("bad", ["abc", 123, "g" * 64, "0" * 63, b"0" * 64])
+def test_load_checks_expected_sha256_is_a_sha256(toy_model, tmp_path, bad):
+    path = tmp_path / "toy.safetensors"
+    save(toy_model, path)
+    with pytest.raises(
+        ValueError, match=rf"expected_sha256 must be 64 hex digits, got {re.escape(repr(bad))}"
+    ):
+        load(path, expected_sha256=bad)
+
+
+def test_load_accepts_an_upper_case_sha256(toy_model, tmp_path):
+    path = tmp_path / "toy.safetensors"
+    digest = save(toy_model, path)
+    assert load(path, expected_sha256=digest.upper()).cfg == toy_model.cfg
+
+
+def test_load_checks_the_device_before_reading(tmp_path):
+    missing = tmp_path / "missing.safetensors"
+    with pytest.raises(ValueError, match=r"device 'gpu' is not a torch device, e.g. 'cpu'"):
+        load(missing, device="gpu")
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="device cuda: torch sees no CUDA device"):
+            load(missing, device="cuda")
+
+
+# --- files that are not what they claim to be ----------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "keep, message",
+    [
+        (0, r"t.safetensors holds 0 bytes: too short for a safetensors file"),
+        (5, r"t.safetensors holds 5 bytes: too short"),
+        (
+            100,
+            r"t.safetensors is not a safetensors file, or is truncated: its first 8 bytes "
+            r"announce a header of \d+ bytes, 92 follow$",
+        ),
+        (0.5, r"t.safetensors is not a valid safetensors file: .*"),
+        (-1, r"t.safetensors is not a valid safetensors file: .*"),
+    ],
+)
+def test_a_truncated_file_is_refused(tmp_path, keep, message):
+    data = checkpoint.PRETRAINED.read_bytes()
+    keep = int(len(data) * keep) if isinstance(keep, float) else keep
+    path = tmp_path / "t.safetensors"
+    path.write_bytes(data[:keep])
+    with pytest.raises(ValueError, match=message):
+        load(path)
+
+
+@pytest.mark.parametrize("zipfile", [True, False])
+def test_a_renamed_pickle_is_refused_without_unpickling(toy_model, tmp_path, zipfile):
+    path = tmp_path / "model.safetensors"
+    torch.save(toy_model.state_dict(), path, _use_new_zipfile_serialization=zipfile)
+    with pytest.raises(
+        ValueError,
+        match=r"model.safetensors is not a safetensors file, or is truncated: .*; it looks "
+        r"like a pickle \(torch.save\), which tinyllm never loads",
+    ):
+        load(path)
+
+
+def test_a_file_of_other_bytes_is_refused(tmp_path):
+    text = tmp_path / "notes.safetensors"
+    text.write_text("these are not weights\n")
+    with pytest.raises(ValueError, match=r"notes.safetensors is not a safetensors file, or is"):
+        load(text)
+    garbage = tmp_path / "garbage.safetensors"
+    garbage.write_bytes((9).to_bytes(8, "little") + b"{not json")
+    with pytest.raises(ValueError, match=r"garbage.safetensors is not a valid safetensors file"):
+        load(garbage)
+
+
+# --- a config that is not a ModelConfig ----------------------------------------------------
+
+
+def toy_config(**changes) -> dict:
+    """The toy preset's config, changed: a key given None is left out."""
+    d = get_config("toy").to_dict() | changes
+    return {k: v for k, v in d.items() if v is not None}
+
+
+@pytest.mark.parametrize(
+    "config, message",
+    [
+        ("{", r"its config is not valid JSON \(Expecting property name"),
+        ("[" * 100_000 + "]" * 100_000, r"its config is not valid JSON \(maximum recursion"),
+        ("[1, 2]", r"its config must be a JSON object, got list"),
+        ("5", r"its config must be a JSON object, got int"),
+        ('"tiny"', r"its config must be a JSON object, got str"),
+        (toy_config(dropout=0.1), r"config keys unknown \['dropout'\], missing \[\]"),
+        (toy_config(rope_theta=None), r"config keys unknown \[\], missing \['rope_theta'\]"),
+        (toy_config(d_model=0), r"config d_model must be an int in \[1, 1048576\], got 0"),
+        (toy_config(d_model="64"), r"config d_model must be an int in \[1, 1048576\], got '64'"),
+        (toy_config(n_layers=2.0), r"config n_layers must be an int in \[1, 256\], got 2.0"),
+        (toy_config(rope_theta=0), r"config rope_theta must be a finite number > 1, got 0"),
+        (toy_config(n_kv_heads=3), r"config n_heads 4 is not a multiple of n_kv_heads 3"),
+    ],
+)
+def test_a_bad_config_is_refused(toy_model, tmp_path, config, message):
+    path = write(tmp_path / "bad.safetensors", bf16_tensors(toy_model), config)
+    with pytest.raises(ValueError, match=rf"^bad.safetensors: {message}"):
+        load(path)
+
+
+def test_a_config_of_nan_rope_theta_is_refused(toy_model, tmp_path):
+    config = json.dumps(toy_config()).replace("10000.0", "NaN")  # Python's json reads NaN
+    path = write(tmp_path / "bad.safetensors", bf16_tensors(toy_model), config)
+    with pytest.raises(ValueError, match=r"config rope_theta must be a finite number > 1, got nan"):
+        load(path)
+
+
+# --- huge claims in a small file -----------------------------------------------------------
+
+
+def test_a_tiny_file_claiming_a_huge_model_is_refused_at_once(toy_model, tmp_path):
+    wide = toy_config(d_model=10**9, n_heads=10**6, n_kv_heads=10**6, ffn_hidden=10**9)
+    path = write(tmp_path / "wide.safetensors", {"norm.weight": torch.zeros(2)}, wide)
+    assert path.stat().st_size < 400
+    t0 = time.perf_counter()
+    with pytest.raises(ValueError, match=r"wide.safetensors: config d_model must be an int in"):
+        load(path)
+    assert time.perf_counter() - t0 < 0.25
+
+
+def test_big_claimed_shapes_are_refused_before_anything_is_allocated(
+    toy_model, tmp_path, monkeypatch
+):
+    """A config within the limits whose embedding alone is 2**28 elements (1 GiB in fp32),
+    in a file of toy weights: refused from the header, the model only ever built on meta."""
+    big = toy_config(vocab_size=2**17, d_model=2**11, n_heads=2**5, n_kv_heads=2**4)
+    path = write(tmp_path / "big.safetensors", bf16_tensors(toy_model), big)
+    built_on = []
+
+    def spy(cfg):
+        built_on.append(torch.get_default_device().type)
+        return Transformer(cfg)
+
+    checkpoint.expected_shapes(get_config("toy"))  # the first meta build imports torch._dynamo
+    monkeypatch.setattr(checkpoint, "Transformer", spy)
+    t0 = time.perf_counter()
+    with pytest.raises(
+        ValueError,
+        match=r"big.safetensors: tensor tok_emb.weight has shape \(258, 64\), "
+        r"the config needs \(131072, 2048\)",
+    ):
+        load(path)
+    assert built_on == ["meta"]
+    assert time.perf_counter() - t0 < 1.0
+
+
+def test_a_deep_config_in_a_small_file_is_refused_before_building_layers(toy_model, tmp_path):
+    path = write(tmp_path / "deep.safetensors", bf16_tensors(toy_model), toy_config(n_layers=256))
+    t0 = time.perf_counter()
+    with pytest.raises(ValueError, match=r"deep.safetensors: 15 tensors, too few for n_layers 256"):
+        load(path)
+    assert time.perf_counter() - t0 < 0.5
+
+
+@pytest.mark.parametrize(
+    "shape, offsets",
+    [
+        ([10**9, 64], [0, 2 * 64 * 10**9]),  # 128 GB announced, 16 bytes there
+        ([10**9, 64], [0, 16]),  # a shape its offsets do not hold
+        ([2**40, 2**40], [0, 16]),  # a size that overflows
+    ],
+)
+def test_a_header_claiming_more_data_than_the_file_holds_is_refused(tmp_path, shape, offsets):
+    header = {
+        "__metadata__": {"config": json.dumps(toy_config())},
+        "tok_emb.weight": {"dtype": "BF16", "shape": shape, "data_offsets": offsets},
+    }
+    path = write_raw(tmp_path / "liar.safetensors", header, bytes(16))
+    t0 = time.perf_counter()
+    with pytest.raises(ValueError, match=r"liar.safetensors is not a valid safetensors file: "):
+        load(path)
+    assert time.perf_counter() - t0 < 0.25
+
+
+# --- weights that are not weights ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "value, dtype",
+    [
+        (float("nan"), torch.bfloat16),
+        (float("inf"), torch.bfloat16),
+        (-float("inf"), torch.float16),
+        (float("nan"), torch.float32),
+    ],
+)
+def test_non_finite_weights_are_refused_naming_the_tensor(toy_model, tmp_path, value, dtype):
+    tensors = bf16_tensors(toy_model, dtype)
+    tensors["blocks.1.ffn.w2.weight"][3, 5] = value
+    path = write(tmp_path / "nan.safetensors", tensors, toy_model.cfg.to_dict())
+    with pytest.raises(
+        ValueError,
+        match=r"nan.safetensors: tensor blocks.1.ffn.w2.weight holds 1 non-finite values",
+    ):
+        load(path)
+
+
+def test_large_finite_weights_whose_sum_overflows_still_load(toy_model, tmp_path):
+    tensors = bf16_tensors(toy_model, torch.float32)
+    tensors["norm.weight"][:2] = 3e38  # finite, but their sum is inf
+    path = write(tmp_path / "big.safetensors", tensors, toy_model.cfg.to_dict())
+    assert load(path).norm.weight[0] == 3e38
+
+
+@pytest.mark.parametrize(
+    "dtype, name",
+    [
+        (torch.int32, "I32"),
+        (torch.int64, "I64"),
+        (torch.uint8, "U8"),
+        (torch.bool, "BOOL"),
+        (torch.float64, "F64"),
+    ],
+)
+def test_weights_of_a_non_float_dtype_are_refused(toy_model, tmp_path, dtype, name):
+    tensors = bf16_tensors(toy_model)
+    tensors["norm.weight"] = torch.ones(64, dtype=dtype)
+    path = write(tmp_path / "int.safetensors", tensors, toy_model.cfg.to_dict())
+    with pytest.raises(
+        ValueError,
+        match=rf"int.safetensors: tensor norm.weight has dtype {name}; weights are one of "
+        r"BF16, F16, F32",
+    ):
+        load(path)
+
+
+def test_a_long_list_of_missing_tensors_is_cut_short(tmp_path):
+    """A header can name thousands of tensors: the message names five of each."""
+    path = write(
+        tmp_path / "few.safetensors", {f"x{i:02}": torch.zeros(1) for i in range(20)}, toy_config()
+    )
+    five = r"\['[\w.]+', '[\w.]+', '[\w.]+', '[\w.]+', '[\w.]+'\]"
+    with pytest.raises(
+        ValueError,
+        match=rf"missing tensors {five} and 10 more, unexpected \['x00', 'x01', 'x02', 'x03', "
+        rf"'x04'\] and 15 more$",
+    ):
+        load(path)
+
+
+# --- save writes only what load reads back ---------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        ({"config": {"d_model": 64}}, r"extra key 'config' is reserved: load\(\) reads it"),
+        ({"val_loss": float("nan")}, r"extra\['val_loss'\] is not JSON-serialisable: Out of range"),
+        ({"when": time}, r"extra\['when'\] is not JSON-serialisable: Object of type module"),
+        ({"ids": {1, 2}}, r"extra\['ids'\] is not JSON-serialisable: Object of type set"),
+        ({1: "one"}, r"extra keys must be strings, got 1"),
+        ([("val_loss", 1.0)], r"extra must be a dict of JSON values, got list"),
+    ],
+)
+def test_save_refuses_extra_metadata_load_cannot_read_back(toy_model, tmp_path, extra, message):
+    path = tmp_path / "toy.safetensors"
+    with pytest.raises(ValueError, match=message):
+        save(toy_model, path, extra=extra)
+    assert list(tmp_path.iterdir()) == []  # nothing written
+
+
+def test_extra_metadata_of_json_values_loads_back(toy_model, tmp_path):
+    path = tmp_path / "toy.safetensors"
+    extra = {"val_loss": 1.25, "note": "café", "steps": [1, 2], "run": {"seed": 0}, "x": None}
+    save(toy_model, path, extra=extra)
+    with safe_open(str(path), framework="pt") as f:
+        assert {k: json.loads(v) for k, v in f.metadata().items() if k != "config"} == extra
+    assert load(path).cfg == toy_model.cfg
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), 3.4e38])  # 3.4e38: inf in bf16
+def test_save_refuses_non_finite_weights(toy_model, tmp_path, value):
+    model = copy.deepcopy(toy_model)
+    with torch.no_grad():
+        model.blocks[0].attn.wo.weight[1, 2] = value
+    with pytest.raises(
+        ValueError,
+        match=r"not saving toy.safetensors: tensor blocks.0.attn.wo.weight holds 1 non-finite",
+    ):
+        save(model, tmp_path / "toy.safetensors")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_save_refuses_weights_that_do_not_fit_the_config(toy_model, tmp_path):
+    model = copy.deepcopy(toy_model)
+    model.lm_head = torch.nn.Linear(64, 10, bias=False)
+    with pytest.raises(
+        ValueError,
+        match=r"not saving toy.safetensors: tensor lm_head.weight has shape \(10, 64\), "
+        r"the config needs \(258, 64\)",
+    ):
+        save(model, tmp_path / "toy.safetensors")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_save_checks_its_model_and_path(toy_model, tmp_path):
+    with pytest.raises(ValueError, match="save needs a tinyllm Transformer, got dict"):
+        save(dict(toy_model.state_dict()), tmp_path / "toy.safetensors")
+    with pytest.raises(ValueError, match=r"cannot write .*: not a file name in an existing folder"):
+        save(toy_model, tmp_path / "no" / "toy.safetensors")
+    with pytest.raises(ValueError, match=r"cannot write .*: not a file name in an existing folder"):
+        save(toy_model, tmp_path)
+
+
+def test_a_failed_save_leaves_the_old_file_whole(toy_model, tmp_path, monkeypatch):
+    path = tmp_path / "toy.safetensors"
+    digest = save(toy_model, path)
+
+    def crash(tensors, filename, metadata):
+        with open(filename, "wb") as f:
+            f.write(b"half a file")
+        raise OSError("disk full")
+
+    monkeypatch.setattr(checkpoint, "save_file", crash)
+    with pytest.raises(OSError, match="disk full"):
+        save(toy_model, path)
+    assert sha256(path) == digest and list(tmp_path.iterdir()) == [path]

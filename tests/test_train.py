@@ -1,16 +1,21 @@
-"""Training end to end: a few steps of the toy preset on the CPU, as a subprocess."""
+"""Training end to end: a few steps of the toy preset on the CPU, as a subprocess; and the
+outputs checked before training starts, the shipped model written only when asked."""
 
 import json
 import math
 import subprocess
 import sys
 
+import pytest
+
+import tinyllm.train
 from tinyllm import load
-from tinyllm.checkpoint import PRETRAINED, sha256
+from tinyllm.checkpoint import MODEL_CARD, PRETRAINED, sha256
 
 
 def test_toy_training_lowers_the_loss(tmp_path):
-    out, log, card = tmp_path / "toy.safetensors", tmp_path / "log.json", tmp_path / "card.md"
+    out = tmp_path / "toy-trained.safetensors"  # no --out: PRESET-trained.safetensors, here
+    log, card = tmp_path / "log.json", tmp_path / "card.md"
     shipped = sha256(PRETRAINED)
     cmd = [
         sys.executable,
@@ -28,14 +33,12 @@ def test_toy_training_lowers_the_loss(tmp_path):
         "5",
         "--device",
         "cpu",
-        "--out",
-        str(out),
         "--log",
         str(log),
         "--card",
         str(card),
     ]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     info = json.loads(log.read_text())
     hist = info["history"]
@@ -56,3 +59,54 @@ def test_toy_training_lowers_the_loss(tmp_path):
     assert info["sha256"] in card.read_text()
     # a toy run never touches the shipped weights
     assert sha256(PRETRAINED) == shipped
+
+
+class TrainingStarted(Exception):
+    pass
+
+
+@pytest.fixture
+def no_training(monkeypatch):
+    """main() stops where training would start: nothing is trained or written."""
+
+    def train(*args, **kwargs):
+        raise TrainingStarted
+
+    monkeypatch.setattr(tinyllm.train, "train", train)
+
+
+@pytest.mark.parametrize(
+    "args, shown",
+    [
+        (["--out", str(PRETRAINED)], f"--out {PRETRAINED} is the shipped tiny.safetensors"),
+        (["--card", str(MODEL_CARD)], f"--card {MODEL_CARD} is the shipped MODEL_CARD.md"),
+        (["--log", str(PRETRAINED)], f"--log {PRETRAINED} is the shipped tiny.safetensors"),
+        (["--out", "weights/../weights/tiny.safetensors"], "is the shipped tiny.safetensors"),
+        (["--out", "link.safetensors"], "--out link.safetensors is the shipped tiny.safetensors"),
+    ],
+)
+def test_the_shipped_model_is_never_overwritten_unasked(
+    tmp_path, monkeypatch, capsys, no_training, args, shown
+):
+    (tmp_path / "weights").symlink_to(PRETRAINED.parent)
+    (tmp_path / "link.safetensors").symlink_to(PRETRAINED)
+    monkeypatch.chdir(tmp_path)  # relative paths, and links, that lead to the shipped files
+    with pytest.raises(SystemExit) as exit_:
+        tinyllm.train.main(args)
+    assert exit_.value.code == 2
+    assert f"{shown}: pass --replace-shipped to overwrite it" in capsys.readouterr().err
+
+
+def test_replace_shipped_lets_a_run_write_the_shipped_model(no_training):
+    with pytest.raises(TrainingStarted):
+        tinyllm.train.main(
+            ["--out", str(PRETRAINED), "--card", str(MODEL_CARD), "--replace-shipped"]
+        )
+
+
+@pytest.mark.parametrize("flag", ["--out", "--card", "--log"])
+def test_outputs_are_checked_before_training_starts(tmp_path, capsys, no_training, flag):
+    for bad in (tmp_path / "no" / "such" / "file", tmp_path):
+        with pytest.raises(SystemExit):
+            tinyllm.train.main([flag, str(bad)])
+        assert f"{flag} {bad}: not a file name in an existing folder" in capsys.readouterr().err

@@ -3,15 +3,24 @@
 Tensors are stored in bf16 (half the bytes) and loaded in the compute dtype of the device
 (generation.compute_dtype: bf16 on CUDA, fp32 on the CPU); the model's config travels
 in the file's metadata, so a file is all it takes to rebuild the model.
+
+A weights file is untrusted input. load() reads its header first (the config, and each
+tensor's name, dtype and shape, no weights), checks the config, and compares the header with
+the tensors that config needs, listed by a model built on the meta device, before it
+allocates anything; then it reads the weights and refuses non-finite ones. Every refusal is a
+ValueError that names the file. save() checks as much before it writes, so a file it wrote
+always loads back.
 """
 
+import dataclasses
 import hashlib
 import json
+import os
 import re
 from pathlib import Path
 
 import torch
-from safetensors import safe_open
+from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 
 from tinyllm.config import ModelConfig
@@ -21,6 +30,9 @@ from tinyllm.model import Transformer
 WEIGHTS_DIR = Path(__file__).parent / "weights"
 PRETRAINED = WEIGHTS_DIR / "tiny.safetensors"
 MODEL_CARD = WEIGHTS_DIR / "MODEL_CARD.md"
+WEIGHT_DTYPES = ("BF16", "F16", "F32")  # safetensors' names of the dtypes a weight may have
+RESERVED_KEYS = ("config",)  # the metadata load() reads: save(extra=...) may not use them
+CONFIG_KEYS = tuple(f.name for f in dataclasses.fields(ModelConfig))
 
 
 def sha256(path) -> str:
@@ -32,50 +44,169 @@ def sha256(path) -> str:
 
 
 def save(model: Transformer, path, extra: dict | None = None) -> str:
-    """Write the model's weights (bf16) and config; returns the file's sha256."""
+    """Write the model's weights (bf16) and config, and `extra` (JSON values under keys of
+    your own) in the metadata; returns the file's sha256. Everything is checked before a byte
+    is written, and the file appears whole or not at all (written beside, then renamed)."""
+    if not isinstance(model, Transformer):
+        raise ValueError(f"save needs a tinyllm Transformer, got {type(model).__name__}")
+    path = Path(path)
+    if path.is_dir() or not path.parent.is_dir():
+        raise ValueError(f"cannot write {path}: not a file name in an existing folder")
+    if extra is not None and not isinstance(extra, dict):
+        raise ValueError(f"extra must be a dict of JSON values, got {type(extra).__name__}")
+    meta = {"config": json.dumps(model.cfg.to_dict())}
+    for key, value in (extra or {}).items():
+        if not isinstance(key, str):
+            raise ValueError(f"extra keys must be strings, got {key!r}")
+        if key in RESERVED_KEYS:
+            raise ValueError(f"extra key {key!r} is reserved: load() reads it from the metadata")
+        try:
+            meta[key] = json.dumps(value, allow_nan=False)  # strict JSON: no NaN, no Infinity
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"extra[{key!r}] is not JSON-serialisable: {e}") from None
     tensors = {
         k: v.detach().to("cpu", torch.bfloat16).contiguous() for k, v in model.state_dict().items()
     }
-    meta = {"config": json.dumps(model.cfg.to_dict())}
-    meta.update({k: json.dumps(v) for k, v in (extra or {}).items()})
-    save_file(tensors, str(path), metadata=meta)
+    where = f"not saving {path.name}"
+    check_tensors(where, {k: ("BF16", tuple(v.shape)) for k, v in tensors.items()}, model.cfg)
+    for name, t in tensors.items():
+        check_finite(where, name, t.float())  # as stored: a weight above ~3.39e38 rounds to inf
+    partial = path.with_name(path.name + ".partial")
+    try:
+        save_file(tensors, str(partial), metadata=meta)
+        os.replace(partial, path)
+    finally:
+        partial.unlink(missing_ok=True)
     return sha256(path)
 
 
 def load(path, expected_sha256: str | None = None, device=None) -> Transformer:
     """Rebuild a Transformer from a safetensors file, checking its sha256 first if given,
     with its parameters (and RoPE tables) in generation.compute_dtype(device): bf16 on
-    CUDA, as stored, and fp32 on the CPU."""
-    path = Path(path)
+    CUDA, as stored, and fp32 on the CPU. A file that is not one save() wrote, or is damaged,
+    is refused with a ValueError that names it (and the tensor or key at fault)."""
+    path, device = Path(path), checked_device(device)
+    if expected_sha256 is not None and not (
+        isinstance(expected_sha256, str) and re.fullmatch(r"[0-9a-fA-F]{64}", expected_sha256)
+    ):
+        raise ValueError(f"expected_sha256 must be 64 hex digits, got {expected_sha256!r}")
     if not path.is_file():
         raise ValueError(f"no weights file at {path}")
     if expected_sha256 is not None:
         actual = sha256(path)
-        if actual != expected_sha256:
+        if actual != expected_sha256.lower():
             raise ValueError(f"{path.name}: sha256 {actual} != expected {expected_sha256}")
-    with safe_open(str(path), framework="pt") as f:
-        meta = f.metadata() or {}
-        if "config" not in meta:
-            raise ValueError(f"{path.name} has no model config in its metadata")
-        model = Transformer(ModelConfig(**json.loads(meta["config"])))
-        expected = model.state_dict()
-        names = set(f.keys())
-        if names != set(expected):
-            missing, extra = sorted(set(expected) - names), sorted(names - set(expected))
-            raise ValueError(f"{path.name}: missing tensors {missing}, unexpected {extra}")
-        state = {}
-        for name in expected:
-            t = f.get_tensor(name)
-            if t.shape != expected[name].shape:
-                raise ValueError(
-                    f"{path.name}: tensor {name} has shape {tuple(t.shape)}, "
-                    f"the config needs {tuple(expected[name].shape)}"
-                )
-            state[name] = t.float()
+    check_header_length(path)
+    try:
+        with safe_open(str(path), framework="pt") as f:
+            cfg = config_from(path.name, f.metadata() or {})
+            header = {}  # name → (dtype, shape), read from the header alone
+            for name in f.keys():
+                view = f.get_slice(name)
+                header[name] = view.get_dtype(), tuple(view.get_shape())
+            check_tensors(path.name, header, cfg)  # before a single weight is read
+            state = {}
+            for name in header:
+                state[name] = f.get_tensor(name).float()
+                check_finite(path.name, name, state[name])
+    except SafetensorError as e:
+        raise ValueError(f"{path.name} is not a valid safetensors file: {e}") from None
+    model = Transformer(cfg)
     model.load_state_dict(state)
-    device = torch.device(device or "cpu")
     model = model.to(device=device, dtype=compute_dtype(device))  # the dtype it computes in
     return model.eval().requires_grad_(False)  # for inference
+
+
+def checked_device(device) -> torch.device:
+    """`device` as a torch.device (None: the CPU), refused before any file is read."""
+    try:
+        device = torch.device("cpu" if device is None else device)
+    except (RuntimeError, TypeError):
+        raise ValueError(f"device {device!r} is not a torch device, e.g. 'cpu' or 'cuda'") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device {device}: torch sees no CUDA device")
+    return device
+
+
+def check_header_length(path: Path) -> None:
+    """Fail fast and clearly on a file that is not safetensors at all: the format opens with
+    its header's length (8 bytes, little-endian), and the header must fit in the file."""
+    size = path.stat().st_size
+    with open(path, "rb") as f:
+        head = f.read(8)
+    if size < 8:
+        raise ValueError(f"{path.name} holds {size} bytes: too short for a safetensors file")
+    n = int.from_bytes(head, "little")
+    if n > size - 8:
+        hint = ""
+        if head.startswith((b"PK\x03\x04", b"\x80")):  # a zip (torch.save) or a bare pickle
+            hint = "; it looks like a pickle (torch.save), which tinyllm never loads"
+        raise ValueError(
+            f"{path.name} is not a safetensors file, or is truncated: its first 8 bytes "
+            f"announce a header of {n} bytes, {size - 8} follow{hint}"
+        )
+
+
+def config_from(where: str, meta: dict[str, str]) -> ModelConfig:
+    """The config in a file's metadata: a JSON object with exactly ModelConfig's keys, whose
+    values ModelConfig checks."""
+    if "config" not in meta:
+        raise ValueError(f"{where} has no model config in its metadata")
+    try:
+        d = json.loads(meta["config"])
+    except (ValueError, RecursionError) as e:
+        raise ValueError(f"{where}: its config is not valid JSON ({e})") from None
+    if not isinstance(d, dict):
+        raise ValueError(f"{where}: its config must be a JSON object, got {type(d).__name__}")
+    unknown, missing = sorted(set(d) - set(CONFIG_KEYS)), sorted(set(CONFIG_KEYS) - set(d))
+    if unknown or missing:
+        raise ValueError(f"{where}: config keys unknown {few(unknown)}, missing {few(missing)}")
+    try:
+        return ModelConfig(**d)
+    except ValueError as e:
+        raise ValueError(f"{where}: config {e}") from None
+
+
+def expected_shapes(cfg: ModelConfig) -> dict[str, tuple[int, ...]]:
+    """Name → shape of every tensor a model of this config stores, from a model built on the
+    meta device: nothing is allocated, whatever sizes the config asks for. (torch computes
+    on meta tensors in Python: the first build in a process imports torch._dynamo, 1-5 s.)"""
+    with torch.device("meta"):
+        return {k: tuple(v.shape) for k, v in Transformer(cfg).state_dict().items()}
+
+
+def check_tensors(where: str, found: dict[str, tuple[str, tuple[int, ...]]], cfg) -> None:
+    """The tensors found (name → safetensors dtype, shape) are exactly those the config needs,
+    each in a floating dtype."""
+    if len(found) < cfg.n_layers:  # each layer stores tensors: refuse before building them
+        raise ValueError(f"{where}: {len(found)} tensors, too few for n_layers {cfg.n_layers}")
+    need = expected_shapes(cfg)
+    if set(found) != set(need):
+        missing, unexpected = sorted(set(need) - set(found)), sorted(set(found) - set(need))
+        raise ValueError(f"{where}: missing tensors {few(missing)}, unexpected {few(unexpected)}")
+    for name, shape in need.items():
+        dtype, got = found[name]
+        if dtype not in WEIGHT_DTYPES:
+            raise ValueError(
+                f"{where}: tensor {name} has dtype {dtype}; weights are one of "
+                f"{', '.join(WEIGHT_DTYPES)}"
+            )
+        if got != shape:
+            raise ValueError(f"{where}: tensor {name} has shape {got}, the config needs {shape}")
+
+
+def check_finite(where: str, name: str, t: torch.Tensor) -> None:
+    """No NaN or inf in t (in fp32: summing bf16 on the CPU is slow)."""
+    if t.sum().isfinite():  # one fast pass: a NaN or inf anywhere makes the sum non-finite
+        return
+    bad = int((~torch.isfinite(t)).sum())  # (or the sum overflowed: count them exactly)
+    if bad:
+        raise ValueError(f"{where}: tensor {name} holds {bad} non-finite values (NaN or inf)")
+
+
+def few(names: list[str], n: int = 5) -> str:
+    """At most n names: a hostile header can list thousands."""
+    return str(names[:n]) + (f" and {len(names) - n} more" if len(names) > n else "")
 
 
 def card_sha256(card=None) -> str:
@@ -94,4 +225,5 @@ def default_device() -> torch.device:
 
 def load_pretrained(device=None) -> Transformer:
     """The course's shipped model, checked against its model card, in eval mode."""
-    return load(PRETRAINED, expected_sha256=card_sha256(), device=device or default_device())
+    device = default_device() if device is None else device
+    return load(PRETRAINED, expected_sha256=card_sha256(), device=device)

@@ -1,7 +1,10 @@
 """Train the course's model on Python's own documentation.
 
-    python -m tinyllm.train                       # the shipped "tiny" model (use a GPU)
+    python -m tinyllm.train                       # "tiny" (use a GPU): ./tiny-trained.safetensors
     python -m tinyllm.train --preset toy --steps 30 --device cpu --out /tmp/toy.safetensors
+
+A run never overwrites the shipped weights or model card (tinyllm/weights/) unless told to
+with --replace-shipped; every output is checked before training starts.
 
 The text is pydoc_data.topics, the help() pages inside every CPython: nothing is
 downloaded. Topics are split by sorted name (every tenth to validation), each topic ends
@@ -22,7 +25,7 @@ from pathlib import Path
 import torch
 
 from tinyllm.checkpoint import MODEL_CARD, PRETRAINED, default_device, save
-from tinyllm.config import get_config
+from tinyllm.config import PRESETS, get_config
 from tinyllm.generation import autocast, complete
 from tinyllm.model import Transformer
 from tinyllm.tokenizer import Tokenizer
@@ -205,7 +208,7 @@ def main(argv=None) -> dict:
     p = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    p.add_argument("--preset", default="tiny")
+    p.add_argument("--preset", default="tiny", choices=sorted(PRESETS))
     p.add_argument("--steps", type=int, default=3000)
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--seq-len", type=int, default=1024)
@@ -214,12 +217,34 @@ def main(argv=None) -> dict:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--max-minutes", type=float, default=None, help="stop after this long")
     p.add_argument("--device", default=None, help="default: cuda if available, else cpu")
-    p.add_argument("--out", default=str(PRETRAINED))
+    p.add_argument(
+        "--out", default=None, help="weights to write (default: PRESET-trained.safetensors, here)"
+    )
     p.add_argument(
         "--card", default=None, help=f"model card to write (the shipped model: {MODEL_CARD})"
     )
     p.add_argument("--log", default=None, help="write the training history as JSON here")
+    p.add_argument(
+        "--replace-shipped",
+        action="store_true",
+        help="allow writing over the shipped weights and model card (tinyllm/weights/)",
+    )
     args = p.parse_args(argv)
+    args.out = args.out or f"{args.preset}-trained.safetensors"
+    # checked before training starts: a run must not end with nowhere to write its result
+    shipped = {PRETRAINED.resolve(), MODEL_CARD.resolve()}
+    for flag in ("out", "card", "log"):
+        value = getattr(args, flag)
+        if value is None:
+            continue
+        target = Path(value).resolve()
+        if target in shipped and not args.replace_shipped:
+            p.error(
+                f"--{flag} {value} is the shipped {target.name}: "
+                "pass --replace-shipped to overwrite it"
+            )
+        if target.is_dir() or not target.parent.is_dir():
+            p.error(f"--{flag} {value}: not a file name in an existing folder")
     device = torch.device(args.device) if args.device else default_device()
     model, info = train(
         args.preset,
