@@ -23,6 +23,17 @@ import time
 import torch
 
 PROMPT = "The for statement is used to iterate over the elements of a sequence"
+STAGES = {  # what each stage of the diet changed, by the name it is measured under
+    "s0": "before the diet: fp32 weights under bf16 autocast, a boolean mask with enable_gqa "
+    "(SDPA's MATH path), separate q/k/v and gate/up GEMMs, RoPE through fp32",
+    "s1": "query heads folded into the query axis and an additive mask built once per step: "
+    "SDPA's fused memory-efficient kernel",
+    "s2": "parameters in the compute dtype (bf16): no weight casts, no fp32 norms",
+    "s3": "one GEMM for q, k and v, one for gate and up",
+    "s4": "RoPE on queries and keys together, in bf16, over tables widened once per step",
+    "s5": "the mask kept on the device and one key opened per step; each K/V head and its "
+    "query heads folded into a batch row",
+}
 REPEATS, STEPS, WARMUP = 5, 40, 4
 
 
@@ -105,7 +116,11 @@ def measure(name, commit, weights):
 
 
 def collect(jsonl, out_path, command):
+    """Every measured stage (one JSON line each, with its own gpu, torch and date) into one
+    file, with what each stage changed."""
     stages = [json.loads(line) for line in open(jsonl)]
+    for stage in stages:
+        stage["what"] = STAGES.get(stage["stage"], "")
     res = {
         "provenance": {
             "gpu": torch.cuda.get_device_name(),

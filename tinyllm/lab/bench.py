@@ -260,37 +260,6 @@ def counters_clear() -> None:
     counters.clear()
 
 
-def measure_sweep(model, built: dict, bin_size: int = 16) -> dict:
-    """Step time against position, 32 to max_len - 1, for the unfused and the fused bucketed
-    graphs and for gpt-fast (forward only, static tables) with a cache of max_len
-    positions: medians per bin of bin_size positions."""
-    idx = prompt_batch(1, 32, "cuda")
-    n = model.cfg.max_seq_len - 32
-    gpt = peers.gpt_fast(model, idx, n, forward_only=True, static_tables=True)
-    out = {"positions": list(range(32, 32 + n, bin_size)), "bin_size": bin_size}
-    for name, variant in (("graph", built["graph"]),
-                          ("fused", built["fused kernels in bucketed graphs"]),
-                          ("gpt-fast", gpt)):  # fmt: skip
-        times = peers.position_sweep(variant, n)
-        out[f"{name}_us"] = [round(sorted(b)[len(b) // 2], 1) for b in
-                             (times[i : i + bin_size] for i in range(0, n, bin_size))]  # fmt: skip
-    return out
-
-
-def cost_model(rows: list[dict], diet: dict | None) -> dict:
-    """µs = a + b·kernels over the replayed variants at batch 1 (the graph rows, gpt-fast's,
-    and the diet's stages if given), with each point."""
-    replayed = [r for r in rows if r["name"] in ("graph",) or "graphs" in r["name"]
-                or (r["name"].startswith("gpt-fast") and not r["cudagraph_skips"])]  # fmt: skip
-    points = [{"name": r["name"], "kernels": r["kernels"], "step_us": r["step_us"]["median"]}
-              for r in replayed]  # fmt: skip
-    for stage in (diet or {}).get("stages", []):
-        g = stage["batch"]["1"]["graph"]
-        points.append({"name": f"diet {stage['stage']}", "kernels": g["kernels"],
-                       "step_us": g["step_us"]["median"]})  # fmt: skip
-    return {"points": points, "fit": peers.fit_cost_model(points)}
-
-
 def headline(res: dict) -> dict:
     """Batch 1, window 128: the course's graph and fused steps against gpt-fast in its
     strongest form with generate.py's own settings (the fastest of its rows without an
@@ -362,10 +331,10 @@ def run(args, command: str) -> dict:
     if "peers" in sections:
         res["fusion"], built = measure_peers(model, repeats)
         diet = json.loads(args.diet.read_text()) if args.diet else None
-        res["cost_model"] = cost_model(res["fusion"]["rows"], diet)
+        res["cost_model"] = peers.cost_model(res["fusion"]["rows"], diet)
         res["host_breakdown"] = res["fusion"].pop("host_breakdown")
     if "sweep" in sections and built:
-        res["position_sweep"] = measure_sweep(model, built)
+        res["position_sweep"] = peers.measure_sweep(model, built, prompt_batch(1, 32, "cuda"))
     if "windows" in sections:
         res["window_times"] = {
             str(B): peers.window_times(model, prompt_batch(B, 32, "cuda"), repeats) for B in (1, 8)

@@ -275,3 +275,33 @@ def host_categories(breakdown: dict) -> dict:
         "other": max(0.0, host - guards - copies - launch),
         "gpu_kernel_us": breakdown["gpu_kernel_us"],
     }
+
+
+def measure_sweep(model, built: dict, idx, bin_size: int = 16) -> dict:
+    """Step time against position, 32 to max_len - 1, for the unfused and the fused bucketed
+    graphs and for gpt-fast (forward only, static tables) with a cache of max_len
+    positions: medians per bin of bin_size positions."""
+    n = model.cfg.max_seq_len - 32
+    gpt = gpt_fast(model, idx, n, forward_only=True, static_tables=True)
+    out = {"positions": list(range(32, 32 + n, bin_size)), "bin_size": bin_size}
+    for name, variant in (("graph", built["graph"]),
+                          ("fused", built["fused kernels in bucketed graphs"]),
+                          ("gpt-fast", gpt)):  # fmt: skip
+        times = position_sweep(variant, n)
+        out[f"{name}_us"] = [round(sorted(b)[len(b) // 2], 1) for b in
+                             (times[i : i + bin_size] for i in range(0, n, bin_size))]  # fmt: skip
+    return out
+
+
+def cost_model(rows: list[dict], diet: dict | None) -> dict:
+    """µs = a + b·kernels over the replayed variants at batch 1 (the graph rows, gpt-fast's,
+    and the diet's stages if given), with each point."""
+    replayed = [r for r in rows if r["name"] in ("graph",) or "graphs" in r["name"]
+                or (r["name"].startswith("gpt-fast") and not r["cudagraph_skips"])]  # fmt: skip
+    points = [{"name": r["name"], "kernels": r["kernels"], "step_us": r["step_us"]["median"]}
+              for r in replayed]  # fmt: skip
+    for stage in (diet or {}).get("stages", []):
+        g = stage["batch"]["1"]["graph"]
+        points.append({"name": f"diet {stage['stage']}", "kernels": g["kernels"],
+                       "step_us": g["step_us"]["median"]})  # fmt: skip
+    return {"points": points, "fit": fit_cost_model(points)}
