@@ -38,9 +38,11 @@ $(STAMP): requirements.txt pyproject.toml
 	$(PY) -m pip install -e . --no-deps
 	touch $@
 
+# The Lab serves the repository root, so that tinyllm/, results/ and the model card open in
+# it, and lands in notebooks/ (the URL it prints, and where / redirects).
 lab: $(STAMP) ## open the course in JupyterLab on 127.0.0.1 (token on; PORT=8888)
 	$(VENV)/bin/jupyter lab --ip=127.0.0.1 --port=$(PORT) --no-browser \
-		--notebook-dir=notebooks $(ALLOW_ROOT)
+		--ServerApp.root_dir=. --LabApp.default_url=/lab/tree/notebooks $(ALLOW_ROOT)
 
 lint: $(STAMP) ## ruff: lint and format check of the package, tests, tools and notebooks
 	$(VENV)/bin/ruff check .

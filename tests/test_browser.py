@@ -1,16 +1,22 @@
 """Browser test: the course's explorers work in a real JupyterLab, in headless Chromium.
 
 The unit tests (test_widgets.py) check what each explorer computes; this test checks what a
-learner sees. It copies notebooks/ to a temporary folder (autosave never touches the tracked
-files), starts JupyterLab there from this environment (127.0.0.1, a free port, a random
-token, settings and workspaces inside the temporary folder) and drives Debian's Chromium
-through Playwright. For each explorer it opens the notebook, runs all cells, moves one
-control, and checks that
+learner sees. It copies the part of the repository that the lessons open (notebooks/,
+results/ and tinyllm/weights/MODEL_CARD.md) to a temporary folder (autosave never touches the
+tracked files) and starts JupyterLab there as `make lab` does: the options of its recipe in
+the Makefile (the repository root served, the Lab landing in notebooks/), from this
+environment, on 127.0.0.1, a free port, a random token, settings and workspaces inside the
+temporary folder. It drives Debian's Chromium through Playwright. It checks that
 
-- every cell ran without an error, and no output shows "Error displaying widget";
-- the explorer's figure is redrawn: its image differs from the one before the move.
-
-It also checks that the server refuses an API request without the token (403).
+- the server refuses API requests without the token (403), the model card and the recorded
+  results among them;
+- with the token, the contents API serves the repository root: the model card and a
+  recording under results/ read back as they are on disk;
+- the Lab's default URL lands in notebooks/: `/` redirects there, and in Chromium the file
+  browser lists the lessons;
+- for each explorer: its notebook opens, all cells run, one control is moved, and every
+  cell ran without an error, no output shows "Error displaying widget", and the explorer's
+  figure is redrawn (its image differs from the one before the move).
 
 Screenshots of each explorer in use are written to the temporary folder and, when the
 environment variable SCREENSHOT_DIR is set, copied there (`make screenshots` copies them to
@@ -33,6 +39,7 @@ import subprocess
 import sys
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from dataclasses import dataclass
 from importlib.util import find_spec
@@ -44,6 +51,9 @@ pytestmark = pytest.mark.browser
 
 REPO = Path(__file__).resolve().parent.parent
 NOTEBOOKS = REPO / "notebooks"
+MAKEFILE = REPO / "Makefile"
+# What the lessons tell a learner to open in the Lab, besides the notebooks.
+OPENED = ("tinyllm/weights/MODEL_CARD.md", "results/h200.json")
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
     "--headless",
@@ -105,6 +115,14 @@ def unavailable(message: str):
 # JupyterLab
 
 
+def make_lab_options() -> dict[str, str]:
+    """The `--name=value` options of the jupyter command in the Makefile's `lab:` recipe, so
+    that this test serves the Lab as `make lab` does."""
+    recipe = re.search(r"^lab:.*\n((?:\t.*\n)+)", MAKEFILE.read_text(encoding="utf-8"), re.M)
+    assert recipe, "the Makefile has no `lab:` target with a recipe"
+    return dict(re.findall(r"--([\w.]+)=(\S+)", recipe.group(1)))
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -123,11 +141,15 @@ def strip_outputs(path: Path):
 
 
 class Lab:
-    """A JupyterLab server on a copy of notebooks/, everything it writes under `root`."""
+    """A JupyterLab server started as `make lab` starts it, on a copy of the repository's
+    notebooks/, results/ and model card in `repo`; everything it writes under `root`."""
 
     def __init__(self, root: Path):
         self.root = root
-        self.notebooks = root / "notebooks"
+        self.repo = root / "repo"
+        self.notebooks = self.repo / "notebooks"
+        self.options = make_lab_options()
+        self.default_url = self.options["LabApp.default_url"]
         self.home = root / "home"
         self.log_path = root / "jupyterlab.log"
         self.token = secrets.token_hex(24)
@@ -160,8 +182,19 @@ class Lab:
 
     # -- life cycle ----------------------------------------------------------------------
 
+    def landing(self, path: str) -> str:
+        """The path that a GET of `path`, with the token, lands on after redirects."""
+        req = urllib.request.Request(self.url + path)
+        req.add_header("Authorization", f"token {self.token}")
+        with urllib.request.urlopen(req, timeout=10) as r:
+            return urllib.parse.urlparse(r.geturl()).path
+
     def start(self):
         shutil.copytree(NOTEBOOKS, self.notebooks)
+        shutil.copytree(REPO / "results", self.repo / "results")
+        card = self.repo / OPENED[0]
+        card.parent.mkdir(parents=True)
+        shutil.copyfile(REPO / OPENED[0], card)
         for ex in EXPLORERS:
             if (self.notebooks / ex.notebook).exists():
                 strip_outputs(self.notebooks / ex.notebook)
@@ -197,7 +230,9 @@ class Lab:
             "--port-retries=0",
             "--no-browser",
             f"--IdentityProvider.token={self.token}",
-            f"--ServerApp.root_dir={self.notebooks}",
+            # as `make lab`, run from the repository root
+            f"--ServerApp.root_dir={self.options['ServerApp.root_dir']}",
+            f"--LabApp.default_url={self.default_url}",
             f"--LabApp.user_settings_dir={settings}",
             f"--LabApp.workspaces_dir={self.root / 'lab' / 'workspaces'}",
         ]
@@ -206,7 +241,7 @@ class Lab:
         with open(self.log_path, "wb") as log:
             self.proc = subprocess.Popen(
                 cmd,
-                cwd=self.notebooks,
+                cwd=self.repo,
                 env=env,
                 stdin=subprocess.DEVNULL,
                 stdout=log,
@@ -357,7 +392,8 @@ JS_REDRAWN = f"""([out, before, n]) => {{
 def open_notebook(page, lab: Lab, notebook: str):
     # `reset`: a fresh workspace, so notebooks opened by earlier tests are not restored
     page.goto(
-        f"{lab.url}/lab/tree/{notebook}?token={lab.token}&reset", timeout=NOTEBOOK_OPEN_S * 1000
+        f"{lab.url}{lab.default_url}/{notebook}?token={lab.token}&reset",
+        timeout=NOTEBOOK_OPEN_S * 1000,
     )
     page.wait_for_selector(f".jp-NotebookPanel {CODE_PROMPTS}", timeout=NOTEBOOK_OPEN_S * 1000)
     try:
@@ -511,12 +547,58 @@ def save_screenshot(page, locator, lab: Lab, name: str) -> Path:
 # Tests
 
 
-def test_server_refuses_requests_without_the_token(lab):
-    assert lab.request("/api/contents", token=None)[0] == 403
-    assert lab.request("/api/contents", token="not-" + lab.token)[0] == 403
+def test_make_lab_serves_the_root_and_lands_in_notebooks():
+    options = make_lab_options()
+    assert options.get("ip") == "127.0.0.1", "make lab must listen on 127.0.0.1 only"
+    assert options.get("ServerApp.root_dir") == ".", "make lab serves the repository root"
+    assert options.get("LabApp.default_url") == "/lab/tree/notebooks", options
+    assert not any("token" in k.lower() or "password" in k.lower() for k in options), (
+        f"make lab must keep its token on: {options}"
+    )
+
+
+@pytest.mark.parametrize("path", ["", "/notebooks", *(f"/{p}" for p in OPENED)])
+def test_server_refuses_requests_without_the_token(lab, path):
+    assert lab.request(f"/api/contents{path}", token=None)[0] == 403
+    assert lab.request(f"/api/contents{path}", token="not-" + lab.token)[0] == 403
+
+
+def test_lab_serves_the_repository_root(lab):
     status, body = lab.request("/api/contents")
     assert status == 200
+    assert {e["name"] for e in json.loads(body)["content"]} >= {"notebooks", "results", "tinyllm"}
+    status, body = lab.request("/api/contents/notebooks")
+    assert status == 200
     assert {e["name"] for e in json.loads(body)["content"]} >= {ex.notebook for ex in EXPLORERS}
+    for path in OPENED:
+        status, body = lab.request(f"/api/contents/{path}")
+        assert status == 200, f"{path}: {status}"
+        assert json.loads(body)["content"] == (REPO / path).read_text(encoding="utf-8"), path
+
+
+def test_default_url_lands_in_notebooks(lab, request):
+    assert lab.landing("/") == lab.default_url
+    require_chromium()
+    page = request.getfixturevalue("browser").new_page()
+    try:
+        page.goto(f"{lab.url}/?token={lab.token}&reset", timeout=NOTEBOOK_OPEN_S * 1000)
+        items = page.locator(".jp-DirListing-content .jp-DirListing-itemText")
+        items.first.wait_for(timeout=NOTEBOOK_OPEN_S * 1000)
+        page.wait_for_function(
+            "n => document.querySelectorAll('.jp-DirListing-content .jp-DirListing-item')"
+            ".length >= n",
+            arg=len(EXPLORERS),
+            timeout=NOTEBOOK_OPEN_S * 1000,
+        )
+        listed = {t.strip() for t in items.all_inner_texts()}
+        crumbs = page.locator(".jp-BreadCrumbs").first.inner_text()
+        landed = urllib.parse.urlparse(page.url).path
+    finally:
+        page.close()
+    assert landed == lab.default_url, f"the Lab opened at {landed}"
+    assert {ex.notebook for ex in EXPLORERS} <= listed, f"the file browser lists {listed}"
+    assert "results" not in listed, f"the file browser is at the root, not notebooks/: {listed}"
+    assert "notebooks" in crumbs, f"the file browser's path is {crumbs!r}"
 
 
 @pytest.mark.parametrize("ex", EXPLORERS, ids=[ex.name for ex in EXPLORERS])

@@ -1,6 +1,7 @@
 """exercises: every checker accepts a correct answer, and turns a stub or a wrong answer
 into a printed hint and False, never an exception."""
 
+import contextlib
 import math
 
 import pytest
@@ -9,6 +10,7 @@ import torch
 from tinyllm.course import exercises as ex
 from tinyllm.graphs import bucket_for, default_buckets
 from tinyllm.kv_cache import SlotKVCache
+from tinyllm.lab import simgraph
 
 
 def stub(*args):
@@ -166,33 +168,124 @@ def test_unit_slip_is_named(capsys):
     assert "off by 10^3" in capsys.readouterr().out
 
 
-def test_capture_replay_needs_cuda(capsys):
+def test_stale_reads_without_an_answer_gives_nothing_away(capsys):
+    assert ex.check_stale_reads(None) is False
+    out = capsys.readouterr().out
+    assert out.startswith("[HINT] no answer yet") and "is stale" not in out
+
+
+# --- capture and replay a function yourself (notebook 04, exercise 3) ---------------------
+
+
+def my_capture_replay(f, example, api, *, static=True, warm_up=True, side_stream=True,
+                      wait=True, capture=True, copy="before", replay=True,
+                      returned="static"):  # fmt: skip
+    """The solution, and, with one keyword changed, each wrong answer a learner gives."""
+    static_x = example.clone() if static else example
+    warm = None
+    if warm_up:
+        side = api.Stream()
+        if wait:
+            side.wait_stream(api.current_stream())
+        with api.stream(side) if side_stream else contextlib.nullcontext():
+            warm = f(static_x)
+        api.current_stream().wait_stream(side)
+    if not capture:
+        return lambda x: f(x)
+    graph = api.CUDAGraph()
+    with api.graph(graph):
+        static_out = f(static_x)
+
+    def run(x):
+        nonlocal static_x
+        if copy == "before":
+            static_x.copy_(x)
+        elif copy == "rebind":
+            static_x = x
+        if replay:
+            graph.replay()
+        if copy == "after":
+            static_x.copy_(x)
+        if returned == "f":
+            return f(x)
+        if returned == "clone":
+            return static_out.clone()
+        if returned == "warm-up":
+            return warm
+        if returned == "list":
+            return static_out.tolist()
+        if returned == "raise":
+            raise KeyError(x.shape)
+        return static_out
+
+    return run
+
+
+def wrong(**changed):
+    return lambda f, example, api: my_capture_replay(f, example, api, **changed)
+
+
+def test_capture_replay_solved_on_a_cpu(capsys):
+    assert ex.check_capture_replay(my_capture_replay, api=simgraph) is True
+    assert capsys.readouterr().out.startswith("[OK] a warm-up on a side stream")
+
+
+def test_capture_replay_picks_the_simulator_without_cuda(capsys):
     if torch.cuda.is_available():
-        pytest.skip("runs the real bonus on a GPU")
-    assert ex.check_capture_replay(stub) is None
-    assert "needs CUDA" in capsys.readouterr().out
+        pytest.skip("with CUDA the checker captures real graphs")
+    assert ex.check_capture_replay(my_capture_replay) is True
+
+
+def prints_inside_capture(f, example, api):
+    static_x = example.clone()
+    with api.graph(api.CUDAGraph()):
+        print(f(static_x))  # a host read: the output is recorded, not computed
+
+
+CAPTURE_REPLAY_WRONG = {  # a wrong answer → what its hint must say
+    "calls f in run": (wrong(returned="f"), "run(x) calls f again"),
+    "no graph at all": (wrong(capture=False), "nothing was captured"),
+    "returns f": (lambda f, example, api: f, "nothing was captured"),
+    "rebinds the input": (wrong(copy="rebind"), "rebinding a name (static_x = x)"),
+    "copies after replay": (wrong(copy="after"), "gave f of the previous x"),
+    "no replay": (wrong(replay=False), "call graph.replay()"),
+    "returns the warm-up": (wrong(returned="warm-up"), "return the output made inside"),
+    "returns a fresh tensor": (wrong(returned="clone"), "returns a new tensor each time"),
+    "returns a list": (wrong(returned="list"), "run(x) returned list"),
+    "no warm-up": (wrong(warm_up=False), "no warm-up"),
+    "warm-up on the current stream": (wrong(side_stream=False), "ran on the current stream"),
+    "side stream not waiting": (wrong(wait=False), "side.wait_stream(api.current_stream())"),
+    "captures on example itself": (wrong(static=False), "run(x) wrote into example"),
+    "returns None": (lambda f, example, api: None, "returned None"),
+    "raises": (lambda f, example, api: 1 / 0, "raised ZeroDivisionError"),
+    "stub": (stub, "not solved yet"),
+    "returns a tensor": (lambda f, example, api: example, "returned Tensor: return the function"),
+    "not a function": (42, "pass your function itself"),
+    "run raises": (wrong(returned="raise"), "on replay 0 your function raised KeyError"),
+    "prints inside capture": (prints_inside_capture, "not permitted when stream is capturing"),
+}
+
+
+@pytest.mark.parametrize("case", CAPTURE_REPLAY_WRONG)
+def test_capture_replay_wrong_answers_get_a_hint(case, capsys):
+    answer, says = CAPTURE_REPLAY_WRONG[case]
+    assert ex.check_capture_replay(answer, api=simgraph) is False
+    out = capsys.readouterr().out
+    assert out.startswith("[HINT]") and out.count("\n") == 1 and "Traceback" not in out
+    assert says in out, out
+
+
+def test_capture_replay_leaves_no_capture_open(capsys):
+    """A learner's capture that fails leaves the process working: later checks still pass."""
+    assert ex.check_capture_replay(prints_inside_capture, api=simgraph) is False
+    assert repr(torch.ones(1)) == "tensor([1.])"
+    assert ex.check_capture_replay(my_capture_replay, api=simgraph) is True
 
 
 @pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
-def test_capture_replay_on_a_gpu():
-    def capture(f, example):
-        static_x = example.clone()
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            f(static_x)
-        torch.cuda.current_stream().wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            static_out = f(static_x)
-
-        def run(x):
-            static_x.copy_(x)
-            graph.replay()
-            return static_out
-
-        return run
-
-    assert ex.check_capture_replay(capture) is True
-    assert ex.check_capture_replay(lambda f, example: f) is False  # calls f, no graph
+def test_capture_replay_on_a_gpu(capsys):
+    assert ex.check_capture_replay(my_capture_replay, api=torch.cuda) is True
+    for case in ("calls f in run", "rebinds the input", "returns a fresh tensor", "no warm-up"):
+        assert ex.check_capture_replay(CAPTURE_REPLAY_WRONG[case][0], api=torch.cuda) is False
+        assert CAPTURE_REPLAY_WRONG[case][1] in capsys.readouterr().out

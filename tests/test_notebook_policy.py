@@ -12,6 +12,10 @@
   bonus may instead say that it needs CUDA, as it does on the CPU that ran them). A solution
   may also show a tempting wrong answer and the checker's hint for it.
 - No committed output is a traceback: an unsolved exercise prints a hint.
+- A cell that runs the CPU graph simulator (tinyllm.lab.simgraph, or a decoder or `api` that
+  may be it) says, in its output or in the markdown right above it, what the simulator does
+  not model: no launch is saved, its timings mean nothing, there are no streams, and pools
+  are not shared.
 - No notebook defines a function or class under a name that tinyllm already uses: a notebook
   shows the package's code and calls it, it never keeps a second copy. Exercise stubs and
   solutions are named `my_...`, and so is anything defined inside them.
@@ -175,6 +179,47 @@ def test_no_committed_tracebacks(path):
         if o["output_type"] == "error"
     ]
     assert not errors, f"{path.name} has committed errors: {errors}"
+
+
+# --- the CPU graph simulator says what it is not -------------------------------------------
+
+SIMULATOR = re.compile(r"\bsimgraph\b|\bapi\.\w|graph_api=api\b")
+NOT_MODELLED = ("no launch is saved", "timings mean nothing", "no streams", "pools are not shared")
+
+
+def simulator_cells_without_caveats(nb: dict) -> list[str]:
+    """Cells that run the simulator with no word, above them or in their output, of some
+    of what it does not model."""
+    found, cells = [], nb["cells"]
+    for i, cell in enumerate(cells):
+        if cell["cell_type"] != "code" or not SIMULATOR.search(source(cell)):
+            continue
+        above = source(cells[i - 1]) if i and cells[i - 1]["cell_type"] == "markdown" else ""
+        said = " ".join((above + "\n" + output_text(cell)).replace("*", "").lower().split())
+        missing = [phrase for phrase in NOT_MODELLED if phrase not in said]
+        if missing:
+            found.append(f"cell {cell.get('id', i)} does not say {missing}")
+    return found
+
+
+@pytest.mark.parametrize("path", EVERY, ids=ids(EVERY))
+def test_simulator_cells_say_what_it_does_not_model(path):
+    found = simulator_cells_without_caveats(load(path))
+    assert not found, (
+        f"{path.name}: {found}; a cell that may run tinyllm.lab.simgraph says, in its output "
+        f"or the markdown right above it, what the simulator does not model"
+    )
+
+
+def test_a_simulator_cell_without_caveats_is_found():
+    caveat = {"cell_type": "markdown", "source": "No launch is saved, its *timings mean\nnothing*, "
+              "there are no streams, and pools are not shared."}  # fmt: skip
+    cell = {"cell_type": "code", "source": "g = api.CUDAGraph()", "outputs": []}
+    assert simulator_cells_without_caveats({"cells": [caveat, cell]}) == []
+    found = simulator_cells_without_caveats({"cells": [cell]})
+    assert len(found) == 1 and "no launch is saved" in found[0]
+    timed = {"cell_type": "markdown", "source": "Timings mean nothing here."}
+    assert "no streams" in simulator_cells_without_caveats({"cells": [timed, cell]})[0]
 
 
 # --- no second copy of package code ---------------------------------------------------------

@@ -5,7 +5,8 @@ Each checker compares the learner's answer with what the package really does, on
 cases and random ones. It prints "[OK] ..." and returns True, or prints one "[HINT] ..."
 naming the input it failed on and returns False: a stub that still raises
 NotImplementedError, a crash, a wrong type or a wrong value all give a hint, never a
-traceback. A GPU-only bonus returns None without CUDA.
+traceback. A GPU-only bonus (none is left: notebook 04 checks capture and replay on a CPU
+with tinyllm.lab.simgraph) would return None without CUDA.
 """
 
 from tinyllm.course.exercises.nb00 import check_param_split, check_token_count

@@ -1,8 +1,11 @@
 """Checkers of notebook 04 · capture and replay."""
 
+import contextlib
+
 import torch
 
-from tinyllm.course.exercises.harness import FAILED, call, choices, hint, ok
+from tinyllm.course.exercises.harness import FAILED, call, choices, hint, ok, time_limit
+from tinyllm.lab import simgraph
 
 STALE_READS = {
     "a": "`logits = dec.step(tok)`, read after the next step",
@@ -21,8 +24,11 @@ _STALE = {
 
 
 def check_stale_reads(answer) -> bool:
-    """answer: the letters of STALE_READS that are stale, with GraphDecoder on a GPU."""
+    """answer: the letters of STALE_READS that hold the next step's values when read after
+    it, with graphs (torch.cuda on a GPU, or tinyllm.lab.simgraph on a CPU)."""
     want, got = {"a", "b", "e"}, choices(answer)
+    if not got:
+        return hint('no answer yet: give the letters of the stale reads, as a string such as "bd"')
     if got - STALE_READS.keys():
         unknown = min(got - STALE_READS.keys())
         return hint(f"{unknown!r} is not one of the options {sorted(STALE_READS)}")
@@ -39,8 +45,8 @@ POOL_CHOICES = {
 }
 _POOLS = {
     "a": "safe, but the memory is the sum of every graph's pool (see the measured bars)",
-    "c": "each larger capture needs blocks the pool does not have yet, so it grows at "
-    "every capture; largest first, the smaller graphs fit in what it already has",
+    "c": "each larger capture needs blocks the pool does not hold yet, so the pool can grow "
+    "at every capture; largest first, the smaller graphs fit in what it already has",
 }
 
 
@@ -55,36 +61,167 @@ def check_pool_choice(answer) -> bool:
     return hint(f"({got}): {_POOLS.get(got, f'not one of the options {sorted(POOL_CHOICES)}')}")
 
 
-def check_capture_replay(fn) -> bool | None:
-    """GPU bonus. fn(f, example) → run(x): captures f on a static copy of example once;
-    run(x) copies x in, replays the graph and returns its output."""
-    if not torch.cuda.is_available():
-        print("This bonus exercise needs CUDA: skipped on this machine.")
-        return None
-    calls = []
+# --- capture and replay a function yourself -----------------------------------------------
 
-    def reference(x):
-        return torch.sin(2 * x) + x.square().sum()
 
-    def f(x):
-        calls.append(1)
-        return reference(x)
+def _reference(x):
+    return torch.sin(2 * x) + x.square().sum()
 
-    g = torch.Generator(device="cuda").manual_seed(0)
-    run = call(fn, (f, torch.randn(256, device="cuda", generator=g)), "a (256,) CUDA tensor")
+
+class _Watched:
+    """The graph API handed to the learner's function: it passes every call through to the
+    real one (torch.cuda or simgraph) and notes, in order, what happened: ("capture",),
+    ("wait",) for a side stream's wait_stream, ("sync",), and ("f", capturing, on_side)
+    for each call of f."""
+
+    def __init__(self, api):
+        self.api, self.events = api, []
+        self.capturing, self.side = False, None
+        watched = self
+
+        class Stream(api.Stream):
+            def wait_stream(self, stream):
+                watched.events.append(("wait",))
+                return super().wait_stream(stream)
+
+        self.Stream = Stream
+
+    def __getattr__(self, name):  # CUDAGraph, current_stream, graph_pool_handle, ...
+        return getattr(self.api, name)
+
+    @contextlib.contextmanager
+    def stream(self, s):
+        outer, self.side = self.side, s if isinstance(s, self.Stream) else None
+        try:
+            with self.api.stream(s):
+                yield
+        finally:
+            self.side = outer
+
+    @contextlib.contextmanager
+    def graph(self, cuda_graph, *args, **kwargs):
+        self.events.append(("capture",))
+        with self.api.graph(cuda_graph, *args, **kwargs):
+            self.capturing = True
+            try:
+                yield
+            finally:
+                self.capturing = False
+
+    def synchronize(self, *args, **kwargs):
+        self.events.append(("sync",))
+        return self.api.synchronize(*args, **kwargs)
+
+    def f(self, x):
+        """The function the learner captures: notes the call, then computes."""
+        self.events.append(("f", self.capturing, self.side is not None))
+        return _reference(x)
+
+
+def _setup_problem(events) -> str | None:
+    """What is wrong with the capture, read from the events of my_capture_replay."""
+    kinds = [e[0] for e in events]
+    if "capture" not in kinds:
+        return (
+            "nothing was captured through `api`: make graph = api.CUDAGraph() and call f on "
+            "the static input once inside `with api.graph(graph):`"
+        )
+    if not any(e[0] == "f" and e[1] for e in events):
+        return (
+            "f was never called inside `with api.graph(graph):`: the graph records only that block"
+        )
+    before = events[: kinds.index("capture")]
+    warm = [i for i, e in enumerate(before) if e[0] == "f"]
+    if not warm:
+        return (
+            "no warm-up: run f once on the static input before the capture, on a side "
+            "stream, as GraphDecoder.capture_window does"
+        )
+    side = [i for i in warm if before[i][2]]
+    if not side:
+        return (
+            "the warm-up ran on the current stream: run it inside `with api.stream(side):`, "
+            "with side = api.Stream()"
+        )
+    if not any(e[0] in ("wait", "sync") for e in before[: side[0]]):
+        return (
+            "the side stream does not wait for the current one: call "
+            "side.wait_stream(api.current_stream()) before the warm-up (on a GPU a side "
+            "stream may start before the work already queued, your copy of example, is done)"
+        )
+    return None
+
+
+def _replay_problem(i: int, out, previous, example) -> str:
+    """Why replay i of run(x) did not give f(x)."""
+    if i > 0 and torch.equal(out, _reference(previous)):
+        return f"on replay {i} run(x) gave f of the previous x: copy x in before replay()"
+    if torch.equal(out, _reference(example)) or i == 1:
+        return (
+            "run(x) gives f(example), not f(x): the graph reads the tensor it was captured "
+            "on, so copy x into it (static_x.copy_(x)) before replay() and return the output "
+            "made inside the capture; rebinding a name (static_x = x) changes nothing the graph "
+            "reads"
+        )
+    return (
+        f"on replay {i} run(x) differs from f(x): copy x into the static input, call "
+        f"graph.replay(), then return the output made inside `with api.graph(graph):`"
+    )
+
+
+def check_capture_replay(fn, api=None) -> bool:
+    """fn(f, example, api) → run(x): warms f up on a side stream, captures f once on a
+    static copy of example; run(x) copies x in, replays the graph and returns the static
+    output. api: torch.cuda on a GPU, else tinyllm.lab.simgraph (the default picks)."""
+    if api is None:
+        api = torch.cuda if torch.cuda.is_available() else simgraph
+    device = "cuda" if api is torch.cuda else "cpu"
+    g = torch.Generator(device=device).manual_seed(0)
+    example = torch.randn(256, device=device, generator=g)
+    untouched = example.clone()
+    watched = _Watched(api)
+    with time_limit(60.0, "it ran for 60 s: capture f once, then only replay"):
+        run = call(fn, (watched.f, example, watched), "f and a (256,) example")
     if run is FAILED:
         return False
-    n_calls = len(calls)
+    if not callable(run):
+        return hint(f"my_capture_replay returned {type(run).__name__}: return the function run")
+    problem = _setup_problem(watched.events)
+    if problem:
+        return hint(problem)
+    n_events, first, previous, stale_at_0 = len(watched.events), None, example, False
     for i in range(3):
-        x = torch.randn(256, device="cuda", generator=g)
-        out = call(run, (x,), f"replay {i}")
+        x = torch.randn(256, device=device, generator=g)
+        with time_limit(60.0, "it ran for 60 s: run(x) should only copy x in and replay"):
+            out = call(run, (x,), f"replay {i}")
         if out is FAILED:
             return False
-        if not torch.equal(out, reference(x)):
+        if any(e[0] == "f" for e in watched.events[n_events:]):
             return hint(
-                f"replay {i} differs from f(x): copy x into the static input "
-                f"(static_x.copy_(x)) before graph.replay()"
+                "run(x) calls f again: it should only copy x into the static input and replay"
             )
-    if len(calls) != n_calls:
-        return hint("run(x) calls f again: it should only copy x in and replay the graph")
-    return ok("three replays match f bit for bit, without calling f")
+        if not isinstance(out, torch.Tensor):
+            return hint(f"run(x) returned {type(out).__name__}: return the graph's output tensor")
+        if i == 0 and torch.equal(out, _reference(untouched)):
+            # f(example): a stale input, or x copied in after the replay? The next call tells.
+            stale_at_0, previous = True, x
+            continue
+        if stale_at_0 or not torch.equal(out, _reference(x)):
+            return hint(_replay_problem(i, out, previous, untouched))
+        if first is None:
+            first = out
+        elif out.untyped_storage().data_ptr() != first.untyped_storage().data_ptr():
+            return hint(
+                "run(x) returns a new tensor each time (a copy?): return the graph's static "
+                "output itself, as GraphDecoder.step does; the caller clones what it keeps"
+            )
+        previous = x
+    if not torch.equal(example, untouched):
+        return hint(
+            "run(x) wrote into example: capture on a copy (static_x = example.clone()), the "
+            "caller's tensor is not yours to overwrite"
+        )
+    return ok(
+        "a warm-up on a side stream, one capture, and three replays that match f bit for bit "
+        "without calling it"
+    )
