@@ -117,3 +117,108 @@ def slot_stats() -> list[dict]:
         {"step": i, "slots": s, "window": 128, "n_active": 3 - s.count(None), "step_s": 1e-3}
         for i, s in enumerate(slots)
     ]
+
+
+def peer_results() -> dict:
+    """A made-up recording in the schema of the peers section of lab/bench.py (fusion,
+    host_breakdown, cost_model, position_sweep, headline; a diet is peer_diet()), small
+    enough to check by hand. Its cost model is fitted by the bench's own functions, so a
+    test reads the same points and fit a real recording would hold."""
+    from tinyllm.lab import bench
+
+    def row(name, median, kernels, skips=0, setup=1.0):
+        step = {"median": median, "min": median * 0.9, "max": median * 1.2, "n": 5}
+        return {
+            "name": name,
+            "step_us": step,
+            "cpu_us": median / 2,
+            "kernels": kernels,
+            "kernel_us": kernels * 1.5,
+            "setup_s": setup,
+            "cudagraph_skips": skips,
+        }
+
+    rows = [
+        row("eager", 1300.0, 70, setup=0.0),
+        row("static", 1600.0, 85, setup=0.02),
+        row("graph", 180.0, 85, setup=0.1),
+        row("fused kernels, no graph", 1000.0, 53),
+        row("fused kernels in bucketed graphs", 120.0, 53, setup=9.0),
+        row("fused kernels in bucketed graphs, Inductor defaults", 130.0, 53),
+        row("reduce-overhead, first try", 990.0, 53, skips=1),
+        row("gpt-fast", 200.0, 70, setup=14.0),
+        row("gpt-fast, static tables", 190.0, 70),
+        row("gpt-fast, forward only, static tables", 160.0, 61),
+        row("gpt-fast, forward only, static tables, triton.enable_pdl=True", 155.0, 61),
+    ]
+    res = {
+        "provenance": {
+            "gpu": "NVIDIA H200",
+            "torch": "2.13.0",
+            "date": "2026-12-01",
+            "commit": "abcdef0",
+        },
+        "operating_point": {"max_len": 1024, "buckets": [128, 256, 512, 1024]},
+        "bandwidth": {"floor_us": 1.5},
+        "engine": {"speedup": 3.0},
+        "fusion": {
+            "batch": 1,
+            "positions": [32, 75],
+            "window": 128,
+            "rows": rows,
+            "compile": {"dynamic": False},
+            "gpt_fast_extra": {"triton.enable_pdl": True},
+        },
+        "host_breakdown": {
+            "reduce-overhead, first try": {
+                "host_step_us": 1000.0,
+                "gpu_kernel_us": 100.0,
+                "host_events_us": {"TorchDynamo Cache Lookup": 40.0, "aten::copy_": 300.0},
+            },
+            "gpt-fast": {
+                "host_step_us": 800.0,
+                "gpu_kernel_us": 110.0,
+                "host_events_us": {
+                    "TorchDynamo Cache Lookup": 25.0,
+                    "aten::_foreach_copy_": 400.0,
+                    "cudaGraphLaunch": 80.0,
+                    "aten::copy_": 20.0,
+                },
+            },
+            "gpt-fast, static tables": {
+                "host_step_us": 300.0,
+                "gpu_kernel_us": 100.0,
+                "host_events_us": {
+                    "TorchDynamo Cache Lookup": 25.0,
+                    "aten::_foreach_copy_": 30.0,
+                    "cudaGraphLaunch": 70.0,
+                },
+            },
+        },
+        "position_sweep": {
+            "positions": [32, 48, 64, 80],
+            "bin_size": 16,
+            "graph_us": [180.0, 181.0, 250.0, 251.0],
+            "fused_us": [120.0, 121.0, 170.0, 171.0],
+            "gpt-fast_us": [160.0, 160.0, 160.0, 160.0],
+        },
+    }
+    diet = peer_diet()
+    res["cost_model"] = bench.cost_model(rows, diet)
+    res["headline"] = bench.headline(res)
+    return res
+
+
+def peer_diet() -> dict:
+    """A made-up kernel diet (results/<gpu>_diet.json): three stages, batches 1 and 8."""
+
+    def cell(median, kernels):
+        step = {"median": median, "min": median - 1, "max": median + 2, "n": 5}
+        return {"step_us": step, "kernels": kernels, "kernel_us": kernels * 1.5}
+
+    stages = []
+    for name, kernels, us in (("s0", 273, 440.0), ("s1", 204, 350.0), ("s2", 85, 180.0)):
+        methods = (("eager", 5), ("static", 6), ("graph", 1))
+        batch = {b: {m: cell(us * f, kernels) for m, f in methods} for b in ("1", "8")}
+        stages.append({"stage": name, "commit": "0000000", "batch": batch})
+    return {"stages": stages}

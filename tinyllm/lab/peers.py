@@ -261,10 +261,12 @@ def host_categories(breakdown: dict) -> dict:
     """A host_breakdown() as what the host time pays for, µs per step: Dynamo's guards and
     cache lookup, copying inputs into the graph's static buffers, the graph launch, and the
     rest (Python, CUDAGraph Trees' bookkeeping, the ops outside the graph); and the GPU's
-    kernel time beside them."""
+    kernel time beside them. The input copies are CUDAGraph Trees' one torch._foreach_copy_
+    per replay, of every input not at a static address; an aten::copy_ is the step's own
+    work (a clone, a cast) and counts with the rest."""
     ev = breakdown["host_events_us"]
     guards = ev.get("TorchDynamo Cache Lookup", 0.0)
-    copies = ev.get("aten::_foreach_copy_", 0.0) + ev.get("aten::copy_", 0.0)
+    copies = ev.get("aten::_foreach_copy_", 0.0)
     launch = ev.get("cudaGraphLaunch", 0.0)
     host = breakdown["host_step_us"]
     return {

@@ -30,7 +30,11 @@ from tinyllm.course.exercises.nb04 import (
 )
 from tinyllm.course.exercises.nb05 import check_first_difference, check_flip_margin
 from tinyllm.course.exercises.nb06 import check_admission, check_slot_mask
-from tinyllm.course.exercises.nb07 import check_compile_count, check_fusion_share, check_silent_skip
+from tinyllm.course.exercises.nb07 import (
+    check_compile_count,
+    check_compile_prediction,
+    check_predicted_us,
+)
 
 __all__ = [
     "check_token_count",
@@ -53,6 +57,6 @@ __all__ = [
     "check_admission",
     "check_slot_mask",
     "check_compile_count",
-    "check_silent_skip",
-    "check_fusion_share",
+    "check_compile_prediction",
+    "check_predicted_us",
 ]

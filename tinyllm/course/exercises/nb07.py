@@ -1,69 +1,258 @@
-"""Checkers of notebook 07 · graphs and torch.compile."""
+"""Checkers of notebook 07 · graphs and torch.compile.
+
+Each checker first asks whether the answer is right; only a wrong one is taken apart for the
+hint that names the mistake (one step per graph, every bucket, the key count off by one,
+dynamic=None read as "one graph", the intercept forgotten, ...).
+"""
+
+import math
+from numbers import Integral, Real
 
 from tinyllm.course.exercises.harness import FAILED, call, hint, ok
+from tinyllm.course.viz import sig3
 from tinyllm.graphs import bucket_for
 
+# --- exercise 1: one compiled graph per window ---------------------------------------------
 
-def check_compile_count(fn) -> bool:
-    """fn(start, steps, buckets) → how many graphs dynamo compiles (dynamic=False) for
-    `steps` static decode steps from position `start` with these buckets."""
-
-    cases = [
-        (10, 100, (32, 64, 128, 256)),
-        (0, 1, (128, 1024)),
-        (127, 2, (128, 256)),
-        (40, 300, (64, 128, 256, 512)),
-        (500, 20, (1024,)),
-    ]
-    for start, steps, buckets in cases:
-        want = len({bucket_for(n + 1, buckets) for n in range(start, start + steps)})
-        got = call(fn, (start, steps, buckets), f"start={start}, steps={steps}, buckets={buckets}")
-        if got is FAILED:
-            return False
-        if got != want:
-            return hint(
-                f"start={start}, steps={steps}, buckets={buckets}: you said {got!r}. "
-                f"Dynamo compiles once per distinct window: which windows do the "
-                f"positions {start}..{start + steps - 1} use?"
-            )
-    return ok("one compiled graph per window the decode visits")
+COMPILE_CASES = [  # (start, steps, buckets)
+    (10, 100, (32, 64, 128, 256)),
+    (0, 1, (128, 1024)),
+    (31, 2, (32, 64, 128)),
+    (31, 1, (32, 64, 128)),
+    (127, 2, (128, 256)),
+    (40, 300, (64, 128, 256, 512)),
+    (500, 20, (128, 256, 512, 1024)),
+    (500, 20, (1024,)),
+]
 
 
-def check_silent_skip(answer, res: dict) -> bool:
-    """answer: the name of the res["fusion"] row where reduce-overhead silently ran
-    without a CUDA graph."""
-    skipped = [r["name"] for r in res["fusion"]["rows"] if r.get("cudagraph_skips")]
-    if answer is None:
-        return hint("not answered yet: set answer to one of the row names printed above")
-    if answer in skipped:
-        return ok(
-            f"{answer!r}: Inductor saw the cache tensors mutated in place and skipped "
-            f"its CUDA graph, with only a log line to say so"
+def windows_visited(start: int, steps: int, buckets) -> set[int]:
+    """The windows of the steps at positions start .. start + steps - 1: the step at
+    position p attends over p + 1 keys."""
+    return {bucket_for(p + 1, buckets) for p in range(start, start + steps)}
+
+
+def is_count(x) -> bool:
+    return isinstance(x, Integral) and not isinstance(x, bool)
+
+
+def compile_count_mistake(got, start: int, steps: int, buckets) -> str:
+    """The hint for a wrong count on one case: the mistake it matches, or the windows."""
+    shown = f"start={start}, steps={steps}, buckets={buckets}: you said {got!r}"
+    visited = sorted(windows_visited(start, steps, buckets))
+    if got == steps:
+        return (
+            f"{shown}, one graph per step. Dynamo compiles again only when a guard fails; "
+            f"steps in the same window pass the guards of that window's graph"
         )
-    names = [r["name"] for r in res["fusion"]["rows"]]
-    if answer not in names:
-        return hint(f"{answer!r} is not a row name; the rows are {names}")
-    return hint(
-        f"{answer!r} did replay a graph (or never tried to): look for the row whose "
-        f"cudagraph_skips is above 0, and whose step is far slower than any graph's"
+    if got == len(buckets):
+        return (
+            f"{shown}, one graph per bucket. Only the windows the steps visit are compiled, "
+            f"each at its first step"
+        )
+    if got == len({bucket_for(p, buckets) for p in range(start, start + steps)}):
+        return (
+            f"{shown}: the step at position p attends over p + 1 keys (the new token's key "
+            f"is written first), so its window is bucket_for(p + 1, buckets)"
+        )
+    if got == len(windows_visited(start, steps + 1, buckets)):
+        return (
+            f"{shown}: `steps` steps from position {start} end at position "
+            f"{start + steps - 1}, not {start + steps}"
+        )
+    if got == len(visited) - 1:
+        return f"{shown}: count the windows, not the changes between them: {visited}"
+    return (
+        f"{shown}. Dynamo compiles once per distinct window: which windows do the "
+        f"positions {start}..{start + steps - 1} use?"
     )
 
 
-def check_fusion_share(fn, res: dict) -> bool:
-    """fn(res) → the share of the unfused graph step's time that fusion removes: 1 − (fused
-    kernels in bucketed graphs) / (graph, unfused kernels), from res["fusion"]."""
-    rows = {r["name"]: r["step_us"] for r in res["fusion"]["rows"]}
-    want = 1 - rows["fused kernels in bucketed graphs"] / rows["graph (unfused kernels, bucketed)"]
-    got = call(fn, (res,), "the recorded fusion rows")
-    if got is FAILED:
-        return False
-    if isinstance(got, (int, float)) and abs(got - (1 - want)) <= 0.01:
+def check_compile_count(fn) -> bool:
+    """fn(start, steps, buckets) → how many graphs Dynamo compiles (dynamic=False) for
+    `steps` static decode steps from position `start` with these buckets."""
+    answers = []
+    for start, steps, buckets in COMPILE_CASES:
+        got = call(fn, (start, steps, buckets), f"start={start}, steps={steps}, buckets={buckets}")
+        if got is FAILED:
+            return False
+        answers.append(got)
+    wrong = [
+        (got, case)
+        for got, case in zip(answers, COMPILE_CASES)
+        if not (is_count(got) and got == len(windows_visited(*case)))
+    ]
+    if not wrong:
+        return ok("one compiled graph per window the decode visits")
+    got, (start, steps, buckets) = wrong[0]
+    if not is_count(got):
         return hint(
-            f"{got:.2f} is the ratio of the two step times; the share removed is 1 minus that ratio"
+            f"start={start}, steps={steps}, buckets={buckets}: return an int (a number of "
+            f"graphs), not {type(got).__name__} {got!r}"
         )
-    if not isinstance(got, (int, float)) or abs(got - want) > 0.01:
+    return hint(compile_count_mistake(got, start, steps, buckets))
+
+
+# --- exercise 2: predict, then run the counting backend ------------------------------------
+
+
+def predicted_graphs(windows) -> tuple[int, int]:
+    """What the rule predicts for one decode step in each of `windows`, in order:
+    (graphs with dynamic=False, graphs with dynamic=None). dynamic=False compiles each
+    distinct window once; dynamic=None compiles the first window as it is, recompiles at
+    the first other window with the window symbolic, and that graph serves the rest."""
+    n = len(set(windows))
+    return n, min(n, 2)
+
+
+def check_compile_prediction(prediction, run, prompt_lens, buckets) -> bool:
+    """prediction: (graphs with dynamic=False, graphs with dynamic=None) when one request of
+    each prompt length in prompt_lens decodes one step with these buckets, predicted before
+    anything runs; run(dynamic) → the graphs the counting backend counted, called only once
+    the prediction is a pair of ints."""
+    if prediction is None:
         return hint(
-            f"you said {got!r}; compare the step_us of the two graph rows, and "
-            f"give a share between 0 and 1"
+            "not answered yet: set prediction to a pair, (graphs with dynamic=False, "
+            "graphs with dynamic=None); the cell runs the compiler only after that"
         )
-    return ok(f"fusion removes {want:.0%} of the graph step's time")
+    if (
+        not isinstance(prediction, (tuple, list))
+        or len(prediction) != 2
+        or not all(is_count(x) for x in prediction)
+    ):
+        return hint(
+            f"predict a pair of ints, (graphs with dynamic=False, graphs with dynamic=None), "
+            f"e.g. (4, 1); got {prediction!r}"
+        )
+    measured = []
+    for dynamic in (False, None):
+        got = call(run, (dynamic,), f"dynamic={dynamic}")
+        if got is FAILED:
+            return False
+        if not is_count(got):
+            return hint(f"run(dynamic={dynamic}) must return the number of graphs, got {got!r}")
+        measured.append(int(got))
+    measured = tuple(measured)
+    windows = [bucket_for(n + 1, buckets) for n in prompt_lens]
+    static, dynamic = (int(x) for x in prediction)
+    if (static, dynamic) == measured:
+        return ok(
+            f"windows {windows}: {static} graphs with dynamic=False (one per distinct "
+            f"window), {dynamic} with dynamic=None (the first window as it is, then one "
+            f"graph with the window symbolic)"
+        )
+    if (dynamic, static) == measured:
+        return hint(
+            "the right numbers in the wrong order: the first is dynamic=False, "
+            "the second dynamic=None"
+        )
+    if static != measured[0]:
+        if static == len(windows):
+            return hint(
+                f"dynamic=False: {static} is one graph per request. Requests whose steps "
+                f"share a window pass that graph's guards"
+            )
+        if static == len(buckets):
+            return hint(
+                f"dynamic=False: {static} is one graph per bucket. Only the windows the "
+                f"steps use are compiled, each the first time it is met"
+            )
+        return hint(
+            f"dynamic=False: you predicted {static}, Dynamo compiled {measured[0]}. "
+            f"Count the distinct windows: a request of prompt length n decodes its step "
+            f"over n + 1 keys"
+        )
+    if dynamic == static and len(set(windows)) > 2:
+        return hint(
+            f"dynamic=None: you predicted {dynamic}, as for dynamic=False; Dynamo compiled "
+            f"{measured[1]}. At the first recompile for a new window, dynamic=None makes "
+            f"the window symbolic: one graph then serves every later window"
+        )
+    if dynamic == 1 and len(set(windows)) > 1:
+        return hint(
+            f"dynamic=None: you predicted 1, Dynamo compiled {measured[1]}. Its first graph "
+            f"is specialized: a size becomes symbolic only once Dynamo has seen it change"
+        )
+    return hint(
+        f"dynamic=None: you predicted {dynamic}, Dynamo compiled {measured[1]} for the "
+        f"windows {windows}: the first window compiles as it is, the first other window "
+        f"once more, symbolically"
+    )
+
+
+# --- exercise 3: the cost model -------------------------------------------------------------
+
+
+def fit_cases(res: dict) -> list[tuple[int, dict]]:
+    """(kernels, fit) pairs: made-up fits first (an intercept, a slope, zero kernels), then
+    the recorded fit at every recorded point's kernel count."""
+    made_up = [
+        {"a_us": 10.0, "b_us_per_kernel": 1.5, "residuals_us": {}},
+        {"a_us": 40.0, "b_us_per_kernel": 0.25, "residuals_us": {}},
+    ]
+    cases = [(k, f) for f in made_up for k in (0, 1, 85, 273)]
+    fit = res["cost_model"]["fit"]
+    cases += [(p["kernels"], dict(fit)) for p in res["cost_model"]["points"]]
+    return cases
+
+
+def cost_mistake(got: float, kernels: int, fit: dict) -> str | None:
+    """The mistake a wrong prediction matches, if any."""
+    a, b = fit["a_us"], fit["b_us_per_kernel"]
+    want = a + b * kernels
+
+    def near(x):
+        return math.isclose(got, x, rel_tol=1e-6, abs_tol=1e-9)
+
+    if near(want / 1000):
+        return "that is ms: the fit is in µs, and so is the answer"
+    if near(b * kernels):
+        return "you left out a_us: the step costs a_us even with no kernel (a launch, copies)"
+    if near(a * kernels + b):
+        return "a_us and b_us_per_kernel swapped: a is the intercept, b the µs per kernel"
+    if near(a + b):
+        return "that ignores the kernel count: b_us_per_kernel is per kernel"
+    return None
+
+
+def check_predicted_us(fn, res: dict) -> bool:
+    """fn(kernels, fit) → µs the cost model predicts for a replayed step of `kernels`
+    kernels, fit = res["cost_model"]["fit"] ({"a_us", "b_us_per_kernel", ...})."""
+    for kernels, fit in fit_cases(res):
+        shown = (
+            f"kernels={kernels}, fit a_us={fit['a_us']}, b_us_per_kernel={fit['b_us_per_kernel']}"
+        )
+        got = call(fn, (kernels, dict(fit)), shown)
+        if got is FAILED:
+            return False
+        want = fit["a_us"] + fit["b_us_per_kernel"] * kernels
+        if (
+            isinstance(got, Real)
+            and not isinstance(got, bool)
+            and math.isclose(got, want, rel_tol=1e-6, abs_tol=1e-9)
+        ):
+            continue
+        if not isinstance(got, Real) or isinstance(got, bool):
+            return hint(f"on {shown}: return a number of µs, not {type(got).__name__} {got!r}")
+        mistake = cost_mistake(got, kernels, fit)
+        return hint(
+            f"on {shown} you returned {sig3(got)} µs, the fit says {sig3(want)} µs"
+            + (f": {mistake}" if mistake else ": µs = a_us + b_us_per_kernel × kernels")
+        )
+    return ok("µs = a_us + b_us_per_kernel × kernels" + fused_prediction(res))
+
+
+def fused_prediction(res: dict) -> str:
+    """'; for <row> (<k> kernels) it predicts X µs, measured Y µs' for the course's fastest
+    step, when the recording has it."""
+    rows = {r["name"]: r for r in res.get("fusion", {}).get("rows", [])}
+    row = rows.get("fused kernels in bucketed graphs")
+    if row is None:
+        return ""
+    fit = res["cost_model"]["fit"]
+    predicted = fit["a_us"] + fit["b_us_per_kernel"] * row["kernels"]
+    measured = row["step_us"]["median"]
+    return (
+        f"; for {row['name']!r} ({row['kernels']:.0f} kernels) it predicts {sig3(predicted)} µs, "
+        f"measured {sig3(measured)} µs (residual {sig3(measured - predicted)} µs)"
+    )

@@ -13,7 +13,8 @@ and bucket_tradeoff), so a picture of a mask is the mask the decoder uses.
 - shapes: masks and buckets (notebooks 02, 03, 06);
 - timing: recorded GPU timings and traces (01, 04, 07);
 - serving: logit differences, the engine's slots, training loss (00, 05, 06);
-- costs: the peers, the cost model, the kernel diet, position sweeps (01, 07);
+- costs: the peers, the cost model, the kernel diet, position sweeps, reduce-overhead's
+  host time, and the two paths to replayed compiled kernels (01, 07);
 - mechanism: pictures of the mechanism (a step's launches, the static cache, buckets, the
   pool, the slots), drawn from what scenes computes with the book's own objects.
 
@@ -23,10 +24,12 @@ A figure drawn from a recording carries its provenance label as a footnote
 
 from tinyllm.course.viz.costs import (
     breakdown_figure,
+    compile_paths_figure,
     cost_model_figure,
     diet_figure,
     peers_figure,
     sweep_figure,
+    sweep_wins,
 )
 from tinyllm.course.viz.mechanism import (
     buckets_figure,
@@ -67,7 +70,8 @@ from tinyllm.course.viz.timing import (
 )
 
 __all__ = [
-    "breakdown_figure", "cost_model_figure", "diet_figure", "peers_figure", "sweep_figure",
+    "breakdown_figure", "compile_paths_figure", "cost_model_figure", "diet_figure",
+    "peers_figure", "sweep_figure", "sweep_wins",
     "COLORS", "LABELS", "MIB", "MIN_BAR_SHARE", "CourseFigure", "bucket_figure",
     "bucket_tradeoff_figure", "buckets_figure", "capture_figure", "cpu_gpu_figure",
     "engine_figure", "engine_slots_run", "floor_figure", "floor_times", "footnote_text",

@@ -1,10 +1,11 @@
 """Figures of what a decode step costs (notebooks 01 and 07): the course's steps beside the
 peers, the cost model (µs against kernels), the kernel diet stage by stage, step time
-against position, and where reduce-overhead's host time goes. Each draws results/<gpu>.json
-(and results/<gpu>_diet.json)."""
+against position, and where reduce-overhead's host time goes, each drawn from
+results/<gpu>.json (and results/<gpu>_diet.json); and a picture of the two ways to replay
+compiled kernels (notebook 07)."""
 
 import numpy as np
-from matplotlib.patches import Patch
+from matplotlib.patches import Patch, Rectangle
 
 from tinyllm.course.viz.style import COLORS, label_source, new_figure, sig3
 from tinyllm.lab.peers import host_categories
@@ -52,30 +53,59 @@ def peers_figure(res: dict):
     ax.set_xlim(min(med) / 2, max(med) * 30)
     ax.set_xlabel(f"decode step time, batch {f['batch']} (µs, median over repeats, log scale)")
     h = res.get("headline")
-    ratio = f" ({h['best_over_gptfast']:.2f}× gpt-fast's strongest form)" if h else ""
+    ratio = f"{sig3(h['best_over_gptfast'])}× the step of gpt-fast's strongest form" if h else ""
     best = next(r for r in rows if r["name"] == "fused kernels in bucketed graphs")
     ax.set_title(
         f"Fused kernels in the course's bucketed graphs: {sig3(best['step_us']['median'])}"
-        f" µs per step{ratio}",
+        f" µs per step\n{ratio}",
         fontsize=10,
     )
     return label_source(fig, res)
 
 
+def fitted_names(res: dict) -> set[str]:
+    """Names of the points the cost model was fitted over (replayed steps, diet stages)."""
+    return {p["name"] for p in res["cost_model"]["points"]}
+
+
+def fit_text(fit: dict) -> str:
+    """'12.3 µs + 1.05 µs × kernels' (a minus sign where the slope is negative)."""
+    a, b = fit["a_us"], fit["b_us_per_kernel"]
+    return f"{sig3(a)} µs {'+' if b >= 0 else '−'} {sig3(abs(b))} µs × kernels"
+
+
+def cost_model_title(fit: dict) -> str:
+    """The figure's message, read from the fit: a cost per kernel, or none found."""
+    a, b = fit["a_us"], fit["b_us_per_kernel"]
+    worst = max((abs(r) for r in fit["residuals_us"].values()), default=0.0)
+    if b <= 0:
+        return (
+            f"In this recording a replayed step does not get slower with more kernels:\n"
+            f"fit {fit_text(fit)}"
+        )
+    return (
+        f"A replayed step costs about {sig3(a)} µs + {sig3(b)} µs per kernel\n"
+        f"(points up to {sig3(worst)} µs off the line): fewer kernels, faster steps"
+    )
+
+
 def cost_model_figure(res: dict, diet: dict | None = None):
-    """µs per step against kernels per step for every variant measured (and the diet's
-    stages), the fitted line µs = a + b·kernels over the replayed ones, and the bandwidth
-    floor: the fewer kernels, the faster a replayed step."""
+    """µs per step against kernels per step for every variant measured (filled: replayed,
+    in the fit; hollow: not replayed, not in the fit) and the diet's stages, the fitted line
+    µs = a + b·kernels, and the bandwidth floor."""
     fig, ax = new_figure(figsize=(7, 4.4))
+    fitted = fitted_names(res)
     for r in res["fusion"]["rows"]:
+        inside = r["name"] in fitted
         ax.scatter(
             r["kernels"],
             r["step_us"]["median"],
-            color=row_color(r["name"]),
+            color=row_color(r["name"]) if inside else "none",
+            edgecolor=row_color(r["name"]) if not inside else "black",
             s=30,
-            edgecolor="black",
-            lw=0.4,
+            lw=1 if not inside else 0.4,
             zorder=3,
+            gid=f"{'fit' if inside else 'out'} {r['name']}",
         )
     for stage in (diet or {}).get("stages", []):
         g = stage["batch"]["1"]["graph"]
@@ -87,6 +117,7 @@ def cost_model_figure(res: dict, diet: dict | None = None):
             color=COLORS["graph"],
             alpha=0.5,
             zorder=2,
+            gid=f"diet {stage['stage']}",
         )
         ax.annotate(
             stage["stage"],
@@ -103,8 +134,7 @@ def cost_model_figure(res: dict, diet: dict | None = None):
         color=COLORS["current"],
         ls="--",
         lw=1,
-        label=f"fit over replayed steps: {sig3(fit['a_us'])} µs + "
-        f"{sig3(fit['b_us_per_kernel'])} µs × kernels",
+        label=f"fit over the filled points: {fit_text(fit)}",
     )
     if "bandwidth" in res:
         ax.axhline(
@@ -121,17 +151,14 @@ def cost_model_figure(res: dict, diet: dict | None = None):
         for k, lab in (
             ("eager", "eager"),
             ("static", "static, run eagerly"),
-            ("graph", "graph replay"),
+            ("graph", "graph replay (squares: diet stages)"),
             ("fused", "fused kernels"),
             ("compiled", "torch.compile / gpt-fast"),
         )
     ]
-    ax.legend(handles=handles, fontsize=7, loc="upper left")
-    ax.set_title(
-        f"A replayed step costs about {sig3(fit['b_us_per_kernel'])} µs per kernel:\n"
-        f"fewer kernels, faster steps",
-        fontsize=10,
-    )
+    handles.append(Patch(fc="none", ec="black", label="hollow: not replayed, not in the fit"))
+    ax.legend(handles=handles, fontsize=7, loc="best")
+    ax.set_title(cost_model_title(fit), fontsize=10)
     return label_source(fig, res)
 
 
@@ -166,18 +193,30 @@ def diet_figure(diet: dict, batch: str = "1"):
     return label_source(fig, diet)
 
 
+def sweep_wins(res: dict) -> dict:
+    """Where the fused bucketed graphs beat gpt-fast's whole-cache graph in the position
+    sweep: the first position of every bin where they are faster, their share of the bins,
+    and the positions gpt-fast's cache holds."""
+    sw = res["position_sweep"]
+    wins = [p for p, f, g in zip(sw["positions"], sw["fused_us"], sw["gpt-fast_us"]) if f < g]
+    max_len = res.get("operating_point", {}).get("max_len")
+    return {"positions": wins, "share": len(wins) / len(sw["positions"]), "max_len": max_len}
+
+
 def sweep_figure(res: dict):
     """Step time against position: the bucketed graphs step up at each bucket edge; a
     graph over the whole cache (gpt-fast's) costs the same everywhere."""
     sw = res["position_sweep"]
+    wins = sweep_wins(res)
+    cache = f"a {wins['max_len']}-position cache" if wins["max_len"] else "its whole cache"
     fig, ax = new_figure(figsize=(8, 3.8))
     for key, label, color in (
         ("graph", "graph replay, unfused, bucketed", COLORS["graph"]),
         ("fused", "fused kernels, bucketed graphs", COLORS["fused"]),
-        ("gpt-fast", "gpt-fast, one 1024-position cache", COLORS["compiled"]),
+        ("gpt-fast", f"gpt-fast (forward only, static tables), {cache}", COLORS["compiled"]),
     ):
         ax.plot(sw["positions"], sw[f"{key}_us"], drawstyle="steps-post", color=color, label=label)
-    for w in res["operating_point"]["buckets"][:-1]:
+    for w in res.get("operating_point", {}).get("buckets", [])[:-1]:
         ax.axvline(w, color=COLORS["wasted"], lw=0.6, ls=":")
     ax.set(
         xlabel="position (tokens)",
@@ -185,27 +224,30 @@ def sweep_figure(res: dict):
         ylim=(0, None),
     )
     ax.legend(fontsize=8)
-    f, g = np.array(sw["fused_us"]), np.array(sw["gpt-fast_us"])
-    share = float((f < g).mean())
-    ax.set_title(
-        f"Buckets pay at short lengths: the fused graphs beat a whole-cache graph "
-        f"at {share:.0%} of positions",
-        fontsize=10,
-    )
+    if not wins["positions"]:
+        title = f"gpt-fast's graph over {cache} was faster at every position measured"
+    else:
+        title = (
+            f"The fused bucketed graphs beat gpt-fast's graph over {cache}\n"
+            f"at {wins['share']:.0%} of the positions measured"
+        )
+    ax.set_title(title, fontsize=10)
     return label_source(fig, res)
+
+
+BREAKDOWN_PARTS = ("guards", "input copies", "graph launch", "other")
 
 
 def breakdown_figure(res: dict):
     """Host time of one step of each reduce-overhead variant, by what it is spent on,
     beside the GPU time of its kernels."""
     cats = {name: host_categories(b) for name, b in res["host_breakdown"].items()}
-    keys = ["guards", "input copies", "graph launch", "other"]
     colors = [COLORS["compiled"], COLORS["eager"], COLORS["graph"], COLORS["wasted"]]
     fig, ax = new_figure(figsize=(8, 0.9 + 0.7 * len(cats)))
     for i, c in enumerate(cats.values()):
         left = 0.0
-        for k, color in zip(keys, colors):
-            ax.barh(i, c[k], left=left, color=color, label=k if i == 0 else None)
+        for k, color in zip(BREAKDOWN_PARTS, colors):
+            ax.barh(i, c[k], left=left, color=color, label=k if i == 0 else None, gid=k)
             left += c[k]
         ax.barh(
             i + 0.35,
@@ -213,15 +255,66 @@ def breakdown_figure(res: dict):
             height=0.2,
             color="black",
             label="GPU: its kernels" if i == 0 else None,
+            gid="gpu",
         )
     ax.set_yticks(range(len(cats)), list(cats), fontsize=8)
     ax.invert_yaxis()
     ax.set_xlabel("time per step under the profiler (µs)")
     ax.legend(fontsize=7, ncols=3)
     worst = max(cats, key=lambda n: cats[n]["host_us"])
+    c = cats[worst]
     ax.set_title(
-        f"reduce-overhead's host time goes to guards, copies and bookkeeping:\n"
-        f"{sig3(cats[worst]['host_us'])} µs of host time per step for {worst!r}",
+        f"{worst!r} spends {sig3(c['host_us'])} µs of host time per step\n"
+        f"for {sig3(c['gpu_kernel_us'])} µs of kernels on the GPU",
         fontsize=10,
     )
     return label_source(fig, res)
+
+
+# --- a picture of the mechanism ------------------------------------------------------------
+
+COMPILE_PATHS = {  # lane → boxes (text, when it runs), in the order a step meets them
+    'torch.compile(step, mode="reduce-overhead")': (
+        ("Dynamo + Inductor,\nwarm-up, record", "first calls, per shape"),
+        ("Dynamo: check\nthe guards", "every step"),
+        ("CUDAGraph Trees:\ncopy inputs not at\nstatic addresses", "every step"),
+        ("replay the graph\n(Inductor's kernels)", "every step"),
+    ),
+    "GraphDecoder(model, batch, fused=True)": (
+        ("Dynamo + Inductor,\ncapture", "capture(), per window"),
+        ("pick the bucket,\ncopy the token in", "every step"),
+        ("replay the bucket's graph\n(Inductor's kernels)", "every step"),
+    ),
+}
+
+
+def compile_paths_figure():
+    """What the host does for one decode step on each path to replayed, compiled kernels
+    (solid boxes; the dashed ones run ahead): reduce-overhead's wrapper checks guards and
+    copies inputs at every call; the course's decoder compiled and captured ahead, and
+    then only picks a graph and replays it."""
+    fig, ax = new_figure(figsize=(9.5, 3.4))
+    colors = (COLORS["compiled"], COLORS["fused"])
+    for row, ((lane, boxes), color) in enumerate(zip(COMPILE_PATHS.items(), colors)):
+        y = 1.2 * (1 - row)
+        ax.text(0, y + 0.4, lane, fontsize=9, family="monospace", va="bottom")
+        for i, (text, when) in enumerate(boxes):
+            x, ahead = i * 2.5, not when.startswith("every")
+            ax.add_patch(
+                Rectangle(
+                    (x, y - 0.32), 2.1, 0.64, fc=color, alpha=0.12 if ahead else 0.35,
+                    ec=color, ls="--" if ahead else "-", gid=f"{lane} | {text} | {when}",
+                )
+            )  # fmt: skip
+            ax.text(x + 1.05, y, text, ha="center", va="center", fontsize=7.5)
+            ax.text(x + 1.05, y - 0.36, when, ha="center", va="top", fontsize=7, style="italic")
+            if i > 1:
+                ax.annotate("", (x, y), (x - 0.4, y), arrowprops={"arrowstyle": "->", "lw": 1})
+    ax.set(xlim=(-0.1, 10), ylim=(-0.85, 1.95))
+    ax.axis("off")
+    ax.set_title(
+        "Every step, reduce-overhead checks guards and copies inputs, then replays;\n"
+        "the course's decoder compiled and captured ahead, and only replays",
+        fontsize=10,
+    )
+    return fig
