@@ -124,7 +124,7 @@ def peer_results() -> dict:
     host_breakdown, cost_model, position_sweep, headline; a diet is peer_diet()), small
     enough to check by hand. Its cost model is fitted by the bench's own functions, so a
     test reads the same points and fit a real recording would hold."""
-    from tinyllm.lab import bench
+    from tinyllm.lab import bench, peers
 
     def row(name, median, kernels, skips=0, setup=1.0):
         step = {"median": median, "min": median * 0.9, "max": median * 1.2, "n": 5}
@@ -204,7 +204,7 @@ def peer_results() -> dict:
         },
     }
     diet = peer_diet()
-    res["cost_model"] = bench.cost_model(rows, diet)
+    res["cost_model"] = peers.cost_model(rows, diet)
     res["headline"] = bench.headline(res)
     return res
 
