@@ -13,7 +13,8 @@ and bucket_tradeoff), so a picture of a mask is the mask the decoder uses.
 - shapes: masks and buckets (notebooks 02, 03, 06);
 - timing: recorded GPU timings and traces (01, 04, 07);
 - serving: logit differences, the engine's slots, training loss (00, 05, 06);
-- costs: the peers, the cost model, the kernel diet, position sweeps (01, 07).
+- costs: the peers, the cost model, the kernel diet, position sweeps (01, 07), what a
+  larger window costs (03).
 """
 
 from tinyllm.course.viz.costs import (
@@ -22,6 +23,8 @@ from tinyllm.course.viz.costs import (
     diet_figure,
     peers_figure,
     sweep_figure,
+    window_costs,
+    window_times_figure,
 )
 from tinyllm.course.viz.serving import (
     engine_figure,
@@ -46,6 +49,7 @@ from tinyllm.course.viz.timing import (
 
 __all__ = [
     "breakdown_figure", "cost_model_figure", "diet_figure", "peers_figure", "sweep_figure",
+    "window_costs", "window_times_figure",
     "COLORS", "LABELS", "MIB", "CourseFigure", "bucket_figure", "bucket_tradeoff_figure",
     "capture_figure", "cpu_gpu_figure", "engine_figure", "floor_figure", "floor_times",
     "fusion_figure", "gpu_idle_share", "kernels_figure", "logit_diff_figure", "loss_figure",
