@@ -244,7 +244,7 @@ def window_times_figure(res: dict):
     """Replayed step time of each bucket's graph at the same position (res["window_times"]),
     one line per batch, with the min–max over repeats: what a larger window costs."""
     wt = res["window_times"]
-    fig, ax = new_figure(figsize=(6, 3.8))
+    fig, ax = new_figure(figsize=(7, 3.8))
     for (batch, rec), style in zip(sorted(wt.items(), key=lambda kv: int(kv[0])), "os^v"):
         med = np.array([s["median"] for s in rec["step_us"]])
         lo = med - np.array([s["min"] for s in rec["step_us"]])
