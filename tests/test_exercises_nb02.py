@@ -43,20 +43,20 @@ def test_window_mask_right(capsys):
         (
             lambda pos, w, fv: ((torch.arange(w) <= pos) & (torch.arange(w) >= fv[:, None])).int(),
             "expected a bool tensor",
-        ),  # fmt: skip
+        ),
         (lambda pos, w, fv: (torch.arange(w) <= pos) & (torch.arange(w) >= fv), "shape"),
         (
             lambda pos, w, fv: ((torch.arange(w) <= pos) & (torch.arange(w) >= fv[:, None]))[
                 :, None, None
             ],
             "shape",
-        ),  # fmt: skip
+        ),
         (
             lambda pos, w, fv: (
                 (torch.arange(w) <= pos) & (torch.arange(w) >= fv[:, None])
             ).tolist(),
             "expected a bool tensor",
-        ),  # fmt: skip
+        ),
     ],
     ids=["pads ignored", "< pos", "> first_valid", "int mask", "no broadcast", "4-d", "a list"],
 )
@@ -187,6 +187,11 @@ def zeros(cache_k, k_new, pos):
     cache_k.index_fill_(2, pos, 0.0)
 
 
+def advances_pos(cache_k, k_new, pos):
+    cache_k.index_copy_(2, pos, k_new)
+    pos.add_(1)
+
+
 def every_position(cache_k, k_new, pos):
     cache_k.copy_(k_new.expand_as(cache_k))
 
@@ -200,6 +205,7 @@ def every_position(cache_k, k_new, pos):
         (next_position, "changed position(s) [1]"),
         (zeros, "position 0 holds wrong values"),
         (every_position, "k_new belongs at position 0 alone"),
+        (advances_pos, "your function changed pos to [1]"),
         (stub, "not solved yet"),
         (raising, "ZeroDivisionError"),
     ],
@@ -210,9 +216,10 @@ def every_position(cache_k, k_new, pos):
         "pos + 1",
         "zeros",
         "everywhere",
+        "advances pos",
         "stub",
         "raises",
-    ],  # fmt: skip
+    ],
 )
 def test_static_write_wrong(answer, needle, capsys):
     assert_hint(check_static_write, answer, capsys, needle)

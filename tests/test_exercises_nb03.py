@@ -139,7 +139,7 @@ def powers(max_len, first, growth):
         "numpy",
         "a set",
         "a dict",
-    ],  # fmt: skip
+    ],
 )
 def test_default_buckets_wrong(answer, needle, capsys):
     assert_hint(check_default_buckets, answer, capsys, needle)
@@ -211,7 +211,7 @@ def test_wasted_share_wrong(answer, needle, capsys):
         [384, 576, 864, 1024],
         default_buckets(1024, 384, 1.5),
         (1024, 768, 256, 512),
-    ],  # fmt: skip
+    ],
 )
 def test_bucket_choice_right(answer, capsys):
     assert wasted_share(tuple(sorted(answer)), 1024) < 0.22 and len(answer) <= 4
@@ -241,7 +241,7 @@ def test_bucket_choice_right(answer, capsys):
         "floats",
         "a bool",
         "an int",
-    ],  # fmt: skip
+    ],
 )
 def test_bucket_choice_wrong(answer, needle, capsys):
     assert_hint(check_bucket_choice, answer, capsys, needle)

@@ -109,7 +109,7 @@ def whole_lists(a, b):
         "lists",
         "stub",
         "raises",
-    ],  # fmt: skip
+    ],
 )
 def test_first_difference_wrong(answer, needle, capsys):
     assert_hint(check_first_difference, answer, capsys, needle)
@@ -178,7 +178,7 @@ def second_distinct(logits):  # the gap to the next distinct value: a tie is not
         "probabilities",
         "stub",
         "raises",
-    ],  # fmt: skip
+    ],
 )
 def test_flip_margin_wrong(answer, needle, capsys):
     assert_hint(check_flip_margin, answer, capsys, needle)

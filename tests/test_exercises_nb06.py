@@ -79,7 +79,7 @@ def test_admission_right(answer, capsys):
         "float slots",
         "stub",
         "raises",
-    ],  # fmt: skip
+    ],
 )
 def test_admission_wrong(answer, needle, capsys):
     assert_hint(check_admission, answer, capsys, needle)
@@ -104,14 +104,14 @@ def test_slot_mask_right(capsys):
         (
             lambda lens, w: (torch.arange(w) <= lens[:, None]) & (lens[:, None] > 0),
             "attends to no key at all",
-        ),  # fmt: skip
+        ),
         (lambda lens, w: torch.arange(w) <= lens[:, None] + 1, "1 = may attend"),
         (lambda lens, w: torch.arange(w) <= lens, "RuntimeError"),
         (lambda lens, w: (torch.arange(w) <= lens[:, None]).float(), "expected a bool tensor"),
         (
             lambda lens, w: torch.where(torch.arange(w) <= lens[:, None], 0.0, float("-inf")),
             "expected a bool tensor",
-        ),  # fmt: skip
+        ),
         (lambda lens, w: (torch.arange(w) <= lens[:, None])[:, None, None], "shape"),
         (stub, "not solved yet"),
         (raising, "ZeroDivisionError"),
@@ -126,7 +126,7 @@ def test_slot_mask_right(capsys):
         "4-d",
         "stub",
         "raises",
-    ],  # fmt: skip
+    ],
 )
 def test_slot_mask_wrong(answer, needle, capsys):
     assert_hint(check_slot_mask, answer, capsys, needle)

@@ -134,6 +134,11 @@ def check_static_write(fn) -> bool:
         before = cache_k.clone()
         if _run(fn, (cache_k, k_new, pos), shown, "cpu") is not None:
             return False
+        if not torch.equal(pos, torch.tensor([p])):
+            return hint(
+                f"on {shown} your function changed pos to {pos.tolist()}: leave it as it is, "
+                f"the cache's end_step advances it, once per step"
+            )
         changed = _changed(cache_k, before)
         if not changed:
             return hint(
