@@ -7,6 +7,9 @@
   behaviour depends on real text (greedy continuations, EOS, the engine).
 - Every test starts from `torch.manual_seed(0)`, so a test's random tensors do not depend
   on which tests ran before it.
+- `assert_hint(check, answer, capsys, *needles)`: a checker's answer to a wrong answer is one
+  `[HINT]` line (holding each needle), never a traceback and never `[OK]`; `WRONG_VALUES`
+  and `returning(value)` are the wrong types every checker must answer with a hint.
 - `recorded`: the shipped recording results/h200.json, a fresh copy for each test to read or
   change, so that tests of figures, explorers and checkers run on the real schema;
   `recorded_results()` gives the same outside a fixture. `trace`: profiled steps in the
@@ -222,3 +225,43 @@ def peer_diet() -> dict:
         batch = {b: {m: cell(us * f, kernels) for m, f in methods} for b in ("1", "8")}
         stages.append({"stage": name, "commit": "0000000", "batch": batch})
     return {"stages": stages}
+
+
+# --- the exercises' checkers -----------------------------------------------------------------
+
+WRONG_VALUES = {  # what a learner passes, or what their function returns, instead of the answer
+    "None": None,
+    "str": "128",
+    "int": 5,
+    "dict": {0: 1, 1: 2},
+    "flat list": [0, 1, 2],
+}
+
+
+def returning(value):
+    """A learner's function that returns `value` whatever it is given."""
+    return lambda *args: value
+
+
+def raising(*args):
+    """A learner's function that crashes."""
+    return 1 / 0
+
+
+def assert_hint(check, answer, capsys, *needles) -> str:
+    """check(answer) prints one [HINT] line that holds every needle, no traceback and no
+    [OK], and returns False. Returns the line."""
+    result = check(answer)
+    out = capsys.readouterr().out
+    assert result is False, f"{out!r}: the checker returned {result!r}"
+    assert out.startswith("[HINT] ") and out.count("\n") == 1, out
+    assert "Traceback" not in out and "[OK]" not in out, out
+    for needle in needles:
+        assert needle in out, f"{needle!r} not in {out!r}"
+    return out
+
+
+def assert_ok(check, answer, capsys) -> None:
+    result = check(answer)
+    out = capsys.readouterr().out
+    assert result is True and out.startswith("[OK] ") and out.count("\n") == 1, out

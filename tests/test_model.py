@@ -168,7 +168,7 @@ def test_padded_causal_mask_matches_brute_force():
             T,
             first_valid,
         )
-        assert mask.any(dim=-1).all(), "a fully masked row makes SDPA return NaN"
+        assert mask.any(dim=-1).all(), "a fully masked row: what SDPA returns depends on the kernel"
 
 
 def dense_mask(kwargs, offset, T):

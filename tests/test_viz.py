@@ -320,3 +320,32 @@ def test_bucket_tradeoff():
     (ax,) = viz.bucket_tradeoff_figure(1024, 128, growths=(4, 2, 1.5)).axes
     x, y = ax.lines[0].get_data()
     assert list(x) == [1, 3, 4, 7] and list(y) == [100 * s for s in shares]
+
+
+def window_times(us_1, us_8) -> dict:
+    """res["window_times"] in the recording's schema, with the given medians."""
+    rec = lambda us: {  # noqa: E731
+        "windows": [128, 256, 512, 1024],
+        "step_us": [{"median": u, "min": u - 1, "max": u + 2, "n": 5} for u in us],
+    }
+    return {"8": rec(us_8), "1": rec(us_1)}  # keys out of order, as JSON may hold them
+
+
+def test_window_costs_and_figure():
+    wt = window_times([100, 110, 130, 200], [150, 170, 220, 450])
+    costs = viz.window_costs(wt)
+    assert list(costs) == [1, 8]
+    assert costs[1] == {"small": 128, "large": 1024, "small_us": 100, "large_us": 200,
+                        "extra_us": 100, "ratio": 2.0}  # fmt: skip
+    assert costs[8]["ratio"] == 3.0
+    fig = viz.window_times_figure({"window_times": wt})
+    fig.canvas.draw()
+    title = fig.axes[0].get_title()
+    assert "1024-key window over a 128-key one" in title
+    assert "2× at batch 1" in title and "3× at batch 8" in title
+    drawn = [list(c.lines[0].get_ydata()) for c in fig.axes[0].containers]
+    assert drawn == [[100, 110, 130, 200], [150, 170, 220, 450]]
+    assert [c.get_label() for c in fig.axes[0].containers] == ["batch 1", "batch 8"]
+    faster = viz.window_times_figure({"window_times": window_times([100] * 4, [90, 80, 70, 60])})
+    assert "1× at batch 1" in faster.axes[0].get_title()  # the title says what the data says
+    assert "0.667× at batch 8" in faster.axes[0].get_title()

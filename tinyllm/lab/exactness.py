@@ -1,14 +1,18 @@
 """Notebook 05's two comparisons: graph replay vs the same static step run eagerly (bit for
-bit), and eager decode vs the static step (by how much, and where tokens flip).
+bit), and eager decode vs the static step (by how much, and where tokens flip); and what
+SDPA returns for a row with no key to attend to (notebooks 02 and 06).
 
 compare_eager_static runs on any device; compare_replay needs CUDA, or a CPU with the graph
 simulator (graph_api=tinyllm.lab.simgraph).
 """
 
 import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from tinyllm import GraphDecoder, KVCache
 from tinyllm.generation import decode_step, prefill
+from tinyllm.kv_cache import additive
 
 
 @torch.no_grad()
@@ -97,3 +101,51 @@ def compare_eager_static(model, idx, steps: int, pad_lens=None, buckets=None) ->
         "first_flip_step": flips[0]["step"] if flips else None,
         "flips": flips,
     }
+
+
+def fully_masked_row(device="cpu", dtype=torch.float32, backends=None) -> dict:
+    """What F.scaled_dot_product_attention returns for a query row that may attend to no key,
+    per backend and kind of mask: {"MATH, bool mask": {"nan", "all_zero", "first_values"},
+    ...}, or {"error"} where the backend has no kernel for it. The cases and the schema of
+    tools/gpu_probe.py, whose GPU run is results/h200_probe.json. Default backends: MATH and
+    FLASH_ATTENTION on a CPU; MATH, EFFICIENT_ATTENTION and CUDNN_ATTENTION on CUDA. The
+    course never depends on the answer: every mask it builds leaves each row a key."""
+    if backends is None:
+        backends = (
+            [SDPBackend.MATH, SDPBackend.FLASH_ATTENTION]
+            if torch.device(device).type == "cpu"
+            else [SDPBackend.MATH, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.CUDNN_ATTENTION]
+        )
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(1, 2, n, 32, generator=g).to(device, dtype) for n in (2, 16, 16))
+    keep = torch.ones(1, 1, 2, 16, dtype=torch.bool, device=device)
+    keep[..., 1, :] = False  # query row 1 may attend to no key
+    masks = {"bool": keep, "additive": additive(keep, dtype)}
+    out = {}
+    for backend in backends:
+        for kind, mask in masks.items():
+            key = f"{backend.name}, {kind} mask"
+            try:
+                with sdpa_kernel([backend]):
+                    y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+            except RuntimeError as e:
+                out[key] = {"error": str(e).splitlines()[0][:200]}
+                continue
+            row = y[0, :, 1].float()
+            out[key] = {
+                "nan": bool(row.isnan().any()),
+                "all_zero": bool((row == 0).all()),
+                "first_values": [round(x, 4) for x in row[0, :4].tolist()],
+            }
+    return out
+
+
+def what_came_back(row: dict) -> str:
+    """One entry of fully_masked_row() (or of the recorded probe) in words."""
+    if "error" in row:
+        return f"no kernel ({row['error'][:50]})"
+    if row["nan"]:
+        return "NaN"
+    if row["all_zero"]:
+        return "zeros"
+    return f"other values, {row['first_values']} ..."

@@ -46,6 +46,14 @@ def load_results(gpu: str = SHIPPED) -> dict | None:
     return _read(path) if path.exists() else None
 
 
+def load_probe(gpu: str = SHIPPED) -> dict | None:
+    """results/<gpu>_probe.json, made by tools/gpu_probe.py (which SDPA kernel a decode step
+    runs, what a fully masked row returns on each backend, RMSNorm's kernels), or None if
+    it was not recorded."""
+    path = results_dir() / f"{gpu}_probe.json"
+    return _read(path) if path.exists() else None
+
+
 def own_results() -> dict | None:
     """The newest recording other than the shipped one (a learner's `make bench`, by the
     date in its provenance), or None."""

@@ -17,6 +17,7 @@ from tinyllm.course.exercises.nb01 import (
 )
 from tinyllm.course.exercises.nb02 import check_static_write, check_window_mask
 from tinyllm.course.exercises.nb03 import (
+    check_bucket_choice,
     check_bucket_for,
     check_default_buckets,
     check_wasted_share,
@@ -47,6 +48,7 @@ __all__ = [
     "check_bucket_for",
     "check_default_buckets",
     "check_wasted_share",
+    "check_bucket_choice",
     "check_stale_reads",
     "check_pool_choice",
     "check_capture_replay",

@@ -6,6 +6,8 @@ type or a wrong value all give a hint, never a traceback.
 """
 
 import contextlib
+import numbers
+import operator
 import signal
 import threading
 
@@ -77,14 +79,60 @@ def equal(got, want) -> str | None:
     return None if got == want else f"returned {got!r}, expected {want!r}"
 
 
+def as_int(x) -> int | None:
+    """x as an int if it is a whole number of an integer type (int, numpy's, a one-element
+    integer tensor), else None. A bool is not a number here, nor is a float."""
+    if isinstance(x, bool) or (isinstance(x, torch.Tensor) and x.dtype == torch.bool):
+        return None
+    if isinstance(x, torch.Tensor):
+        if x.numel() != 1 or x.dtype.is_floating_point or x.dtype.is_complex:
+            return None
+        return int(x.item())
+    try:
+        return operator.index(x)
+    except TypeError:
+        return None
+
+
+def as_number(x) -> float | None:
+    """x as a float if it is a real number (int, float, numpy's, a one-element tensor), else
+    None. A bool is not a number here, nor is a string."""
+    if isinstance(x, torch.Tensor):
+        if x.numel() != 1 or x.dtype == torch.bool or x.dtype.is_complex:
+            return None
+        return float(x.item())
+    if isinstance(x, bool) or not isinstance(x, numbers.Real):
+        return None
+    return float(x)
+
+
+def shown_type(x) -> str:
+    """What a learner returned, in a few words: 'a dict', 'the int 5', 'a list of 3 ints'."""
+    if x is None:
+        return "None"
+    if isinstance(x, (bool, int, float)):
+        return f"the {type(x).__name__} {x!r}"
+    if isinstance(x, torch.Tensor):
+        where = "" if x.device.type == "cpu" else f" on {x.device.type}"
+        return f"a {x.dtype} tensor of shape {tuple(x.shape)}{where}"
+    if isinstance(x, (list, tuple)):
+        kinds = sorted({type(e).__name__ for e in x})
+        return f"a {type(x).__name__} of {len(x)} {'/'.join(kinds) or 'items'}"
+    return f"a {type(x).__name__}"
+
+
 def check_cases(fn, cases, reference, done: str, compare=equal, none_ok=False) -> bool:
-    """Run fn on each (args, shown) case against reference(*args); compare → problem or None."""
+    """Run fn on each (args, shown) case against reference(*args); compare → problem or None.
+    A compare that fails on what fn returned (a wrong type) is a hint too."""
     for args, shown in cases:
         want = reference(*args)
         got = call(fn, args, shown, none_ok)
         if got is FAILED:
             return False
-        problem = compare(got, want)
+        try:
+            problem = compare(got, want)
+        except Exception:  # what fn returned cannot even be compared: a hint, no traceback
+            problem = f"returned {shown_type(got)}, which is not the kind of answer expected"
         if problem:
             return hint(f"on {shown} your function {problem}")
     return ok(done)

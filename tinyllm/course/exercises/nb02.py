@@ -1,10 +1,18 @@
 """Checkers of notebook 02 · static shapes."""
 
 import torch
-from torch.overrides import TorchFunctionMode
 
-from tinyllm.course.exercises.harness import FAILED, call, check_cases, hint, ok, same_mask
+from tinyllm.course.exercises.harness import (
+    TooSlow,
+    check_cases,
+    hint,
+    ok,
+    same_mask,
+    shown_type,
+    time_limit,
+)
 from tinyllm.kv_cache import window_mask
+from tinyllm.lab import simgraph
 
 
 def check_window_mask(fn) -> bool:
@@ -24,50 +32,142 @@ def check_window_mask(fn) -> bool:
     )
 
 
-class _HostReads(TorchFunctionMode):
-    """Notes every time `watched` is read on the host (.item(), int(), indexing a list)."""
+# --- exercise 2: the graph-safe write ------------------------------------------------------
 
-    def __init__(self, watched):
-        super().__init__()
-        self.watched, self.reads = watched, []
+SHAPE = (2, 2, 12, 4)  # (B, H, L, D): a cache of 12 positions
+CAPTURED_AT, REPLAYED_AT = (0, 5, 11), (7, 2, 3)  # capture at one position, replay at another
 
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        if (
-            args
-            and args[0] is self.watched
-            and getattr(func, "__name__", "")
-            in ("item", "tolist", "__int__", "__index__", "__float__", "__bool__")
-        ):
-            self.reads.append(func.__name__)
-        return func(*args, **(kwargs or {}))
+HOST_READS = (  # what simgraph names, and how a learner wrote it
+    ("_local_scalar_dense", "int(pos), pos.item(), pos[0] as an index, or `if ... == pos`"),
+    ("is_nonzero", "`if ... == pos`"),
+    ("tolist", "pos.tolist()"),
+    ("numpy", "pos.numpy()"),
+    ("a tensor", "printing or formatting pos"),
+    ("torch.tensor", "torch.tensor(...) of host data"),
+    ("as_tensor", "torch.as_tensor(...) of host data"),
+    ("asarray", "torch.asarray(...) of host data"),
+)
+
+
+def _tensors(p: int, seed: int, device="cpu"):
+    g = torch.Generator().manual_seed(seed)
+    cache_k = torch.randn(SHAPE, generator=g).to(device)
+    k_new = torch.randn(SHAPE[0], SHAPE[1], 1, SHAPE[3], generator=g).to(device)
+    return cache_k, k_new, torch.tensor([p], device=device)
+
+
+def _written(cache_k, k_new, p: int):
+    want = cache_k.clone()
+    want[:, :, p] = k_new[:, :, 0]
+    return want
+
+
+def _host_read(error: BaseException) -> str | None:
+    """How the learner read pos on the host, if simgraph's capture refused it."""
+    text = str(error)
+    if "not permitted when stream is capturing" not in text:
+        return None
+    return next((how for key, how in HOST_READS if key in text), "a host read")
+
+
+def _explain(e: BaseException, shown: str, where: str) -> bool:
+    """The hint for what fn raised on `where` (capture, cpu or meta); returns False."""
+    if isinstance(e, TooSlow):
+        return hint(f"on {shown}: {e}")
+    how = _host_read(e)
+    if how is not None:
+        return hint(
+            f"on {shown} your function reads pos on the host ({how}): a CUDA graph records "
+            f"GPU work only, and would replay the position it saw at capture. Pass the "
+            f"tensor pos itself to a tensor op, as index_copy_ does"
+        )
+    if where == "meta":  # no data on the meta device: .cpu() and .tolist() fail there
+        return hint(
+            f"on {shown}, with every tensor on the device, your function raised "
+            f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}. Make new "
+            f"tensors on cache_k's device (device=cache_k.device) and copy none to the host "
+            f"(.cpu(), .tolist()): that waits for the GPU, which a graph cannot"
+        )
+    if isinstance(e, NotImplementedError):
+        return hint("not solved yet: replace `raise NotImplementedError` with your code")
+    return hint(f"on {shown} your function raised {type(e).__name__}: {e}")
+
+
+def _run(fn, args, shown: str, where: str):
+    """fn(*args): None if it returned, else False after a hint."""
+    try:
+        with time_limit(5.0, "your function did not finish within 5 s"):
+            fn(*args)
+    except Exception as e:
+        return _explain(e, shown, where)
+    return None
+
+
+def _changed(after, before) -> list[int]:
+    return [j for j in range(before.shape[2]) if not torch.equal(after[:, :, j], before[:, :, j])]
 
 
 def check_static_write(fn) -> bool:
     """fn(cache_k (B,H,L,D), k_new (B,H,1,D), pos (1,)) writes k_new at pos, in place,
-    without reading pos on the host."""
-    g = torch.Generator().manual_seed(0)
-    for p in (0, 11, 5):
-        cache_k, k_new = torch.randn(2, 2, 12, 4, generator=g), torch.randn(2, 2, 1, 4, generator=g)
-        before, want = cache_k.clone(), cache_k.clone()
-        want[:, :, p] = k_new[:, :, 0]
-        pos, shown = torch.tensor([p]), f"a (2, 2, 12, 4) cache at pos={p}"
-        with _HostReads(pos) as spy:
-            if call(fn, (cache_k, k_new, pos), shown, none_ok=True) is FAILED:
-                return False
-        if spy.reads:
+    without reading pos on the host. Checked four ways, at three positions: captured in a
+    simulated CUDA graph (lab.simgraph), where a host read raises; run on real CPU tensors,
+    for the values and the write in place; the captured graph replayed at another position,
+    where it must write; run on the meta device, where a copy to the host fails."""
+    if not callable(fn):
+        return hint(f"pass your function itself (check(my_fn)), not {shown_type(fn)}")
+    with simgraph.graph(simgraph.CUDAGraph()):  # the first capture sets up (seconds): not
+        torch.zeros(1).add_(1)  # the learner's time
+    for seed, (p, q) in enumerate(zip(CAPTURED_AT, REPLAYED_AT)):
+        shown = f"a {SHAPE} cache at pos={p}"
+        # 1. capture: a host read raises; the write is recorded, not done
+        cap_k, cap_new, cap_pos = _tensors(p, seed)
+        graph, problem = simgraph.CUDAGraph(), None
+        try:
+            with simgraph.graph(graph):
+                problem = _run(fn, (cap_k, cap_new, cap_pos), f"{shown}, in capture", "capture")
+        except RuntimeError as e:  # a refused host read, which the function caught itself
+            problem = problem if problem is not None else _explain(e, shown, "capture")
+        if problem is not None:
+            return False
+        # 2. eagerly, on the CPU: the values, written in place
+        cache_k, k_new, pos = _tensors(p, seed)
+        before = cache_k.clone()
+        if _run(fn, (cache_k, k_new, pos), shown, "cpu") is not None:
+            return False
+        if not torch.equal(pos, torch.tensor([p])):
             return hint(
-                f"on {shown} your function reads pos on the host ({spy.reads[0]}): a "
-                f"graph would replay the position it saw at capture. Pass the tensor, "
-                f"as index_copy_ does"
+                f"on {shown} your function changed pos to {pos.tolist()}: leave it as it is, "
+                f"the cache's end_step advances it, once per step"
             )
-        if torch.equal(cache_k, before):
+        changed = _changed(cache_k, before)
+        if not changed:
             return hint(
                 f"on {shown} cache_k is unchanged: write into it in place (index_copy_, "
-                f"with its underscore), a graph reads fixed addresses"
+                f"with its underscore, or an assignment into cache_k), a graph reads fixed "
+                f"addresses"
             )
-        if not torch.equal(cache_k, want):
+        if changed == [p]:
+            if not torch.equal(cache_k, _written(before, k_new, p)):
+                return hint(
+                    f"on {shown} position {p} holds wrong values: it must hold k_new[:, :, 0]"
+                )
+        else:
             return hint(
-                f"on {shown} cache_k holds wrong values: k_new belongs at position "
-                f"pos, and nothing else may change"
+                f"on {shown} your function changed position(s) {changed}: k_new belongs at "
+                f"position {p} alone, and nothing else may change"
             )
-    return ok("k_new lands at pos, in place, with pos never read on the host")
+        # 3. the graph captured at p, replayed with pos = q: it must write at q
+        before = cap_k.clone()
+        cap_pos.fill_(q)
+        cap_new.copy_(torch.randn(cap_new.shape, generator=torch.Generator().manual_seed(99)))
+        graph.replay()
+        if not torch.equal(cap_k, _written(before, cap_new, q)):
+            return hint(
+                f"a graph of your function captured at pos={p} and replayed with pos={q} "
+                f"wrote at {_changed(cap_k, before)}, not at [{q}]: the position must reach "
+                f"the kernels as the tensor pos, read when the graph runs"
+            )
+        # 4. on the meta device: tensors without data, so any copy to the host fails
+        if _run(fn, _tensors(p, seed, "meta"), f"{shown} on the device", "meta") is not None:
+            return False
+    return ok("k_new lands at pos, in place, and a graph of your write follows pos at replay")

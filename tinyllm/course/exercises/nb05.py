@@ -4,11 +4,26 @@ import math
 
 import torch
 
-from tinyllm.course.exercises.harness import check_cases
+from tinyllm.course.exercises.harness import as_int, check_cases, shown_type
 
 
 def _first_difference(a, b):
     return next((i for i, (x, y) in enumerate(zip(a, b)) if not torch.equal(x, y)), None)
+
+
+def _same_step(got, want) -> str | None:
+    """The step index (an int, never a bool) or None, exactly."""
+    if want is None:
+        if got is None:
+            return None
+        return f"returned {shown_type(got)}, expected None: no step differs"
+    if got is None:
+        return f"returned None, expected {want}: a step differs"
+    if as_int(got) is None:
+        return f"returned {shown_type(got)}, expected the step index {want} (an int)"
+    if as_int(got) == want + 1:
+        return f"returned {as_int(got)}, expected {want}: steps count from 0, as list indices do"
+    return None if as_int(got) == want else f"returned {as_int(got)}, expected {want}"
 
 
 def check_first_difference(fn) -> bool:
@@ -19,13 +34,17 @@ def check_first_difference(fn) -> bool:
     ulp[3][1, 2] = torch.nextafter(a[3][1, 2], torch.tensor(math.inf))  # one ulp apart
     first = [x.clone() for x in a]
     first[0] += 1
+    two = [x.clone() for x in a]
+    two[1][0, 0] += 1e-3
+    two[3][1, 4] -= 5.0
     cases = [
         ((a, [x.clone() for x in a]), "identical lists"),
         ((a, first), "lists that differ from step 0"),
+        ((a, two), "lists that differ at steps 1 and 3"),
         ((a, ulp), "lists one float ulp apart at step 3 only"),
     ]
     return check_cases(
-        fn, cases, _first_difference, "bit for bit: even one ulp counts", none_ok=True
+        fn, cases, _first_difference, "bit for bit: even one ulp counts", _same_step, none_ok=True
     )
 
 
@@ -35,10 +54,13 @@ def _rounded(t) -> list[float]:
 
 def _same_values(got, want) -> str | None:
     if not isinstance(got, torch.Tensor) or got.shape != want.shape:
-        shown = tuple(got.shape) if isinstance(got, torch.Tensor) else type(got).__name__
-        return f"returned {shown}, expected a tensor of shape {tuple(want.shape)}"
+        return f"returned {shown_type(got)}, expected a tensor of shape {tuple(want.shape)}"
+    if got.dtype == torch.bool or got.dtype.is_complex:
+        return f"returned {shown_type(got)}, expected the margins as floats"
     if torch.allclose(got.float(), want, atol=1e-6):
         return None
+    if torch.allclose(got.float(), -want, atol=1e-6):
+        return f"returned {_rounded(got)}: top-2 minus top-1; the margin is top-1 minus top-2"
     return f"returned {_rounded(got)}, expected {_rounded(want)}"
 
 
@@ -54,5 +76,6 @@ def check_flip_margin(fn) -> bool:
         ((torch.randn(3, 10, generator=g),), "random (3, 10) logits"),
         ((torch.tensor([[1.0, 1.0, 0.0]]),), "a tie [[1, 1, 0]]"),
         ((torch.tensor([[-3.0, -1.0], [2.0, -2.0]]),), "V = 2 [[-3, -1], [2, -2]]"),
+        ((torch.tensor([[0.5, 4.0, 3.0, 4.5]]),), "one row [[0.5, 4, 3, 4.5]]"),
     ]
     return check_cases(fn, cases, _margin, "margins match: a tie has margin 0", _same_values)

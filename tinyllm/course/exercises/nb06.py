@@ -2,20 +2,82 @@
 
 import torch
 
-from tinyllm.course.exercises.harness import check_cases, equal, same_mask
+from tinyllm.course.exercises.harness import (
+    as_int,
+    bits,
+    check_cases,
+    same_mask,
+    shown_type,
+)
 from tinyllm.kv_cache import slot_mask
+
+
+def _pairs(got) -> list[tuple[int, int]] | None:
+    """got as a list of (slot, request) int pairs, or None if it is not one."""
+    if not isinstance(got, (list, tuple)):
+        return None
+    out = []
+    for p in got:
+        if not isinstance(p, (list, tuple)) or len(p) != 2:
+            return None
+        slot, req = as_int(p[0]), as_int(p[1])
+        if slot is None or req is None:
+            return None
+        out.append((slot, req))
+    return out
+
+
+def _same_pairs(got, want) -> str | None:
+    pairs = _pairs(got)
+    if pairs is None:
+        example = want[:2] or [(0, 7), (1, 8)]
+        return (
+            f"returned {shown_type(got)}: return a list of (slot, request) pairs, such as {example}"
+        )
+    if pairs == want:
+        return None
+    if pairs == [(r, s) for s, r in want]:
+        return f"returned {pairs}, expected {want}: each pair is (slot, request), slot first"
+    if len(pairs) != len(want):
+        return (
+            f"returned {len(pairs)} pairs {pairs}, expected {len(want)}: one pair per "
+            f"request admitted, until the free slots or the queue run out"
+        )
+    return f"returned {pairs}, expected {want}"
 
 
 def check_admission(fn) -> bool:
     """fn(free_slots, queue) → [(slot, request)]: lowest free slot first, queue in order."""
-    cases = [([0, 1, 2], [7, 8]), ([3, 1], [5, 6, 9]), ([], [1]), ([0, 2], []), ([2], [4, 5])]
+    cases = [
+        ([0, 1, 2], [7, 8]),
+        ([3, 1], [5, 6, 9]),
+        ([], [1]),
+        ([0, 2], []),
+        ([2], [4, 5]),
+        ([5, 0, 3], [9, 4, 7]),  # neither list sorted: sort the slots, never the queue
+    ]
     return check_cases(
         fn,
         [((list(f), list(q)), f"free_slots={f}, queue={q}") for f, q in cases],
         lambda free, queue: list(zip(sorted(free), queue)),
         "requests go to the lowest free slots, first come first served",
-        lambda got, want: equal([tuple(p) for p in got], want),
+        _same_pairs,
     )
+
+
+def _same_slot_mask(got, want) -> str | None:
+    problem = same_mask(got, want)
+    if problem is None or not isinstance(got, torch.Tensor) or got.shape != want.shape:
+        return problem
+    empty = (~got.any(dim=1)).nonzero().flatten().tolist()
+    if empty:
+        r = empty[0]
+        return (
+            f"returned row {r} = {bits(got[r])}, which attends to no key at all: every slot, "
+            f"a free one too, attends at least to its own new key at position lens[b] "
+            f"(1 = may attend)"
+        )
+    return problem
 
 
 def check_slot_mask(fn) -> bool:
@@ -32,5 +94,5 @@ def check_slot_mask(fn) -> bool:
         [((torch.tensor(lens), w), f"lens={lens}, window={w}") for lens, w in cases],
         slot_mask,
         "your mask is SlotKVCache's: a free slot attends to key 0",
-        same_mask,
+        _same_slot_mask,
     )

@@ -14,7 +14,8 @@ and bucket_tradeoff), so a picture of a mask is the mask the decoder uses.
 - timing: recorded GPU timings and traces (01, 04, 07);
 - serving: logit differences, the engine's slots, training loss (00, 05, 06);
 - costs: the peers, the cost model, the kernel diet, position sweeps, reduce-overhead's
-  host time, and the two paths to replayed compiled kernels (01, 07);
+  host time, and the two paths to replayed compiled kernels (01, 07), what a larger window
+  costs (03);
 - mechanism: pictures of the mechanism (a step's launches, the static cache, buckets, the
   pool, the slots), drawn from what scenes computes with the book's own objects.
 
@@ -30,6 +31,8 @@ from tinyllm.course.viz.costs import (
     peers_figure,
     sweep_figure,
     sweep_wins,
+    window_costs,
+    window_times_figure,
 )
 from tinyllm.course.viz.mechanism import (
     buckets_figure,
@@ -71,7 +74,7 @@ from tinyllm.course.viz.timing import (
 
 __all__ = [
     "breakdown_figure", "compile_paths_figure", "cost_model_figure", "diet_figure",
-    "peers_figure", "sweep_figure", "sweep_wins",
+    "peers_figure", "sweep_figure", "sweep_wins", "window_costs", "window_times_figure",
     "COLORS", "LABELS", "MIB", "MIN_BAR_SHARE", "CourseFigure", "bucket_figure",
     "bucket_tradeoff_figure", "buckets_figure", "capture_figure", "cpu_gpu_figure",
     "engine_figure", "engine_slots_run", "floor_figure", "floor_times", "footnote_text",

@@ -1,8 +1,8 @@
-"""Figures of what a decode step costs (notebooks 01 and 07): the course's steps beside the
-peers, the cost model (µs against kernels), the kernel diet stage by stage, step time
-against position, and where reduce-overhead's host time goes, each drawn from
-results/<gpu>.json (and results/<gpu>_diet.json); and a picture of the two ways to replay
-compiled kernels (notebook 07)."""
+"""Figures of what a decode step costs (notebooks 01, 03 and 07): the course's steps beside
+the peers, the cost model (µs against kernels), the kernel diet stage by stage, step time
+against position and against the window, and where reduce-overhead's host time goes, each
+drawn from results/<gpu>.json (and results/<gpu>_diet.json); and a picture of the two ways
+to replay compiled kernels (notebook 07)."""
 
 import numpy as np
 from matplotlib.patches import Patch, Rectangle
@@ -318,3 +318,44 @@ def compile_paths_figure():
         fontsize=10,
     )
     return fig
+
+
+def window_costs(window_times: dict) -> dict[int, dict]:
+    """Per batch of a window_times record ({"<B>": {"windows", "step_us": [{median, ...}]}}):
+    the smallest and the largest window, their median replayed step times, the extra µs and
+    the ratio of the largest over the smallest."""
+    out = {}
+    for batch, rec in sorted(window_times.items(), key=lambda kv: int(kv[0])):
+        w, us = rec["windows"], [s["median"] for s in rec["step_us"]]
+        out[int(batch)] = {"small": w[0], "large": w[-1], "small_us": us[0],
+                           "large_us": us[-1], "extra_us": us[-1] - us[0],
+                           "ratio": us[-1] / us[0]}  # fmt: skip
+    return out
+
+
+def window_times_figure(res: dict):
+    """Replayed step time of each bucket's graph at the same position (res["window_times"]),
+    one line per batch, with the min–max over repeats: what a larger window costs."""
+    wt = res["window_times"]
+    fig, ax = new_figure(figsize=(7, 3.8))
+    for (batch, rec), style in zip(sorted(wt.items(), key=lambda kv: int(kv[0])), "os^v"):
+        med = np.array([s["median"] for s in rec["step_us"]])
+        lo = med - np.array([s["min"] for s in rec["step_us"]])
+        hi = np.array([s["max"] for s in rec["step_us"]]) - med
+        ax.errorbar(rec["windows"], med, yerr=[lo, hi], marker=style, capsize=3,
+                    color=COLORS["graph"], ls="-" if style == "o" else "--",
+                    label=f"batch {batch}")  # fmt: skip
+    windows = sorted({w for rec in wt.values() for w in rec["windows"]})
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(windows, [str(w) for w in windows])
+    ax.set(xlabel="window (keys attended)", ylabel="graph replay, step time (µs, median)")
+    ax.set_ylim(0, None)
+    ax.legend(fontsize=8)
+    costs = window_costs(wt)
+    first = next(iter(costs.values()))
+    ax.set_title(
+        f"A {first['large']}-key window over a {first['small']}-key one, same position: "
+        + ", ".join(f"{sig3(c['ratio'])}× at batch {b}" for b, c in costs.items()),
+        fontsize=10,
+    )
+    return label_source(fig, res)

@@ -1,0 +1,261 @@
+"""tinyllm.course.exercises.nb02: the checkers of notebook 02's exercises (the window mask,
+the graph-safe write at pos).
+
+A checker accepts the right answer, answers every wrong one with one [HINT] line (never a
+traceback, never a false [OK]), and catches every host read of pos, however it is written.
+"""
+
+import ctypes
+
+import pytest
+import torch
+from conftest import WRONG_VALUES, assert_hint, assert_ok, raising, returning
+
+from tinyllm.course.exercises import check_static_write, check_window_mask
+from tinyllm.kv_cache import window_mask
+
+
+def stub(*args):
+    raise NotImplementedError
+
+
+# --- exercise 1: the window mask -------------------------------------------------------------
+
+
+def my_window_mask(pos, window, first_valid):
+    k = torch.arange(window)
+    return (k <= pos) & (k >= first_valid[:, None])
+
+
+def test_window_mask_right(capsys):
+    assert torch.equal(
+        my_window_mask(9, 16, torch.tensor([0, 3, 5])), window_mask(9, 16, [0, 3, 5])
+    )
+    assert_ok(check_window_mask, my_window_mask, capsys)
+
+
+@pytest.mark.parametrize(
+    "answer, needle",
+    [
+        (lambda pos, w, fv: torch.arange(w)[None].expand(len(fv), -1) <= pos, "row"),  # no pads
+        (lambda pos, w, fv: (torch.arange(w) < pos) & (torch.arange(w) >= fv[:, None]), "row"),
+        (lambda pos, w, fv: (torch.arange(w) <= pos) & (torch.arange(w) > fv[:, None]), "row"),
+        (
+            lambda pos, w, fv: ((torch.arange(w) <= pos) & (torch.arange(w) >= fv[:, None])).int(),
+            "expected a bool tensor",
+        ),
+        (lambda pos, w, fv: (torch.arange(w) <= pos) & (torch.arange(w) >= fv), "shape"),
+        (
+            lambda pos, w, fv: ((torch.arange(w) <= pos) & (torch.arange(w) >= fv[:, None]))[
+                :, None, None
+            ],
+            "shape",
+        ),
+        (
+            lambda pos, w, fv: (
+                (torch.arange(w) <= pos) & (torch.arange(w) >= fv[:, None])
+            ).tolist(),
+            "expected a bool tensor",
+        ),
+    ],
+    ids=["pads ignored", "< pos", "> first_valid", "int mask", "no broadcast", "4-d", "a list"],
+)
+def test_window_mask_wrong(answer, needle, capsys):
+    assert_hint(check_window_mask, answer, capsys, needle)
+
+
+# --- exercise 2: the graph-safe write --------------------------------------------------------
+
+
+def index_copy(cache_k, k_new, pos):
+    cache_k.index_copy_(2, pos, k_new)
+
+
+def tensor_index(cache_k, k_new, pos):
+    cache_k[:, :, pos] = k_new  # advanced indexing with the tensor: no host read
+
+
+def where(cache_k, k_new, pos):
+    at = torch.arange(cache_k.shape[2], device=cache_k.device) == pos
+    cache_k.copy_(torch.where(at[:, None], k_new, cache_k))
+
+
+def scatter(cache_k, k_new, pos):
+    B, H, _, D = cache_k.shape
+    cache_k.scatter_(2, pos.view(1, 1, 1, 1).expand(B, H, 1, D), k_new)
+
+
+@pytest.mark.parametrize("answer", [index_copy, tensor_index, where, scatter])
+def test_static_write_right(answer, capsys):
+    assert_ok(check_static_write, answer, capsys)
+
+
+def item(cache_k, k_new, pos):
+    cache_k[:, :, pos.item()] = k_new[:, :, 0]
+
+
+def as_int(cache_k, k_new, pos):
+    cache_k[:, :, int(pos)] = k_new[:, :, 0]
+
+
+def first_element(cache_k, k_new, pos):
+    cache_k[:, :, pos[0]] = k_new[:, :, 0]  # a 0-d tensor as an index: torch calls .item()
+
+
+def as_numpy(cache_k, k_new, pos):
+    cache_k[:, :, pos.numpy()] = k_new
+
+
+def as_list(cache_k, k_new, pos):
+    cache_k[:, :, pos.tolist()] = k_new
+
+
+def if_equal(cache_k, k_new, pos):
+    for p in range(cache_k.shape[2]):
+        if p == pos:
+            cache_k[:, :, p] = k_new[:, :, 0]
+
+
+def a_slice(cache_k, k_new, pos):
+    cache_k[:, :, pos : pos + 1] = k_new
+
+
+def printed(cache_k, k_new, pos):
+    print(f"writing at {pos}")
+    cache_k.index_copy_(2, pos, k_new)
+
+
+def caught_read(cache_k, k_new, pos):
+    try:
+        p = int(pos)
+    except RuntimeError:  # the refused read, swallowed: the capture still fails
+        p = 0
+    cache_k[:, :, p] = k_new[:, :, 0]
+
+
+def to_host(cache_k, k_new, pos):
+    cache_k.index_copy_(2, pos.cpu(), k_new)
+
+
+def host_arange(cache_k, k_new, pos):
+    at = torch.arange(cache_k.shape[2]) == pos  # made on the CPU: on a GPU, two devices
+    cache_k.copy_(torch.where(at[:, None], k_new, cache_k))
+
+
+@pytest.mark.parametrize(
+    "answer, needle",
+    [
+        (item, "reads pos on the host (int(pos), pos.item()"),
+        (as_int, "reads pos on the host (int(pos)"),
+        (first_element, "reads pos on the host (int(pos), pos.item(), pos[0]"),
+        (as_numpy, "reads pos on the host (pos.numpy())"),
+        (as_list, "reads pos on the host (pos.tolist())"),
+        (if_equal, "reads pos on the host"),
+        (a_slice, "reads pos on the host"),
+        (printed, "reads pos on the host (printing or formatting pos)"),
+        (caught_read, "reads pos on the host"),
+        (to_host, "copy none to the host"),
+        (host_arange, "device=cache_k.device"),
+    ],
+    ids=lambda x: getattr(x, "__name__", "")[:20] if callable(x) else "",
+)
+def test_static_write_host_reads_are_caught(answer, needle, capsys):
+    """Every one of these writes the right values on a CPU: only the host read is wrong."""
+    cache_k, k_new = torch.randn(2, 2, 12, 4), torch.randn(2, 2, 1, 4)
+    want = cache_k.clone()
+    want[:, :, 5] = k_new[:, :, 0]
+    answer(cache_k, k_new, torch.tensor([5]))
+    capsys.readouterr()
+    assert torch.equal(cache_k, want)
+    assert_hint(check_static_write, answer, capsys, needle)
+
+
+def not_in_place(cache_k, k_new, pos):
+    return cache_k.index_copy(2, pos, k_new)
+
+
+def rebinds(cache_k, k_new, pos):
+    cache_k = cache_k.clone()
+    cache_k.index_copy_(2, pos, k_new)
+
+
+def next_position(cache_k, k_new, pos):
+    cache_k.index_copy_(2, (pos + 1) % cache_k.shape[2], k_new)
+
+
+def zeros(cache_k, k_new, pos):
+    cache_k.index_fill_(2, pos, 0.0)
+
+
+def advances_pos(cache_k, k_new, pos):
+    cache_k.index_copy_(2, pos, k_new)
+    pos.add_(1)
+
+
+def every_position(cache_k, k_new, pos):
+    cache_k.copy_(k_new.expand_as(cache_k))
+
+
+@pytest.mark.parametrize(
+    "answer, needle",
+    [
+        (not_in_place, "cache_k is unchanged"),
+        (rebinds, "cache_k is unchanged"),
+        (returning(None), "cache_k is unchanged"),
+        (next_position, "changed position(s) [1]"),
+        (zeros, "position 0 holds wrong values"),
+        (every_position, "k_new belongs at position 0 alone"),
+        (advances_pos, "your function changed pos to [1]"),
+        (stub, "not solved yet"),
+        (raising, "ZeroDivisionError"),
+    ],
+    ids=[
+        "not in place",
+        "rebinds",
+        "returns None",
+        "pos + 1",
+        "zeros",
+        "everywhere",
+        "advances pos",
+        "stub",
+        "raises",
+    ],
+)
+def test_static_write_wrong(answer, needle, capsys):
+    assert_hint(check_static_write, answer, capsys, needle)
+
+
+def test_static_write_replay_follows_pos(capsys):
+    """A host read that torch cannot see (through the raw address) passes capture, and a
+    graph of it writes at replay where the position was at capture: the replayed graph is
+    checked at another position."""
+
+    def hidden_read(cache_k, k_new, pos):
+        if pos.device.type != "cpu":
+            raise RuntimeError("no host address")
+        p = ctypes.c_int64.from_address(pos.data_ptr()).value
+        cache_k[:, :, p] = k_new[:, :, 0]
+
+    assert_hint(check_static_write, hidden_read, capsys, "replayed with pos=7", "wrote at [0]")
+
+
+@pytest.mark.parametrize("answer", WRONG_VALUES.values(), ids=WRONG_VALUES)
+def test_static_write_not_a_function(answer, capsys):
+    assert_hint(check_static_write, answer, capsys, "pass your function itself")
+
+
+@pytest.mark.parametrize("value", WRONG_VALUES.values(), ids=WRONG_VALUES)
+def test_window_mask_wrong_types(value, capsys):
+    assert_hint(check_window_mask, value, capsys, "pass your function itself")
+    assert_hint(check_window_mask, returning(value), capsys, "returned")
+
+
+def test_window_mask_that_cannot_be_compared(capsys):
+    """A mask on another device cannot even be compared: a hint, not a traceback."""
+    on_meta = lambda pos, w, fv: window_mask(pos, w, fv).to("meta")  # noqa: E731
+    assert_hint(check_window_mask, on_meta, capsys, "on meta", "not the kind of answer")
+
+
+def test_window_mask_stub_and_crash(capsys):
+    assert_hint(check_window_mask, stub, capsys, "not solved yet")
+    assert_hint(check_window_mask, raising, capsys, "ZeroDivisionError")

@@ -1,0 +1,276 @@
+"""tinyllm.course.exercises.nb03: the checkers of notebook 03's exercises (the smallest
+bucket, the bucket list, the wasted share as a function, a bucket list of your choice).
+
+A checker accepts the right answer and answers every wrong one with one [HINT] line:
+never a traceback, never a false [OK].
+"""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from conftest import WRONG_VALUES, assert_hint, assert_ok, raising, returning
+
+from tinyllm.course.exercises import (
+    check_bucket_choice,
+    check_bucket_for,
+    check_default_buckets,
+    check_wasted_share,
+)
+from tinyllm.graphs import bucket_for, default_buckets, wasted_share
+
+
+def stub(*args):
+    raise NotImplementedError
+
+
+# --- exercise 1: the smallest bucket that fits ----------------------------------------------
+
+
+def my_bucket_for(n_keys, buckets):
+    return min(b for b in buckets if b >= n_keys)
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        my_bucket_for,
+        lambda n, buckets: np.int64(my_bucket_for(n, buckets)),  # numpy's ints are ints
+        lambda n, buckets: torch.tensor(buckets)[torch.tensor(buckets) >= n][0],  # a 0-d tensor
+    ],
+    ids=["int", "numpy int", "tensor"],
+)
+def test_bucket_for_right(answer, capsys):
+    assert my_bucket_for(129, (128, 256)) == bucket_for(129, (128, 256))
+    assert_ok(check_bucket_for, answer, capsys)
+
+
+@pytest.mark.parametrize(
+    "answer, needle",
+    [
+        (lambda n, buckets: next((b for b in buckets if b > n), buckets[-1]), "n_keys=128"),
+        (lambda n, buckets: next(i for i, b in enumerate(buckets) if b >= n), "returned 0"),
+        (lambda n, buckets: buckets[-1], "n_keys=1,"),
+        (lambda n, buckets: float(my_bucket_for(n, buckets)), "(an int)"),
+        (lambda n, buckets: my_bucket_for(n, buckets) == 128, "(an int)"),  # True is not 128
+        (lambda n, buckets: [my_bucket_for(n, buckets)], "(an int)"),
+        (lambda n, buckets: torch.tensor([b for b in buckets if b >= n]), "(an int)"),
+    ],
+    ids=["> not >=", "an index", "the largest", "a float", "a bool", "a list", "a tensor"],
+)
+def test_bucket_for_wrong(answer, needle, capsys):
+    assert_hint(check_bucket_for, answer, capsys, needle)
+
+
+# --- exercise 2: the buckets themselves -----------------------------------------------------
+
+
+def my_default_buckets(max_len, first, growth):
+    out, b = [], first
+    while b < max_len:
+        out.append(b)
+        b = max(b + 1, math.ceil(b * growth))
+    return (*out, max_len)
+
+
+def test_default_buckets_right(capsys):
+    assert my_default_buckets(1000, 128, 1.5) == default_buckets(1000, 128, 1.5)
+    assert_ok(check_default_buckets, my_default_buckets, capsys)
+    assert_ok(check_default_buckets, lambda *a: list(my_default_buckets(*a)), capsys)
+
+
+def no_ceil(max_len, first, growth):  # floats: 192.0 is not a number of keys
+    out, b = [], first
+    while b < max_len:
+        out.append(b)
+        b = max(b + 1, b * growth)
+    return (*out, max_len)
+
+
+def int_round_down(max_len, first, growth):  # int(1 * 1.01) == 1: never ends
+    out, b = [], first
+    while b < max_len:
+        out.append(b)
+        b = int(b * growth)
+    return (*out, max_len)
+
+
+def twice_max_len(max_len, first, growth):
+    out, b = [], first
+    while b <= max_len:
+        out.append(b)
+        b = max(b + 1, math.ceil(b * growth))
+    return (*out, max_len)
+
+
+def no_max_len(max_len, first, growth):
+    out, b = [], first
+    while b < max_len:
+        out.append(b)
+        b = max(b + 1, math.ceil(b * growth))
+    return tuple(out)
+
+
+def powers(max_len, first, growth):
+    return tuple(first * 2**i for i in range(5))
+
+
+@pytest.mark.parametrize(
+    "answer, needle",
+    [
+        (no_ceil, "math.ceil returns an int"),
+        (int_round_down, "did not end within 2 s"),
+        (twice_max_len, "max_len is a bucket once"),
+        (no_max_len, "the last bucket is always max_len"),
+        (powers, "expected (128, 256, 512, 1024)"),
+        (lambda *a: default_buckets(*a)[:-1] + (True,), "holding the bool True"),
+        (lambda *a: np.array(default_buckets(*a)), "expected a tuple of ints"),
+        (lambda *a: set(default_buckets(*a)), "expected a tuple of ints"),
+        (lambda *a: dict.fromkeys(default_buckets(*a)), "expected a tuple of ints"),
+    ],
+    ids=[
+        "no ceil",
+        "int()",
+        "max_len twice",
+        "no max_len",
+        "powers",
+        "a bool",
+        "numpy",
+        "a set",
+        "a dict",
+    ],
+)
+def test_default_buckets_wrong(answer, needle, capsys):
+    assert_hint(check_default_buckets, answer, capsys, needle)
+
+
+# --- exercise 3: the wasted share -----------------------------------------------------------
+
+
+def my_wasted_share(buckets, max_len):
+    windows = [my_bucket_for(n, buckets) for n in range(1, max_len + 1)]
+    return sum(w - n for n, w in enumerate(windows, 1)) / sum(windows)
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        my_wasted_share,
+        lambda b, m: torch.tensor(my_wasted_share(b, m), dtype=torch.float64),
+        lambda b, m: np.float64(my_wasted_share(b, m)),
+    ],
+    ids=["float", "tensor", "numpy"],
+)
+def test_wasted_share_right(answer, capsys):
+    assert my_wasted_share((64, 256, 1024), 1024) == pytest.approx(
+        wasted_share((64, 256, 1024), 1024)
+    )
+    assert_ok(check_wasted_share, answer, capsys)
+
+
+def over_needed(buckets, max_len):  # divides by the keys needed, not by the work done
+    windows = [bucket_for(n, buckets) for n in range(1, max_len + 1)]
+    return sum(w - n for n, w in enumerate(windows, 1)) / sum(range(1, max_len + 1))
+
+
+def from_zero(buckets, max_len):  # n = 0..max_len-1: one key short at every step
+    windows = [bucket_for(max(n, 1), buckets) for n in range(max_len)]
+    return sum(w - n for n, w in zip(range(max_len), windows)) / sum(windows)
+
+
+def float32(buckets, max_len):  # rounded through a float32 tensor: not the same number
+    return torch.tensor(my_wasted_share(buckets, max_len), dtype=torch.float32).item() + 1e-6
+
+
+@pytest.mark.parametrize(
+    "answer, needle",
+    [
+        (lambda b, m: 100 * my_wasted_share(b, m), "a percentage"),
+        (lambda b, m: 1 - my_wasted_share(b, m), "the useful share"),
+        (over_needed, "divides by the keys needed"),
+        (from_zero, "sum (window - n) over every"),
+        (float32, "expected"),
+        (lambda b, m: my_wasted_share(b, m) > 0.3, "expected a share between 0 and 1"),
+        (lambda b, m: f"{my_wasted_share(b, m):.3f}", "expected a share between 0 and 1"),
+        (lambda b, m: [my_wasted_share(b, m)], "expected a share between 0 and 1"),
+    ],
+    ids=["percent", "useful", "over needed", "from 0", "off", "a bool", "a str", "a list"],
+)
+def test_wasted_share_wrong(answer, needle, capsys):
+    assert_hint(check_wasted_share, answer, capsys, needle)
+
+
+# --- exercise 4: choose the buckets ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        (256, 512, 768, 1024),
+        [384, 576, 864, 1024],
+        default_buckets(1024, 384, 1.5),
+        (1024, 768, 256, 512),
+    ],
+)
+def test_bucket_choice_right(answer, capsys):
+    assert wasted_share(tuple(sorted(answer)), 1024) < 0.22 and len(answer) <= 4
+    assert_ok(check_bucket_choice, answer, capsys)
+
+
+@pytest.mark.parametrize(
+    "answer, needle",
+    [
+        (default_buckets(1024), "look at where the top buckets sit"),
+        (default_buckets(1024, 128, 1.5), "at most 4 graphs are allowed"),
+        ((256, 512, 768), "must end at max_len"),
+        ((256, 512, 768, 2048), "must end at max_len"),
+        ((0, 512, 1024), "positive ints"),
+        ((), "1 to 64 windows"),
+        ((256.0, 512.0, 768.0, 1024.0), "a tuple of ints"),
+        ((256, 512, True, 1024), "a tuple of ints"),
+        (1024, "a tuple of ints"),
+    ],
+    ids=[
+        "default",
+        "too many",
+        "no max_len",
+        "past max_len",
+        "zero",
+        "empty",
+        "floats",
+        "a bool",
+        "an int",
+    ],
+)
+def test_bucket_choice_wrong(answer, needle, capsys):
+    assert_hint(check_bucket_choice, answer, capsys, needle)
+
+
+@pytest.mark.parametrize("value", WRONG_VALUES.values(), ids=WRONG_VALUES)
+def test_bucket_choice_wrong_types(value, capsys):
+    assert_hint(check_bucket_choice, value, capsys)
+
+
+# --- wrong types, stubs and crashes, for every function exercise -----------------------------
+
+FUNCTION_CHECKS = {
+    "bucket_for": check_bucket_for,
+    "default_buckets": check_default_buckets,
+    "wasted_share": check_wasted_share,
+}
+
+
+@pytest.mark.parametrize("name", FUNCTION_CHECKS)
+@pytest.mark.parametrize("value", WRONG_VALUES.values(), ids=WRONG_VALUES)
+def test_wrong_types(name, value, capsys):
+    check = FUNCTION_CHECKS[name]
+    assert_hint(check, value, capsys, "pass your function itself")
+    assert_hint(check, returning(value), capsys, "returned")
+
+
+@pytest.mark.parametrize("name", FUNCTION_CHECKS)
+def test_stub_and_crash(name, capsys):
+    check = FUNCTION_CHECKS[name]
+    assert_hint(check, stub, capsys, "not solved yet")
+    assert_hint(check, raising, capsys, "ZeroDivisionError")
