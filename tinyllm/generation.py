@@ -27,8 +27,9 @@ from tinyllm.checks import check_generate_args, check_ids, check_prompt, model_d
 from tinyllm.kv_cache import KVCache
 
 # cuDNN's attention builds a new execution plan for every new key length: with the dynamic
-# cache of eager decode that is one plan per token, about 10 ms each on an H200 (bench.py
-# measures it), which would hide the launch overhead this course is about. The other three
+# cache of eager decode that is one plan per token, which would hide the launch overhead this
+# course is about (the bench records an eager step with cuDNN allowed,
+# "eager_with_cudnn_attention" in results/h200.json; notebook 02 prints it). The other three
 # SDPA kernels have no per-shape set-up.
 ATTENTION_BACKENDS = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]
 

@@ -3,23 +3,25 @@
 The claims the notebooks make about kernels are read here, off the profiler, not assumed:
 which kernel F.scaled_dot_product_attention runs for the decode step's shapes (a boolean or
 an additive mask, enable_gqa or query heads folded into the query axis), what it returns for
-a fully masked row on each backend, and how many kernels one RMSNorm launches.
+a fully masked row on each backend (lab.exactness.fully_masked_row), and how many kernels
+one RMSNorm launches. The provenance is the bench's (commit from TINYLLM_COMMIT where the
+copy has no .git).
 
     python tools/gpu_probe.py OUT.json
 """
 
 import json
-import platform
 import sys
-import time
 from functools import partial
 
 import torch
 import torch.nn.functional as F
-from torch.nn.attention import SDPBackend, sdpa_kernel
+from torch.nn.attention import sdpa_kernel
 from torch.profiler import ProfilerActivity, profile
 
 from tinyllm.generation import ATTENTION_BACKENDS
+from tinyllm.lab.bench import provenance
+from tinyllm.lab.exactness import fully_masked_row
 
 
 def kernels_of(fn) -> list[str]:
@@ -69,36 +71,6 @@ def sdpa_cases(B=1, H=8, H_kv=4, D=32, W=128):
     return out
 
 
-def fully_masked_row():
-    """SDPA's output for a query row whose every key is masked, per backend."""
-    dt, dev = torch.bfloat16, "cuda"
-    q = torch.randn(1, 2, 2, 32, dtype=dt, device=dev)
-    k = torch.randn(1, 2, 16, 32, dtype=dt, device=dev)
-    v = torch.randn(1, 2, 16, 32, dtype=dt, device=dev)
-    keep = torch.ones(1, 1, 2, 16, dtype=torch.bool, device=dev)
-    keep[..., 1, :] = False  # query row 1 sees no key
-    masks = {
-        "bool": keep,
-        "additive": torch.zeros(keep.shape, dtype=dt, device=dev).masked_fill(~keep, float("-inf")),
-    }
-    out = {}
-    for backend in (SDPBackend.MATH, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.CUDNN_ATTENTION):
-        for kind, mask in masks.items():
-            key = f"{backend.name}, {kind} mask"
-            try:
-                with sdpa_kernel([backend]):
-                    y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
-                row = y[0, :, 1].float()
-                out[key] = {
-                    "nan": bool(row.isnan().any()),
-                    "all_zero": bool((row == 0).all()),
-                    "first_values": [round(x, 4) for x in row[0, :4].tolist()],
-                }
-            except RuntimeError as e:
-                out[key] = {"error": str(e).splitlines()[0][:200]}
-    return out
-
-
 def rms_norm_cases():
     out = {}
     for dt in (torch.bfloat16, torch.float32):
@@ -111,17 +83,10 @@ def rms_norm_cases():
 
 if __name__ == "__main__":
     res = {
-        "provenance": {
-            "gpu": torch.cuda.get_device_name(),
-            "torch": torch.__version__,
-            "cuda": torch.version.cuda,
-            "python": platform.python_version(),
-            "date": time.strftime("%Y-%m-%d"),
-            "command": "python tools/gpu_probe.py " + " ".join(sys.argv[1:]),
-        },
+        "provenance": provenance("python tools/gpu_probe.py " + " ".join(sys.argv[1:])),
         "sdpa_decode_batch1": sdpa_cases(),
         "sdpa_decode_batch8": sdpa_cases(B=8),
-        "sdpa_fully_masked_row": fully_masked_row(),
+        "sdpa_fully_masked_row": fully_masked_row("cuda", torch.bfloat16),
         "rms_norm": rms_norm_cases(),
     }
     for section in ("sdpa_decode_batch1", "rms_norm"):

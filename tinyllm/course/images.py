@@ -7,7 +7,6 @@ pictures of the mechanism (mech_*.png) are drawn from the book's objects run on 
 """
 
 import argparse
-import json
 from pathlib import Path
 
 from tinyllm.course.viz import (
@@ -27,7 +26,7 @@ from tinyllm.course.viz import (
 )
 from tinyllm.graphs import default_buckets
 from tinyllm.kv_cache import window_mask
-from tinyllm.lab.results import load_results, load_trace, results_dir
+from tinyllm.lab.results import load_diet, load_results, load_trace
 
 IMAGES = Path(__file__).resolve().parents[2] / "images"
 
@@ -36,7 +35,7 @@ def draw(out: Path = IMAGES, gpu: str = "h200") -> list[Path]:
     res = load_results(gpu)
     if res is None:
         raise SystemExit(f"no results/{gpu}.json: run python -m tinyllm.lab.bench on a GPU first")
-    diet = json.loads((results_dir() / f"{gpu}_diet.json").read_text())
+    diet = load_diet(gpu)
     pads = [0, 3, 5]
     figures = {
         "timeline.png": timeline_figure(load_trace(res), batch=1),

@@ -100,10 +100,6 @@ def update_readme(res: dict, diet: dict | None = None, path: Path = README) -> b
 
 
 if __name__ == "__main__":
-    import json
+    from tinyllm.lab.results import load_diet, load_results
 
-    from tinyllm.lab.results import load_results, results_dir
-
-    diet_path = results_dir() / "h200_diet.json"
-    diet = json.loads(diet_path.read_text()) if diet_path.exists() else None
-    print("README updated" if update_readme(load_results(), diet) else "README unchanged")
+    print("README updated" if update_readme(load_results(), load_diet()) else "README unchanged")

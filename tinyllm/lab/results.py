@@ -54,6 +54,14 @@ def load_probe(gpu: str = SHIPPED) -> dict | None:
     return _read(path) if path.exists() else None
 
 
+def load_diet(gpu: str = SHIPPED) -> dict | None:
+    """results/<gpu>_diet.json, made by tools/diet_stages.py (the kernel diet: each stage's
+    commit measured, kernels and step time of its eager, static and replayed step), or None
+    if it was not recorded."""
+    path = results_dir() / f"{gpu}_diet.json"
+    return _read(path) if path.exists() else None
+
+
 def own_results() -> dict | None:
     """The newest recording other than the shipped one (a learner's `make bench`, by the
     date in its provenance), or None."""
