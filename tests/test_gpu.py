@@ -211,6 +211,27 @@ def test_capture_makes_one_graph_per_bucket_in_one_pool(gpu_model, doc_ids):
     assert dec.graphs.keys() == {128, 256, 512, 1024}
 
 
+def test_a_window_captured_alone_is_kept_and_the_pool_takes_more(gpu_model, doc_ids):
+    """capture_window's result thrown away (as notebook 04 does): the decoder keeps the graph,
+    so the shared pool stays in use and the later captures into it succeed (with the graph
+    freed, PyTorch's caching allocator asserts on the next capture into the pool)."""
+    idx, _ = prompts(doc_ids, 1, 20, False)
+    dec = GraphDecoder(gpu_model, 1, buckets=(32, 64, 1024))
+    twin = GraphDecoder(gpu_model, 1, buckets=(32, 64, 1024), use_graph=False)
+    dec.prefill(idx)
+    twin.prefill(idx)
+    dec.capture_window(32)
+    assert list(dec.graphs) == [32]
+    dec.capture()
+    assert sorted(dec.graphs) == [32, 64, 1024]
+    assert all(g.pool() == dec.pool for g, _ in dec.graphs.values())
+    tok = idx[:, -1:]
+    for _ in range(16):  # through the 32-key window into the 64-key one
+        g, e = dec.step(tok), twin.step(tok)
+        assert torch.equal(g, e)
+        tok = e[:, -1:].argmax(-1)
+
+
 def test_slot_capture_makes_one_graph_per_bucket_in_one_pool(gpu_model):
     slots = SlotKVCache(gpu_model.cfg.n_layers, 4, 1000, DEVICE)
     dec = SlotGraphDecoder(gpu_model, slots, use_graph=True)

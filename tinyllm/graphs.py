@@ -176,7 +176,10 @@ class WindowGraphs:
         return logits
 
     def capture_window(self, window: int) -> tuple:
-        """Record the step over `window` keys as a graph; returns (graph, static logits)."""
+        """Record the step over `window` keys as a graph into the shared pool, and keep it
+        (self.graphs[window]); returns (graph, static logits). Kept, not only returned: once
+        every graph of a pool has been freed, PyTorch refuses the next capture into that pool
+        (an internal assert in its caching allocator, hit on the H200 by a graph thrown away)."""
         api, cache = self.graph_api, self.cache
         if self.pool is None:
             self.pool = api.graph_pool_handle()
@@ -196,6 +199,7 @@ class WindowGraphs:
             graph = api.CUDAGraph()
             with api.graph(graph, pool=self.pool):
                 out = self.forward()  # recorded, not run: nothing moves until replay()
+        self.graphs[window] = graph, out
         return graph, out
 
     @torch.no_grad()
@@ -210,7 +214,7 @@ class WindowGraphs:
         t0 = time.perf_counter()
         for w in sorted(windows, reverse=True):
             if w not in self.graphs:
-                self.graphs[w] = self.capture_window(w)
+                self.capture_window(w)
         self.graph_api.synchronize()
         return time.perf_counter() - t0
 
@@ -243,7 +247,7 @@ class WindowGraphs:
             with self.cache.decoding(window):
                 return self.forward()
         if window not in self.graphs:
-            self.graphs[window] = self.capture_window(window)
+            self.capture_window(window)
         graph, out = self.graphs[window]
         graph.replay()
         return out
