@@ -208,8 +208,11 @@ def test_recorded_figures_carry_their_provenance(name, recorded):
 def test_titles_state_what_the_data_says():
     res = recorded_results()
     assert "launch-bound" in viz.step_time_figure(res).axes[0].get_title()
-    res["step_time"]["eager_us"] = [100 * b for b in res["step_time"]["batch"]]
+    res["gpu_kernel_time"]["eager_us"] = [10**6 for _ in res["gpu_kernel_time"]["batch"]]
     assert "launch-bound" not in viz.step_time_figure(res).axes[0].get_title()
+    res["gpu_kernel_time"]["eager_us"][-1] = 0
+    title = viz.step_time_figure(res).axes[0].get_title()
+    assert title == f"Eager decode is launch-bound at batch {res['step_time']['batch'][-1]}"
     assert viz.timeline_figure(small_trace(), 1).get_suptitle().startswith("Graph replay removes")
     with pytest.raises(ValueError, match="recorded batches"):
         viz.cpu_gpu_figure(res, 3)

@@ -85,6 +85,14 @@ def load_trace(res: dict) -> dict | None:
     return json.loads(path.read_text()) if path.exists() else None
 
 
+def launch_bound_batches(res: dict) -> set[int]:
+    """The recorded batch sizes at which the CPU needs at least as long to issue an eager
+    step as the GPU needs to run its kernels."""
+    cpu, gpu = res["cpu_time"], res["gpu_kernel_time"]
+    g = dict(zip(gpu["batch"], gpu["eager_us"]))
+    return {b for b, c in zip(cpu["batch"], cpu["eager_us"]) if b in g and c >= g[b]}
+
+
 def capture_cost(res: dict, windows) -> dict:
     """Capture time and pool memory summed over the recorded per-window measurements
     (batch 1, each graph in a fresh pool of its own) for those of `windows` that were

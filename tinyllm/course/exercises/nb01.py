@@ -3,7 +3,7 @@
 import math
 
 from tinyllm.course.exercises.harness import FAILED, call, check_cases, hint, ok
-from tinyllm.lab.results import load_results
+from tinyllm.lab.results import launch_bound_batches, load_results
 
 
 def _close_in_us(got, want) -> str | None:
@@ -93,14 +93,6 @@ def check_static_extra_ops(answer, model=None) -> bool:
         f"{extra[0]!r} is not run more often by the static step: compare the two "
         f"tables' counts, not only their rows"
     )
-
-
-def launch_bound_batches(res: dict) -> set[int]:
-    """The recorded batch sizes at which the CPU needs at least as long to issue an eager
-    step as the GPU needs to run its kernels."""
-    cpu, gpu = res["cpu_time"], res["gpu_kernel_time"]
-    g = dict(zip(gpu["batch"], gpu["eager_us"]))
-    return {b for b, c in zip(cpu["batch"], cpu["eager_us"]) if b in g and c >= g[b]}
 
 
 def check_launch_bound(fn, res: dict | None = None) -> bool | None:

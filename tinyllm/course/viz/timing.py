@@ -15,30 +15,38 @@ from tinyllm.course.viz.style import (
     sig3,
 )
 from tinyllm.lab.anatomy import kernel_families
+from tinyllm.lab.results import launch_bound_batches
 
 # --- recorded timings (results/<gpu>.json, traces/<gpu>.json) ---------------------------
 
 
 def step_time_figure(res: dict):
-    """Median step time vs batch size for the three decode paths."""
+    """Median step time vs batch size for the three decode paths, shaded from min to max
+    over the repeats where the recording has them."""
     st = res["step_time"]
     b = st["batch"]
     fig, ax = new_figure(figsize=(6, 4))
     for key in ("eager", "static", "graph"):
         ax.plot(b, st[f"{key}_us"], "o-", color=COLORS[key], label=LABELS[key])
+        if f"{key}_min_us" in st:  # the spread over the interleaved repeats
+            ax.fill_between(
+                b, st[f"{key}_min_us"], st[f"{key}_max_us"], color=COLORS[key], alpha=0.2
+            )
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xticks(b, [str(x) for x in b])
     ax.set(xlabel="batch size (rows)", ylabel="decode step time (µs, median)")
     ax.legend(fontsize=8)
-    growth = st["eager_us"][-1] / st["eager_us"][0]
-    if growth < 1.5:  # flat while the work grows b[-1]/b[0]-fold
+    bound = launch_bound_batches(res)
+    if bound == set(b):
         title = (
-            f"An eager decode step costs about the same at batch {b[0]} and {b[-1]} "
-            f"(×{sig3(growth)}):\nit is launch-bound"
+            f"At every batch from {b[0]} to {b[-1]} the CPU takes longer to issue an eager "
+            f"step\nthan the GPU takes to run it: eager decode is launch-bound"
         )
+    elif bound:
+        title = f"Eager decode is launch-bound at batch {', '.join(map(str, sorted(bound)))}"
     else:
-        title = f"Eager step time grows ×{sig3(growth)} from batch {b[0]} to {b[-1]}"
+        title = f"The GPU's work, not the launches, sets the eager step at batch {b[0]}-{b[-1]}"
     ax.set_title(title, fontsize=10)
     return label_source(fig, res)
 
