@@ -19,9 +19,13 @@
 - No notebook defines a function or class under a name that tinyllm already uses: a notebook
   shows the package's code and calls it, it never keeps a second copy. Exercise stubs and
   solutions are named `my_...`, and so is anything defined inside them.
+- Every numbered notebook's header states a learner's time ("**Time:** about N minutes")
+  within tools/learner_time.py's tolerance of that tool's estimate from the notebook itself,
+  and notebooks/INSTRUCTORS.md lists the same times.
 """
 
 import ast
+import importlib.util
 import inspect
 import json
 import re
@@ -271,3 +275,31 @@ def test_no_notebook_redefines_package_code(path):
         f"{path.name} defines {clashes}, names tinyllm already uses: show the package's code "
         f"with inspect.getsource and call it; name exercise functions my_..."
     )
+
+
+def _learner_time():
+    spec = importlib.util.spec_from_file_location("learner_time", ROOT / "tools/learner_time.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.mark.parametrize("path", NUMBERED, ids=lambda p: p.name)
+def test_stated_learner_time_matches_the_estimate(path):
+    lt = _learner_time()
+    stated, est = lt.stated_minutes(path), lt.minutes(lt.counts(path))
+    assert stated is not None, f"{path.name}: no '**Time:** about N minutes' in its first cell"
+    assert abs(stated - est) <= lt.TOLERANCE * est, (
+        f"{path.name} states {stated} minutes, tools/learner_time.py estimates {est:.0f}: "
+        "update the header and notebooks/INSTRUCTORS.md"
+    )
+    row = re.search(rf"\| `{path.stem}` \| (\d+) min", (NOTEBOOKS / "INSTRUCTORS.md").read_text())
+    assert row and int(row.group(1)) == stated, f"INSTRUCTORS.md's time for {path.stem}"
+
+
+def test_learner_time_counts_what_a_learner_does():
+    lt = _learner_time()
+    base = {"prose_words": 0, "code_lines": 0, "output_lines": 0, "figures": 0, "exercises": 0}
+    assert lt.minutes({**base, "run_s": 0.0}) == 0
+    assert lt.minutes({**base, "prose_words": lt.PROSE_WPM, "run_s": 0.0}) == 1
+    assert lt.minutes({**base, "exercises": 2, "run_s": 60.0}) == 2 * lt.EXERCISE_MIN + 1

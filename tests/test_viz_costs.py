@@ -229,3 +229,18 @@ def test_every_cost_figure_renders(draw, res):
     fig = draw(res)
     fig.canvas.draw()
     assert fig.axes[0].get_title() or fig.get_suptitle()
+
+
+def test_the_recorded_cost_model_is_the_fit_of_its_own_rows():
+    """The recording's fit is what peers.cost_model makes of the recording's rows and diet:
+    a changed row, stage or fit rule fails here."""
+    from conftest import recorded_results
+
+    from tinyllm.lab import peers
+    from tinyllm.lab.results import load_diet
+
+    rec = recorded_results()
+    fitted = peers.cost_model(rec["fusion"]["rows"], load_diet())
+    assert fitted["points"] == rec["cost_model"]["points"]
+    assert fitted["fit"] == rec["cost_model"]["fit"]
+    assert not any(p["name"].startswith("gpt-fast") for p in fitted["points"])

@@ -207,7 +207,7 @@ def cost_mistake(got: float, kernels: int, fit: dict) -> str | None:
     if near(want / 1000):
         return "that is ms: the fit is in µs, and so is the answer"
     if near(b * kernels):
-        return "you left out a_us: the step costs a_us even with no kernel (a launch, copies)"
+        return "you left out a_us: the intercept is part of every prediction"
     if near(a * kernels + b):
         return "a_us and b_us_per_kernel swapped: a is the intercept, b the µs per kernel"
     if near(a + b):

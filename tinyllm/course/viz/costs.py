@@ -64,7 +64,8 @@ def peers_figure(res: dict):
 
 
 def fitted_names(res: dict) -> set[str]:
-    """Names of the points the cost model was fitted over (replayed steps, diet stages)."""
+    """Names of the points the cost model was fitted over (the course's replayed steps, diet
+    stages)."""
     return {p["name"] for p in res["cost_model"]["points"]}
 
 
@@ -90,8 +91,9 @@ def cost_model_title(fit: dict) -> str:
 
 
 def cost_model_figure(res: dict, diet: dict | None = None):
-    """µs per step against kernels per step for every variant measured (filled: replayed,
-    in the fit; hollow: not replayed, not in the fit) and the diet's stages, the fitted line
+    """µs per step against kernels per step for every variant measured (filled: the course's
+    replayed steps, in the fit; hollow: steps whose time the host sets, eager or gpt-fast's
+    guarded replay, not in the fit) and the diet's stages, the fitted line
     µs = a + b·kernels, and the bandwidth floor."""
     fig, ax = new_figure(figsize=(7, 4.4))
     fitted = fitted_names(res)
@@ -156,7 +158,9 @@ def cost_model_figure(res: dict, diet: dict | None = None):
             ("compiled", "torch.compile / gpt-fast"),
         )
     ]
-    handles.append(Patch(fc="none", ec="black", label="hollow: not replayed, not in the fit"))
+    handles.append(
+        Patch(fc="none", ec="black", label="hollow: not in the fit (the host sets their time)")
+    )
     ax.legend(handles=handles, fontsize=7, loc="best")
     ax.set_title(cost_model_title(fit), fontsize=10)
     return label_source(fig, res)

@@ -232,9 +232,10 @@ def make_decode_step(
     covering conversion, prefill, compile and warm-up.
 
     static_tables: mark freqs_cis and causal_mask, which model.py keeps as plain attributes,
-    as tensors at fixed addresses (torch._dynamo.mark_static_address). Without it, torch
-    2.11's CUDAGraph Trees copy them into the graph's inputs before every replay (the
-    bench's host breakdown shows the copies); with it, gpt-fast runs in its strongest form.
+    as tensors at fixed addresses (torch._dynamo.mark_static_address). Without it, CUDAGraph
+    Trees copy them, as inputs from eager, into the graph's placeholders before every replay,
+    in the one torch._foreach_copy_ that also copies the token and the position. The bench
+    runs both and takes the faster as gpt-fast's strongest form.
 
     Build steps from different models with torch._dynamo.reset() between them: compiled
     decode_one_token is shared by all of them."""
