@@ -252,6 +252,12 @@ class WindowGraphs:
         graph.replay()
         return out
 
+    def check_tok(self, tok: Tensor) -> None:
+        """tok must be ids in the vocabulary, one per row of the static input."""
+        check_ids(tok, self.model.cfg.vocab_size, self.tok.device, name="tok")
+        if tok.shape != self.tok.shape:
+            raise ValueError(f"tok must have shape {tuple(self.tok.shape)}, got {tuple(tok.shape)}")
+
     def bucket_for(self, n_keys: int) -> int:
         return bucket_for(n_keys, self.buckets)
 
@@ -306,11 +312,6 @@ class GraphDecoder(WindowGraphs):
                 f"KV cache full (position {self.cache.n} = max_len {self.max_len}): "
                 f"prefill a new request before capturing"
             )
-
-    def check_tok(self, tok: Tensor) -> None:
-        check_ids(tok, self.model.cfg.vocab_size, self.tok.device, name="tok")
-        if tok.shape != (self.batch, 1):
-            raise ValueError(f"tok must have shape ({self.batch}, 1), got {tuple(tok.shape)}")
 
     @torch.no_grad()
     def step(self, tok: Tensor, check: bool = True) -> Tensor:
@@ -380,21 +381,15 @@ class SlotGraphDecoder(WindowGraphs):
                 f"a slot is full (max_len {self.cache.max_len}): release it before capturing"
             )
 
-    def check_tok(self, tok: Tensor) -> None:
-        n = self.cache.n_slots
-        check_ids(tok, self.model.cfg.vocab_size, self.tok.device, name="tok")
-        if tok.shape != (n, 1):
-            raise ValueError(f"tok must have shape ({n}, 1), got {tuple(tok.shape)}")
-
     @torch.no_grad()
     def step(self, tok: Tensor, check: bool = True) -> Tensor:
         """tok (n_slots, 1) → logits (n_slots, 1, V). With graphs, the result is a static
         buffer that the next step overwrites: sample from it first."""
         if check:
             self.check_tok(tok)
-        c = self.cache
-        if max(c.lens) + 1 > c.max_len:
-            raise ValueError(f"a slot is full: {max(c.lens) + 1} keys > max_len {c.max_len}")
-        window = self.bucket_for(max(self.cache.lens) + 1)
+        n_keys, max_len = max(self.cache.lens) + 1, self.cache.max_len
+        if n_keys > max_len:
+            raise ValueError(f"a slot is full: {n_keys} keys > max_len {max_len}")
+        window = self.bucket_for(n_keys)
         self.tok.copy_(tok)
         return self.guarded_step(window)  # replay (or run) it; lens follow lens_dev

@@ -146,7 +146,8 @@ class KVCache:
 
 
 class LayerKV:
-    """One layer's view of a KVCache."""
+    """One layer's view of a cache: the step's attn_kwargs, and update(k, v). This one is a
+    KVCache's, which grows by concatenation."""
 
     def __init__(self, cache: KVCache, i: int):
         self.cache, self.i = cache, i
@@ -307,10 +308,8 @@ class StaticKVCache(FixedCache):
         self.n += 1
 
 
-class StaticLayerKV:
-    def __init__(self, cache: StaticKVCache, i: int):
-        self.cache, self.i = cache, i
-        self.attn_kwargs = cache.attn_kwargs
+class StaticLayerKV(LayerKV):
+    """One layer's view of a StaticKVCache: writes at pos, reads the window."""
 
     def update(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
         c = self.cache
@@ -428,10 +427,8 @@ class SlotKVCache(FixedCache):
             self.lens_dev.add_(self.active_dev)  # device work only: advance_host() moves lens
 
 
-class SlotLayerKV:
-    def __init__(self, cache: SlotKVCache, i: int):
-        self.cache, self.i = cache, i
-        self.attn_kwargs = cache.attn_kwargs
+class SlotLayerKV(LayerKV):
+    """One layer's view of a SlotKVCache: each row writes at its own length."""
 
     def update(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
         c = self.cache

@@ -37,7 +37,7 @@ STAGES = {  # what each stage of the diet changed, by the name it is measured un
 REPEATS, STEPS, WARMUP = 5, 40, 4
 
 
-def step_times(step, tok, n):
+def step_times(step, tok, n):  # lab.timing.step_times, which stages s0-s4 do not have
     ev = [torch.cuda.Event(enable_timing=True) for _ in range(n + 1)]
     for _ in range(WARMUP):
         step(tok)
