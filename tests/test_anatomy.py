@@ -72,6 +72,8 @@ def test_op_counts_rejects_blocks_that_differ():
         ("nvjet_sm90_tst_8x64_64x16_4x1_v_bz_TNN", "matmul"),
         ("std::enable_if<!(false), void>::type internal::gemvx::kernel", "matmul"),
         ("void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits", "attention"),
+        ("fmha_cutlassF_bf16_aligned_64x64_rf_sm80(PyTorchMemEffAttent", "attention"),
+        ("void cutlass::Kernel2<cutlass_80_tensorop_bf16_s16816gemm_relu", "matmul"),
         ("void at::native::(anonymous namespace)::vectorized_layer_nor", "norm"),
         ("void at::native::(anonymous namespace)::CatArrayBatchedCopy_", "cat"),
         ("void at::native::index_elementwise_kernel<128, 4, at::native", "index"),

@@ -198,3 +198,30 @@ def test_reduce_overhead_step_on_gpu(doc_ids):
         assert 0 <= int(tok.min()) and int(tok.max()) < model.cfg.vocab_size
     finally:
         torch._dynamo.reset()
+
+
+def test_each_build_compiles_its_own_copy():
+    """Dynamo keeps compiled graphs per code object: a second torch.compile of the same
+    function reuses the first graph (so a second build's Inductor settings and static
+    addresses would never apply), and own_copy gives each build a graph of its own."""
+    graphs = []
+
+    def counting(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    def f(x):
+        return x * 2 + 1
+
+    x = torch.ones(3)
+    torch._dynamo.reset()
+    try:
+        torch.compile(f, backend=counting)(x)
+        torch.compile(f, backend=counting)(x)
+        assert len(graphs) == 1  # the second build reused the first one's graph
+        torch.compile(gptfast.own_copy(f), backend=counting)(x)
+        torch.compile(gptfast.own_copy(f), backend=counting)(x)
+        assert len(graphs) == 3  # each copy compiled anew
+        assert gptfast.own_copy(f)(x).equal(f(x))
+    finally:
+        torch._dynamo.reset()

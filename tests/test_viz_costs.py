@@ -244,3 +244,34 @@ def test_the_recorded_cost_model_is_the_fit_of_its_own_rows():
     assert fitted["points"] == rec["cost_model"]["points"]
     assert fitted["fit"] == rec["cost_model"]["fit"]
     assert not any(p["name"].startswith("gpt-fast") for p in fitted["points"])
+
+
+def test_the_recorded_headline_is_the_rule_of_its_own_rows():
+    from conftest import recorded_results
+
+    from tinyllm.lab import bench
+
+    rec = recorded_results()
+    assert bench.headline(rec) == rec["headline"]
+
+
+def test_a_gptfast_row_built_in_under_a_second_reused_a_compile():
+    from tinyllm.lab import peers
+
+    def row(name, setup_s, us):
+        return {"name": name, "setup_s": setup_s, "step_us": {"median": us}}
+
+    rows = [row("graph", 0.04, 170), row("gpt-fast", 30.0, 300),
+            row("gpt-fast, static tables", 0.04, 200), row("gpt-fast, x=1", 0.03, 100)]  # fmt: skip
+    assert peers.reused_compile(rows) == ["gpt-fast, static tables", "gpt-fast, x=1"]
+    assert peers.strongest_gptfast(rows)["name"] == "gpt-fast"  # not the faster reused row
+
+
+def test_the_peers_figure_says_which_rows_reused_a_compile(res):
+    (ax,) = viz.peers_figure(res).axes
+    assert not [t for t in ax.texts if "reused" in t.get_text()]
+    gpt = next(r for r in res["fusion"]["rows"] if r["name"].startswith("gpt-fast"))
+    gpt["setup_s"] = 0.03
+    (ax,) = viz.peers_figure(res).axes
+    (label,) = [t.get_text() for t in ax.texts if "reused" in t.get_text()]
+    assert "set-up 0.03 s" in label

@@ -3,6 +3,7 @@ only the book's public names.
 
 - bench: `python -m tinyllm.lab.bench` (make bench), the GPU measurements behind results/;
 - timing: timing and profiling a step on a GPU; exactness: notebook 05's two comparisons;
+- peers: the course's steps beside gpt-fast and torch.compile, timed alike in one run;
 - anatomy: one decode step, op by op and kernel by kernel; results: recorded runs;
 - simgraph: CUDA graphs simulated on a CPU, for capture and replay without a GPU;
 - gptfast: gpt-fast's decode recipe on the course's weights, the peer the course measures

@@ -162,8 +162,8 @@ def op_table(counts: dict) -> str:
 
 KERNEL_FAMILIES = (  # (family, substrings of a kernel's name); the first match wins
     ("memcpy", ("memcpy", "memset")),
+    ("attention", ("flash", "fmha", "attention", "softmax")),  # before matmul: fmha_cutlass...
     ("matmul", ("gemm", "gemv", "nvjet", "cutlass", "xmma", "matmul", "cublas")),
-    ("attention", ("flash", "fmha", "attention", "softmax")),
     ("norm", ("layer_nor", "rms")),
     ("cat", ("cat",)),
     ("index", ("index_elementwise", "indexselect", "gather", "scatter", "embedding")),

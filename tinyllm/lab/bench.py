@@ -4,7 +4,7 @@
     python -m tinyllm.lab.bench --quick    # fewer batch sizes and repeats, for a first look
 
 Operating point: the shipped model, a 32-token prompt, then decode steps at positions 32 and
-on, in the window of 128 keys. Every cell is timed in interleaved repeats (lab/peers.py):
+on, in the window of 128 keys. The step-time cells are timed in interleaved repeats (lab/peers.py):
 the median of each repeat's steps, each step timed with CUDA events, back to back as a
 decode loop runs them; the file keeps the median over repeats and its min–max. Three ways to
 run the same decode step:
@@ -21,6 +21,7 @@ import argparse
 import json
 import os
 import platform
+import statistics
 import subprocess
 import sys
 import time
@@ -30,8 +31,8 @@ from pathlib import Path
 import torch
 from torch.nn.attention import SDPBackend
 
-from tinyllm import Engine, GraphDecoder, KVCache, Tokenizer, load_pretrained
-from tinyllm.generation import ATTENTION_BACKENDS, decode_step, left_pad, precision, prefill
+from tinyllm import Engine, GraphDecoder, KVCache, Tokenizer, default_buckets, load_pretrained
+from tinyllm.generation import ATTENTION_BACKENDS, left_pad, precision
 from tinyllm.graphs import FUSED_COMPILE
 from tinyllm.lab import gptfast, peers
 from tinyllm.lab.exactness import compare_eager_static, compare_replay
@@ -81,16 +82,11 @@ def provenance(command: str, commit: str | None = None, dirty: bool | None = Non
 
 
 def make_step(model, mode: str, idx: torch.Tensor):
-    """Prefill idx and return step(tok) -> logits for mode eager / static / graph."""
+    """Prefill idx and return step(tok) -> logits for mode eager / static / graph: the
+    step of lab.peers' variant of that name."""
     if mode == "eager":
-        cache = KVCache(model.cfg.n_layers)
-        prefill(model, idx, cache)
-        return lambda tok: decode_step(model, cache, tok, check=False)
-    decoder = GraphDecoder(model, idx.shape[0], use_graph=mode == "graph")
-    decoder.prefill(idx)
-    if mode == "graph":
-        decoder.capture()
-    return partial(decoder.step, check=False)  # as generate() runs it: no id re-check
+        return peers.eager(model, idx).step
+    return peers.decoder(model, idx, mode, use_graph=mode == "graph").step
 
 
 def eager_step_with_backends(model, idx, attention_backends):
@@ -101,7 +97,7 @@ def eager_step_with_backends(model, idx, attention_backends):
     @torch.no_grad()
     def run(tokens):
         with precision(model, attention_backends):
-            return model(tokens, cache=cache)[0]
+            return model(tokens, cache=cache, check=False)[0]  # as decode_step(check=False)
 
     run(idx)
     return run
@@ -110,9 +106,10 @@ def eager_step_with_backends(model, idx, attention_backends):
 # --- the sections ----------------------------------------------------------------------------
 
 
-def measure_steps(model, batches, repeats: int) -> dict:
+def measure_steps(model, batches, repeats: int) -> tuple[dict, dict]:
     """Eager, static and graph at every batch size: step time (median, min, max over the
-    repeats), host time, kernel time and kernels; traces of two steps for the timeline."""
+    repeats), host time, kernel time and kernels; and traces of two steps for the timeline,
+    per batch size."""
     out = {k: {"batch": batches} for k in ("step_time", "cpu_time", "gpu_kernel_time", "kernels")}
     traces = {}
     for B in batches:
@@ -143,7 +140,7 @@ def measure_steps(model, batches, repeats: int) -> dict:
     idx = prompt_batch(1, 32, "cuda")  # cuDNN attention plans anew for every key length
     cudnn = [*ATTENTION_BACKENDS, SDPBackend.CUDNN_ATTENTION]
     t = step_times(eager_step_with_backends(model, idx, cudnn), idx[:, -1:].clone(), 40)
-    out["eager_with_cudnn_attention"] = {"batch": 1, "step_us": round(sorted(t)[len(t) // 2], 1)}
+    out["eager_with_cudnn_attention"] = {"batch": 1, "step_us": round(statistics.median(t), 1)}
     return out, traces
 
 
@@ -151,7 +148,7 @@ def measure_capture(model, idx) -> dict:
     """Capture time and pool memory: each window alone in a fresh pool, all of them in one
     shared pool (largest first, as capture() does), and smallest first."""
     out = {"batch": idx.shape[0], "windows": [], "capture_s": [], "pool_bytes": []}
-    buckets = GraphDecoder(model, idx.shape[0]).buckets
+    buckets = default_buckets(model.cfg.max_seq_len)
     for w in buckets:
         d = GraphDecoder(model, idx.shape[0])
         d.prefill(idx)
@@ -161,12 +158,12 @@ def measure_capture(model, idx) -> dict:
     for order in ("largest_first", "smallest_first"):
         d = GraphDecoder(model, idx.shape[0])
         d.prefill(idx)
-        t0, after = time.perf_counter(), []
+        seconds, after = 0.0, []
         for w in sorted(buckets, reverse=order == "largest_first"):
-            d.capture((w,))
+            seconds += d.capture((w,))  # the capture alone, not the pool's snapshot below
             after.append(pool_bytes(d.pool))
         out[f"{order}_pool_bytes"] = after  # the shared pool after each capture
-        out[f"{order}_capture_s"] = round(time.perf_counter() - t0, 4)
+        out[f"{order}_capture_s"] = round(seconds, 4)
     out["shared_pool_bytes"] = out["largest_first_pool_bytes"][-1]
     out["total_capture_s"] = out["largest_first_capture_s"]
     out["separate_pools_bytes"] = sum(out["pool_bytes"])
@@ -262,12 +259,10 @@ def counters_clear() -> None:
 
 def headline(res: dict) -> dict:
     """Batch 1, window 128: the course's graph and fused steps against gpt-fast in its
-    strongest form with generate.py's own settings (the fastest of its rows without an
-    extra setting), eager, and the engine."""
+    strongest form (peers.strongest_gptfast), eager, and the engine."""
     rows = {r["name"]: r for r in res["fusion"]["rows"]}
     best = rows["fused kernels in bucketed graphs"]
-    gptfast = min(r["step_us"]["median"] for n, r in rows.items()
-                  if n.startswith("gpt-fast") and "=" not in n)  # fmt: skip
+    gptfast = peers.strongest_gptfast(res["fusion"]["rows"])["step_us"]["median"]
     return {
         "graph_step_us": rows["graph"]["step_us"]["median"],
         "graph_kernels": rows["graph"]["kernels"],
@@ -300,7 +295,7 @@ def run(args, command: str) -> dict:
             "window": 128,
             "repeats": repeats,
             "max_len": model.cfg.max_seq_len,
-            "buckets": list(GraphDecoder(model, 1).buckets),
+            "buckets": list(default_buckets(model.cfg.max_seq_len)),
             "dtype": str(next(model.parameters()).dtype),
             "timing": peers.__doc__.split("\n\n")[1].replace("\n", " "),
         },

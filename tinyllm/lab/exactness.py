@@ -2,8 +2,7 @@
 bit), and eager decode vs the static step (by how much, and where tokens flip); and what
 SDPA returns for a row with no key to attend to (notebooks 02 and 06).
 
-compare_eager_static runs on any device; compare_replay needs CUDA, or a CPU with the graph
-simulator (graph_api=tinyllm.lab.simgraph).
+compare_eager_static runs on any device; compare_replay needs CUDA.
 """
 
 import torch

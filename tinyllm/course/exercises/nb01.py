@@ -2,7 +2,7 @@
 
 import math
 
-from tinyllm.course.exercises.harness import FAILED, call, check_cases, hint, ok
+from tinyllm.course.exercises.harness import FAILED, as_int, call, check_cases, hint, ok
 from tinyllm.lab.results import launch_bound_batches, load_results
 
 
@@ -117,10 +117,18 @@ def check_launch_bound(fn, res: dict | None = None) -> bool | None:
         got = call(fn, (copy.deepcopy(case),), shown)
         if got is FAILED:
             return False
-        try:
-            got = {int(b) for b in got}
-        except (TypeError, ValueError):
-            return hint(f"on {shown} your function returned {got!r}: return a set of batch sizes")
+        batches = None
+        if not isinstance(got, (str, bytes, dict)):
+            try:
+                batches = [as_int(b) for b in got]
+            except TypeError:  # not iterable
+                pass
+        if batches is None or None in batches:
+            return hint(
+                f"on {shown} your function returned {got!r}: return a set of batch sizes "
+                f"(whole numbers, as in res['cpu_time']['batch'])"
+            )
+        got = set(batches)
         want = launch_bound_batches(case)
         if got != want:
             b = min(got ^ want)

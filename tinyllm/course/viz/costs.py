@@ -8,7 +8,7 @@ import numpy as np
 from matplotlib.patches import Patch, Rectangle
 
 from tinyllm.course.viz.style import COLORS, label_source, new_figure, sig3
-from tinyllm.lab.peers import host_categories
+from tinyllm.lab.peers import host_categories, reused_compile
 
 
 def row_color(name: str) -> str:
@@ -41,9 +41,11 @@ def peers_figure(res: dict):
     fig, ax = new_figure(figsize=(9, 0.9 + 0.5 * len(rows)))
     y = np.arange(len(rows))
     bars = ax.barh(y, med, xerr=err, color=[row_color(r["name"]) for r in rows], error_kw={"lw": 1})
+    reused = reused_compile(rows)
     labels = [
         f"{sig3(m)} µs · {r['kernels']:.0f} kernels · set-up {sig3(r['setup_s'])} s"
         + (" · no CUDA graph" if r.get("cudagraph_skips") else "")
+        + (" · reused an earlier compile: not its settings" if r["name"] in reused else "")
         for m, r in zip(med, rows)
     ]
     ax.bar_label(bars, labels, padding=4, fontsize=7)

@@ -77,8 +77,9 @@ def launches_figure(costs: dict | None = None, zoom: int = 4):
             zx.text((s0 + d0 + s1) / 2, 2.5, "GPU idle", ha="center", va="bottom", fontsize=7)
     fig.suptitle(
         f"One graph launch runs all {n} kernels back to back; launched one by one, they "
-        f"leave the GPU idle {1 - n * K / end['eager']:.0%} of the step\n(as drawn: eager "
-        f"{sig3(end['eager'])} µs, graph replay {sig3(end['graph'])} µs)",
+        f"leave the GPU idle {1 - n * K / end['eager']:.0%} of the step\n(a model of the eager "
+        f"step's kernels at their average cost: eager {sig3(end['eager'])} µs, the same kernels "
+        f"replayed {sig3(end['graph'])} µs)",
         fontsize=10,
     )
     drawn = f"Drawn: {sig3(L)} µs to launch a kernel, {sig3(K)} µs to run it, one graph "

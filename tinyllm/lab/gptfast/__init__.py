@@ -54,6 +54,7 @@ from tinyllm.lab.gptfast.generate import (
     make_forward_step,
     model_forward,
     multinomial_sample_one_no_sync,
+    own_copy,
     prefill,
     sample,
 )
@@ -90,6 +91,7 @@ __all__ = [
     "model_forward",
     "ModelArgs",
     "multinomial_sample_one_no_sync",
+    "own_copy",
     "precompute_freqs_cis",
     "prefill",
     "RMSNorm",

@@ -3,6 +3,7 @@ and its decode loop, its Inductor settings, and the steps the course's bench tim
 
 import contextlib
 import time
+import types
 
 import torch
 import torch.nn.functional as F
@@ -66,9 +67,18 @@ def model_forward(model: Transformer, x: Tensor, input_pos: Tensor) -> Tensor:
     return model(x, input_pos)
 
 
+def own_copy(fn):
+    """fn with a code object of its own. Dynamo keeps compiled graphs per code object, so a
+    second torch.compile of the same function reuses the first one's graph whenever its
+    guards pass, ignoring the Inductor settings and static addresses of the second build;
+    each build of a step compiles its own copy instead (tests/test_gptfast.py)."""
+    code = fn.__code__.replace()
+    return types.FunctionType(code, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
+
+
 def compile_decode(mode: str = "reduce-overhead"):
-    """generate.py's speed-up, in its one line."""
-    return torch.compile(decode_one_token, mode=mode, fullgraph=True)
+    """generate.py's speed-up, in its one line (on a copy of decode_one_token: own_copy)."""
+    return torch.compile(own_copy(decode_one_token), mode=mode, fullgraph=True)
 
 
 def decode_next(
@@ -237,8 +247,8 @@ def make_decode_step(
     in the one torch._foreach_copy_ that also copies the token and the position. The bench
     runs both and takes the faster as gpt-fast's strongest form.
 
-    Build steps from different models with torch._dynamo.reset() between them: compiled
-    decode_one_token is shared by all of them."""
+    Each call compiles its own copy of decode_one_token (own_copy), so steps built one after
+    another never share a compiled graph."""
     _check_args(model, idx, max_new_tokens, temperature, top_k, extra_inductor)
     t0 = _clock()
     gf = from_course(model)
@@ -273,7 +283,7 @@ def make_forward_step(
     forward = (
         model_forward
         if compile_mode is None
-        else torch.compile(model_forward, mode=compile_mode, fullgraph=True)
+        else torch.compile(own_copy(model_forward), mode=compile_mode, fullgraph=True)
     )
 
     def run(tok: Tensor, input_pos: Tensor) -> Tensor:
