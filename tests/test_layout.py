@@ -1,4 +1,4 @@
-"""The book and its wing (DESIGN.md, "The rule"), read from the sources with ast.
+"""The book and its wing (CONTRIBUTING.md, "The rule"), read from the sources with ast.
 
 - The book (tinyllm/*.py) never imports tinyllm.lab or tinyllm.course.
 - The wing (tinyllm/lab/, tinyllm/course/) and the notebooks' code cells use only the book's

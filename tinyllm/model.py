@@ -166,7 +166,7 @@ class Transformer(nn.Module):
             raise ValueError(f"idx must be (B, T), got shape {got}")
         if check:
             check_ids(idx, self.cfg.vocab_size, self.tok_emb.weight.device)
-        if idx.dtype not in (torch.int32, torch.int64):  # uint8, int16, ...: the embedding's
+        if idx.dtype not in (torch.int32, torch.int64):  # the embedding takes only these two
             idx = idx.long()
         B, T = idx.shape
         x = self.tok_emb(idx)
