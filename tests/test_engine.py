@@ -8,7 +8,9 @@ mismatch would show a near-tie, and the test then reports the margin at the firs
 differing token.
 """
 
+import os
 import random
+import signal
 
 import pytest
 import torch
@@ -62,8 +64,7 @@ def test_slot_lengths_agree_on_host_and_device(shipped_model, doc_ids):
         if queue and free:
             prompt, n = queue.pop()
             slot = free[rng.randrange(len(free))]
-            slots.admit(slot, len(prompt))
-            logits = prefill(model, torch.tensor([prompt]), slots)
+            logits = prefill(model, torch.tensor([prompt]), slots.prefilling(slot))
             ref_cache = KVCache(model.cfg.n_layers)
             ref = prefill(model, torch.tensor([prompt]), ref_cache)
             assert torch.equal(logits, ref)  # the same eager prefill
@@ -75,7 +76,7 @@ def test_slot_lengths_agree_on_host_and_device(shipped_model, doc_ids):
         for s, (_, last, _) in running.items():
             tok[s, 0] = last
         before = list(slots.lens)
-        windows.add(dec.bucket_for(max(before) + 1))
+        windows.add(dec.window())
         out = dec.step(tok)
         steps += 1
         assert slots.lens == slots.lens_dev.tolist(), f"step {steps}"
@@ -100,7 +101,7 @@ def test_slot_lengths_agree_on_host_and_device(shipped_model, doc_ids):
 @pytest.fixture(scope="module")
 def requests(doc_ids):
     rng, text_rng = random.Random(0), random.Random(1)
-    return [(cut(doc_ids, text_rng, rng.randint(1, 40)), rng.randint(1, 30)) for _ in range(200)]
+    return [(cut(doc_ids, text_rng, rng.randint(1, 40)), rng.randint(1, 30)) for _ in range(60)]
 
 
 def first_difference(model, prompt, got, want):
@@ -114,13 +115,13 @@ def first_difference(model, prompt, got, want):
     )
 
 
-def test_engine_serves_200_requests_like_each_alone(shipped_model, requests):
+def test_engine_serves_60_requests_like_each_alone(shipped_model, requests):
     engine = Engine(shipped_model, n_slots=8, max_len=128, use_graph=False, eos_id=EOS)
     calls = []
     step = engine.decoder.step
     engine.decoder.step = lambda tok, check=True: calls.append(1) or step(tok, check)
     rids = [engine.submit(p, n) for p, n in requests]
-    assert rids == list(range(200))
+    assert rids == list(range(60))
     result = engine.run()
 
     # none lost, none duplicated, none left behind
@@ -139,7 +140,7 @@ def test_engine_serves_200_requests_like_each_alone(shipped_model, requests):
             shipped_model, prompt, got, alone
         )
         assert len(got) == n or got[-1] == EOS
-    assert 20 <= by_eos <= 180  # both ways of finishing happen often
+    assert 6 <= by_eos <= 54  # both ways of finishing happen often
 
     # stats: one entry per decode step; n_active counts the occupied slots
     assert len(engine.stats) == len(calls) > 0
@@ -234,7 +235,7 @@ def check_positions(engine):
 
 
 POINTS = {  # where a fault is injected: (object, attribute) → the calls to fail
-    "admission": (lambda e: e.slots, "admit", (1, 3, 5)),
+    "admission": (lambda e: e.slots, "prefilling", (1, 3, 5)),
     "prefill": (lambda e: engine_module, "prefill", (1, 2, 6)),
     "sample": (lambda e: engine_module, "sample", (1, 4, 13)),
     "decode step": (lambda e: e.decoder, "step", (1, 5, 9)),
@@ -315,3 +316,33 @@ def test_results_of_a_run_that_raised_come_with_the_next(shipped_model, doc_ids,
     got = engine.run()
     assert finished_before.items() <= got.items() and sorted(got) == rids
     assert engine.run() == {}  # returned once
+
+
+@pytest.mark.parametrize("point", ["decode step", "sample", "release"])
+def test_a_second_ctrl_c_while_a_move_is_undone_loses_nothing(shipped_model, doc_ids,
+                                                              uninterrupted, point,
+                                                              monkeypatch):  # fmt: skip
+    """A Ctrl-C, then a second one (a real SIGINT) while the engine puts the move back: the
+    putting back runs with Ctrl-C held off, so it finishes, the second KeyboardInterrupt comes
+    after it, and the next run() returns the tokens of an uninterrupted run."""
+    owner, name, _ = POINTS[point]
+    engine, rids = fault_engine(shipped_model, doc_ids)
+    target = owner(engine)
+    fault = Fault(getattr(target, name), 4, KeyboardInterrupt())
+    monkeypatch.setattr(target, name, fault)
+    set_lens, sent = engine.slots.set_lens, []
+
+    def set_lens_under_ctrl_c(*args):  # the undo rewrites every slot: Ctrl-C on the first
+        if fault.calls >= fault.at and not sent:
+            sent.append(1)
+            os.kill(os.getpid(), signal.SIGINT)
+        return set_lens(*args)
+
+    monkeypatch.setattr(engine.slots, "set_lens", set_lens_under_ctrl_c)
+    with pytest.raises(KeyboardInterrupt):
+        engine.run()
+    assert sent, "the second Ctrl-C was not sent"
+    check_positions(engine)
+    monkeypatch.setattr(target, name, fault.fn)
+    got = engine.run()
+    assert got == {rid: uninterrupted[rid] for rid in rids}

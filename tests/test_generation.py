@@ -43,7 +43,7 @@ def test_no_nan_in_logits_or_cache_for_padded_batches(shipped_model, batch):
     """Pad queries attend to themselves, so nothing is NaN: not the pads' own logits,
     not the pads' K/V, and so not anything downstream."""
     idx, pad_lens = batch
-    cache = KVCache(shipped_model.cfg.n_layers, first_valid=pad_lens)
+    cache = KVCache(shipped_model.cfg.n_layers, pad_lens)
     logits = [prefill(shipped_model, idx, cache)]
     tok = logits[0][:, -1:].argmax(-1)
     for _ in range(20):
@@ -66,10 +66,8 @@ def test_no_nan_in_logits_or_cache_for_padded_batches(shipped_model, batch):
 
     # the slot cache: free slots compute too
     slots = SlotKVCache(shipped_model.cfg.n_layers, 4, 64, "cpu")
-    slots.admit(1, 5)
-    prefill(shipped_model, idx[:1, -5:], slots)
-    with slots.decoding(32):
-        out = decode_step(shipped_model, slots, torch.zeros(4, 1, dtype=torch.long))
+    prefill(shipped_model, idx[:1, -5:], slots.prefilling(1))
+    out = decode_step(shipped_model, slots.decoding(32), torch.zeros(4, 1, dtype=torch.long))
     assert torch.isfinite(out).all()
     assert all(torch.isfinite(t).all() for t in slots.k + slots.v)
 

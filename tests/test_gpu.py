@@ -54,7 +54,7 @@ def lockstep(graph, eager, idx, pad_lens, steps, label=""):
     tok = le[:, -1:].argmax(-1)
     windows = []
     for i in range(steps):
-        windows.append(eager.bucket_for(eager.cache.n + 1))
+        windows.append(eager.window())
         g = graph.step(tok)
         e = eager.step(tok)
         if not torch.equal(g, e):
@@ -129,9 +129,8 @@ def test_slot_replay_equals_the_eager_slot_step(gpu_model, doc_ids):
             slot = free[rng.randrange(len(free))]
             start = text_rng.randrange(len(doc_ids) - T)
             idx = torch.tensor([doc_ids[start : start + T]], device=DEVICE)
-            A.admit(slot, T)
-            B.admit(slot, T)
-            la, lb = prefill(gpu_model, idx, A), prefill(gpu_model, idx, B)
+            la = prefill(gpu_model, idx, A.prefilling(slot))
+            lb = prefill(gpu_model, idx, B.prefilling(slot))
             assert torch.equal(la, lb)
             running[slot] = [int(lb[0, -1].argmax()), n]
             check_slots_agree(A, B, f"admission at step {steps}")
@@ -141,7 +140,7 @@ def test_slot_replay_equals_the_eager_slot_step(gpu_model, doc_ids):
         tok = torch.zeros(n_slots, 1, dtype=torch.long, device=DEVICE)
         for s, (last, _) in running.items():
             tok[s, 0] = last
-        windows.add(eager.bucket_for(max(B.lens) + 1))
+        windows.add(eager.window())
         g = graph.step(tok)
         e = eager.step(tok)
         if not torch.equal(g, e):
@@ -199,7 +198,7 @@ def test_capture_makes_one_graph_per_bucket_in_one_pool(gpu_model, doc_ids):
     outs = [out for _, out in dec.graphs.values()]
     assert all(o.shape == (4, 1, gpu_model.cfg.vocab_size) for o in outs)
     # capturing moved nothing: the position is the prefill's, on host and device
-    assert dec.cache.n == 50 and torch.equal(dec.cache.pos, pos) and dec.cache.window is None
+    assert dec.cache.n == 50 and torch.equal(dec.cache.pos, pos)
     # capturing again captures nothing new
     assert dec.capture() >= 0 and dec.graphs.keys() == {128, 256, 512, 1024}
     # and the captured graphs decode exactly like the eager static step
@@ -236,8 +235,7 @@ def test_slot_capture_makes_one_graph_per_bucket_in_one_pool(gpu_model):
     slots = SlotKVCache(gpu_model.cfg.n_layers, 4, 1000, DEVICE)
     dec = SlotGraphDecoder(gpu_model, slots, use_graph=True)
     assert dec.pool is None
-    slots.admit(2, 7)
-    prefill(gpu_model, torch.arange(7, device=DEVICE)[None], slots)
+    prefill(gpu_model, torch.arange(7, device=DEVICE)[None], slots.prefilling(2))
     lens, lens_dev = list(slots.lens), slots.lens_dev.clone()
     seconds = dec.capture((256, 1000))
     assert isinstance(seconds, float) and seconds > 0
@@ -246,7 +244,6 @@ def test_slot_capture_makes_one_graph_per_bucket_in_one_pool(gpu_model):
     assert sorted(dec.graphs) == list(dec.buckets) == [128, 256, 512, 1000]
     assert all(g.pool() == dec.pool for g, _ in dec.graphs.values())
     assert slots.lens == lens and torch.equal(slots.lens_dev, lens_dev)
-    assert slots.window is None
 
 
 @pytest.mark.parametrize(
@@ -279,8 +276,7 @@ def test_a_bad_token_raises_and_the_device_still_works(gpu_model, doc_ids, bad, 
     # the slot decoder and generate() guard the device the same way
     slots = SlotKVCache(gpu_model.cfg.n_layers, 2, 256, DEVICE)
     sdec = SlotGraphDecoder(gpu_model, slots, buckets=(128, 256), use_graph=True)
-    slots.admit(0, 20)
-    prefill(gpu_model, idx[:1], slots)
+    prefill(gpu_model, idx[:1], slots.prefilling(0))
     with pytest.raises(ValueError, match=message):
         sdec.step(torch.tensor(bad, device=DEVICE))
     assert slots.lens == slots.lens_dev.tolist() == [20, 0]

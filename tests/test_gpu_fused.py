@@ -1,4 +1,4 @@
-"""fused=True: the step's kernels come from torch.compile, the graphs are still the
+"""compile=True: the step's kernels come from torch.compile, the graphs are still the
 project's (one per bucket, one pool). Replay must equal the same fused step run eagerly,
 bit for bit. Marked cuda: skipped where torch sees no GPU."""
 
@@ -17,11 +17,11 @@ def gpu_model():
 
 
 @pytest.mark.parametrize("batch", [1, 4])
-def test_fused_replay_equals_the_fused_step_run_eagerly(gpu_model, batch):
+def test_compiled_replay_equals_the_fused_step_run_eagerly(gpu_model, batch):
     buckets = (64, 128, 256)  # small buckets: three windows compiled, two boundaries crossed
-    graph = GraphDecoder(gpu_model, batch, max_len=256, buckets=buckets, fused=True)
+    graph = GraphDecoder(gpu_model, batch, max_len=256, buckets=buckets, compile=True)
     eager = GraphDecoder(
-        gpu_model, batch, max_len=256, buckets=buckets, fused=True, use_graph=False
+        gpu_model, batch, max_len=256, buckets=buckets, compile=True, use_graph=False
     )
     idx = torch.randint(
         0, 256, (batch, 40), device="cuda", generator=torch.Generator("cuda").manual_seed(batch)
@@ -35,15 +35,14 @@ def test_fused_replay_equals_the_fused_step_run_eagerly(gpu_model, batch):
     assert sorted(graph.graphs) == [64, 128, 256]
 
 
-def test_fused_slot_replay_equals_the_fused_slot_step(gpu_model):
+def test_compiled_slot_replay_equals_the_fused_slot_step(gpu_model):
     caches = [SlotKVCache(gpu_model.cfg.n_layers, 4, 128, "cuda") for _ in range(2)]
-    graph = SlotGraphDecoder(gpu_model, caches[0], buckets=(64, 128), fused=True)
-    eager = SlotGraphDecoder(gpu_model, caches[1], buckets=(64, 128), fused=True, use_graph=False)
+    graph = SlotGraphDecoder(gpu_model, caches[0], buckets=(64, 128), compile=True)
+    eager = SlotGraphDecoder(gpu_model, caches[1], buckets=(64, 128), compile=True, use_graph=False)
     prompts = [list(range(65, 65 + n)) for n in (5, 30, 12)]
     for slot, p in enumerate(prompts):
         for c in caches:
-            c.admit(slot, len(p))
-            prefill(gpu_model, torch.tensor([p], device="cuda"), c)
+            prefill(gpu_model, torch.tensor([p], device="cuda"), c.prefilling(slot))
     tok = torch.full((4, 1), 97, device="cuda")
     for step in range(60):
         if step == 20:  # a release mid-stream

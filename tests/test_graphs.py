@@ -36,13 +36,13 @@ def prompts(doc_ids):
 
 def record_windows(dec):
     """Wrap the decoder's step runner to record the window of every decode step."""
-    windows, run = [], dec.run
+    windows, replay = [], dec.replay
 
     def spy(window):
         windows.append(window)
-        return run(window)
+        return replay(window)
 
-    dec.run = spy
+    dec.replay = spy
     return windows
 
 
@@ -67,7 +67,7 @@ def test_static_step_generates_the_eager_tokens(shipped_model, prompts, kind):
 def test_static_step_logits_match_eager_decode_step(shipped_model, prompts):
     idx, pad_lens = prompts["padded"]
     dec = GraphDecoder(shipped_model, 4, max_len=512, buckets=BUCKETS, use_graph=False)
-    cache = KVCache(shipped_model.cfg.n_layers, first_valid=pad_lens)
+    cache = KVCache(shipped_model.cfg.n_layers, pad_lens)
     eager, static = prefill(shipped_model, idx, cache), dec.prefill(idx, pad_lens)
     assert torch.equal(eager, static)  # prefill is the same eager computation
     tok = eager[:, -1:].argmax(-1)
@@ -78,7 +78,7 @@ def test_static_step_logits_match_eager_decode_step(shipped_model, prompts):
         torch.testing.assert_close(static, eager, atol=ATOL, rtol=0)
         worst = max(worst, (static - eager).abs().max().item())
         tok = eager[:, -1:].argmax(-1)
-    assert dec.cache.n == 340 and dec.bucket_for(dec.cache.n) == 512
+    assert dec.cache.n == 340 and dec.window() == 512
     assert worst > 0  # really different kernels, not the same computation twice
 
 
@@ -114,7 +114,7 @@ def test_static_step_returns_one_position_per_row(shipped_model):
     assert logits.shape == (3, 10, 258)
     out = dec.step(logits[:, -1:].argmax(-1))
     assert out.shape == (3, 1, 258)
-    assert dec.cache.n == 11 and int(dec.cache.pos) == 11 and dec.cache.window is None
+    assert dec.cache.n == 11 and int(dec.cache.pos) == 11
 
 
 # --- buckets -----------------------------------------------------------------------------
@@ -183,7 +183,7 @@ def test_decoders_take_default_or_given_buckets(shipped_model):
     assert GraphDecoder(shipped_model, 1, max_len=100, use_graph=False).buckets == (100,)
     # given buckets are sorted and deduplicated
     dec = GraphDecoder(shipped_model, 1, max_len=256, buckets=(256, 64, 64, 128), use_graph=False)
-    assert dec.buckets == (64, 128, 256) and dec.bucket_for(65) == 128
+    assert dec.buckets == (64, 128, 256)
     slots = SlotKVCache(shipped_model.cfg.n_layers, 2, 1000, "cpu")
     assert SlotGraphDecoder(shipped_model, slots, use_graph=False).buckets == (128, 256, 512, 1000)
     with pytest.raises(ValueError, match=r"window 100 is not one of the buckets \(64, 128, 256\)"):
@@ -242,8 +242,7 @@ def test_an_interrupted_slot_step_puts_the_lengths_back(shipped_model, monkeypat
     dec = SlotGraphDecoder(shipped_model, slots, buckets=(16, 64), use_graph=True,
                            graph_api=simgraph)  # fmt: skip
     for s, T in ((0, 5), (2, 12)):
-        slots.admit(s, T)
-        prefill(shipped_model, torch.randint(0, 256, (1, T)), slots)
+        prefill(shipped_model, torch.randint(0, 256, (1, T)), slots.prefilling(s))
     tok = torch.tensor([[7], [0], [9]])
     monkeypatch.setattr(slots, "advance_host", Fault(KeyboardInterrupt()))
     with pytest.raises(KeyboardInterrupt):

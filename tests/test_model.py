@@ -13,7 +13,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from tinyllm import GraphDecoder, SlotGraphDecoder, SlotKVCache
+from tinyllm import GraphDecoder, SlotGraphDecoder, SlotKVCache, bucket_for
 from tinyllm.generation import decode_step, left_pad, prefill
 from tinyllm.kv_cache import KVCache, causal_kwargs, padded_causal_mask, slot_mask, window_mask
 from tinyllm.model import apply_rope, widen
@@ -51,7 +51,7 @@ def test_left_padded_rows_match_each_row_alone(toy_model):
     row's logits equal its unpadded forward up to rounding."""
     rows = [torch.randint(0, 256, (n,)).tolist() for n in (30, 12, 25, 1)]
     idx, pad_lens = left_pad(rows, pad_id=257)
-    cache = KVCache(toy_model.cfg.n_layers, first_valid=pad_lens)
+    cache = KVCache(toy_model.cfg.n_layers, pad_lens)
     logits = prefill(toy_model, idx, cache)
     nxt = torch.randint(0, 256, (4, 1))
     step = decode_step(toy_model, cache, nxt)
@@ -205,10 +205,10 @@ def test_causal_kwargs_give_sdpa_the_brute_force_result():
         torch.testing.assert_close(got, want, atol=1e-6, rtol=0)
 
 
-def decode_mask(cache, H_kv):
-    """The step's attn_mask as booleans, one row per batch row (the cache keeps one per K/V
-    head, all equal)."""
-    mask = cache.attn_kwargs["attn_mask"][:, 0, 0] == 0  # additive: 0 = attend
+def decode_mask(cache, H_kv, window):
+    """The attn_mask of a decode step over window keys as booleans, one row per batch row
+    (the cache keeps one per K/V head, all equal)."""
+    mask = cache.decode_bias(window)[:, 0, 0] == 0  # additive: 0 = attend
     rows = mask.view(-1, H_kv, mask.shape[-1])
     assert (rows == rows[:, :1]).all()
     return rows[:, 0]
@@ -224,10 +224,10 @@ def test_the_static_decode_mask_is_window_mask_at_every_step(toy_model):
     dec.prefill(idx, torch.tensor(pads))
     tok = idx[:, -1:]
     for _ in range(30):  # positions 20..49, windows 24, 32 and 64
-        pos = dec.cache.n
+        pos, window = dec.cache.n, dec.window()
         logits = dec.step(tok)
-        mask = decode_mask(dec.cache, toy_model.cfg.n_kv_heads)
-        assert mask.shape == (3, dec.bucket_for(pos + 1))
+        mask = decode_mask(dec.cache, toy_model.cfg.n_kv_heads, window)
+        assert mask.shape == (3, bucket_for(pos + 1, dec.buckets))
         assert torch.equal(mask, window_mask(pos, mask.shape[1], pads)), pos
         assert mask.any(dim=-1).all()
         tok = logits[:, -1].argmax(-1, keepdim=True)
@@ -237,14 +237,13 @@ def test_the_slot_decode_mask_is_slot_mask_at_every_step(toy_model):
     slots = SlotKVCache(toy_model.cfg.n_layers, 4, 64, "cpu")
     dec = SlotGraphDecoder(toy_model, slots, buckets=(32, 64), use_graph=False)
     for slot, T in ((1, 5), (3, 9)):  # slots 0 and 2 stay free
-        slots.admit(slot, T)
-        prefill(toy_model, torch.randint(0, 256, (1, T)), slots)
+        prefill(toy_model, torch.randint(0, 256, (1, T)), slots.prefilling(slot))
     for step in range(30):
         if step == 10:  # a slot leaves: its row is free again (key 0 alone)
             slots.release(3)
-        lens = slots.lens_dev.clone()
+        lens, window = slots.lens_dev.clone(), dec.window()
         dec.step(torch.randint(0, 256, (4, 1)))
-        mask = decode_mask(slots, toy_model.cfg.n_kv_heads)
+        mask = decode_mask(slots, toy_model.cfg.n_kv_heads, window)
         assert torch.equal(mask, slot_mask(lens, mask.shape[1])), step
         assert mask.any(dim=-1).all()
     assert slots.lens == [0, 35, 0, 0]

@@ -1,15 +1,18 @@
 """Weights on disk: safetensors only (a pickle can run code when loaded; safetensors cannot).
 
 Tensors are stored in bf16 (half the bytes) and loaded in the compute dtype of the device
-(generation.compute_dtype: bf16 on CUDA, fp32 on the CPU); the model's config travels
+(precision.compute_dtype: bf16 on CUDA, fp32 on the CPU); the model's config travels
 in the file's metadata, so a file is all it takes to rebuild the model.
 
-A weights file is untrusted input. load() reads its header first (the config, and each
-tensor's name, dtype and shape, no weights), checks the config, and compares the header with
-the tensors that config needs, listed by a model built on the meta device, before it
-allocates anything; then it reads the weights and refuses non-finite ones. Every refusal is a
-ValueError that names the file. save() checks as much before it writes, so a file it wrote
-always loads back.
+A weights file is untrusted input. load() reads its header's length first and refuses a
+header larger than the course's limit, then the header itself (the config, and each tensor's
+name, dtype and shape, no weights): the config must be within the limits (parameters, layers,
+positions: validate.Limits, which a caller who means more lifts), and the header must list
+exactly the tensors that config needs, listed by a model built on the meta device. Only then
+does it allocate anything; it reads the weights and refuses non-finite ones. Every refusal is
+a ValueError that names the file, and comes in well under a second. save() checks as much
+before it writes, so a file it wrote always loads back; it never writes over the shipped
+weights (train.py's --replace-shipped does, on purpose).
 """
 
 import dataclasses
@@ -17,6 +20,7 @@ import hashlib
 import json
 import os
 import re
+import tempfile
 from pathlib import Path
 
 import torch
@@ -24,8 +28,9 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 
 from tinyllm.config import ModelConfig
-from tinyllm.generation import compute_dtype
 from tinyllm.model import Transformer
+from tinyllm.precision import compute_dtype, default_device
+from tinyllm.validate import LIMITS, validate_device, validate_limits, validate_size
 
 WEIGHTS_DIR = Path(__file__).parent / "weights"
 PRETRAINED = WEIGHTS_DIR / "tiny.safetensors"
@@ -43,15 +48,18 @@ def sha256(path) -> str:
     return h.hexdigest()
 
 
-def save(model: Transformer, path, extra: dict | None = None) -> str:
+def save(model: Transformer, path, extra: dict | None = None, replace_shipped: bool = False) -> str:
     """Write the model's weights (bf16) and config, and `extra` (JSON values under keys of
     your own) in the metadata; returns the file's sha256. Everything is checked before a byte
-    is written, and the file appears whole or not at all (written beside, then renamed)."""
+    is written, and the file appears whole or not at all (written to a temporary file beside
+    it, then renamed). The shipped weights are written over only with replace_shipped=True."""
     if not isinstance(model, Transformer):
         raise ValueError(f"save needs a tinyllm Transformer, got {type(model).__name__}")
     path = Path(path)
     if path.is_dir() or not path.parent.is_dir():
         raise ValueError(f"cannot write {path}: not a file name in an existing folder")
+    if path.resolve() == PRETRAINED.resolve() and replace_shipped is not True:
+        raise ValueError(f"{path} is the shipped model: pass replace_shipped=True to overwrite it")
     if extra is not None and not isinstance(extra, dict):
         raise ValueError(f"extra must be a dict of JSON values, got {type(extra).__name__}")
     meta = {"config": json.dumps(model.cfg.to_dict())}
@@ -68,24 +76,27 @@ def save(model: Transformer, path, extra: dict | None = None) -> str:
         k: v.detach().to("cpu", torch.bfloat16).contiguous() for k, v in model.state_dict().items()
     }
     where = f"not saving {path.name}"
-    check_tensors(where, {k: ("BF16", tuple(v.shape)) for k, v in tensors.items()}, model.cfg)
+    validate_tensors(where, {k: ("BF16", tuple(v.shape)) for k, v in tensors.items()}, model.cfg)
     for name, t in tensors.items():
-        check_finite(where, name, t.float())  # as stored: a weight above ~3.39e38 rounds to inf
-    partial = path.with_name(path.name + ".partial")
+        validate_finite(where, name, t.float())  # as stored: a weight above ~3.39e38 rounds to inf
+    fd, partial = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial", dir=path.parent)
+    os.close(fd)
     try:
-        save_file(tensors, str(partial), metadata=meta)
+        save_file(tensors, partial, metadata=meta)
         os.replace(partial, path)
     finally:
-        partial.unlink(missing_ok=True)
+        Path(partial).unlink(missing_ok=True)
     return sha256(path)
 
 
-def load(path, expected_sha256: str | None = None, device=None) -> Transformer:
+def load(path, expected_sha256: str | None = None, device=None, limits=LIMITS) -> Transformer:
     """Rebuild a Transformer from a safetensors file, checking its sha256 first if given,
-    with its parameters (and RoPE tables) in generation.compute_dtype(device): bf16 on
-    CUDA, as stored, and fp32 on the CPU. A file that is not one save() wrote, or is damaged,
-    is refused with a ValueError that names it (and the tensor or key at fault)."""
-    path, device = Path(path), checked_device(device)
+    with its parameters (and RoPE tables) in precision.compute_dtype(device): bf16 on
+    CUDA, as stored, and fp32 on the CPU (device None: the CPU). A file that is not one
+    save() wrote, is damaged, or asks for a model beyond `limits`, is refused with a
+    ValueError that names it (and the tensor or key at fault)."""
+    path, device = Path(path), validate_device("cpu" if device is None else device)
+    validate_limits(limits)
     if expected_sha256 is not None and not (
         isinstance(expected_sha256, str) and re.fullmatch(r"[0-9a-fA-F]{64}", expected_sha256)
     ):
@@ -96,41 +107,31 @@ def load(path, expected_sha256: str | None = None, device=None) -> Transformer:
         actual = sha256(path)
         if actual != expected_sha256.lower():
             raise ValueError(f"{path.name}: sha256 {actual} != expected {expected_sha256}")
-    check_header_length(path)
+    validate_header_length(path, limits.header_bytes)
     try:
         with safe_open(str(path), framework="pt") as f:
-            cfg = config_from(path.name, f.metadata() or {})
+            cfg = config_from(path.name, f.metadata() or {}, limits)
             header = {}  # name → (dtype, shape), read from the header alone
             for name in f.keys():
                 view = f.get_slice(name)
                 header[name] = view.get_dtype(), tuple(view.get_shape())
-            check_tensors(path.name, header, cfg)  # before a single weight is read
+            validate_tensors(path.name, header, cfg)  # before a single weight is read
             state = {}
             for name in header:
                 state[name] = f.get_tensor(name).float()
-                check_finite(path.name, name, state[name])
+                validate_finite(path.name, name, state[name])
     except SafetensorError as e:
         raise ValueError(f"{path.name} is not a valid safetensors file: {e}") from None
-    model = Transformer(cfg)
+    model = Transformer(cfg, limits)
     model.load_state_dict(state)
     model = model.to(device=device, dtype=compute_dtype(device))  # the dtype it computes in
     return model.eval().requires_grad_(False)  # for inference
 
 
-def checked_device(device) -> torch.device:
-    """`device` as a torch.device (None: the CPU), refused before any file is read."""
-    try:
-        device = torch.device("cpu" if device is None else device)
-    except (RuntimeError, TypeError):
-        raise ValueError(f"device {device!r} is not a torch device, e.g. 'cpu' or 'cuda'") from None
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"device {device}: torch sees no CUDA device")
-    return device
-
-
-def check_header_length(path: Path) -> None:
+def validate_header_length(path: Path, limit: int) -> None:
     """Fail fast and clearly on a file that is not safetensors at all: the format opens with
-    its header's length (8 bytes, little-endian), and the header must fit in the file."""
+    its header's length (8 bytes, little-endian), and the header must fit in the file, and
+    within `limit` bytes (a header is parsed whole before any check of it can run)."""
     size = path.stat().st_size
     with open(path, "rb") as f:
         head = f.read(8)
@@ -145,11 +146,16 @@ def check_header_length(path: Path) -> None:
             f"{path.name} is not a safetensors file, or is truncated: its first 8 bytes "
             f"announce a header of {n} bytes, {size - 8} follow{hint}"
         )
+    if n > limit:
+        raise ValueError(
+            f"{path.name}: its header of {n:,} bytes is larger than the limit of {limit:,} "
+            f"(a caller who means it passes limits=Limits(header_bytes=...))"
+        )
 
 
-def config_from(where: str, meta: dict[str, str]) -> ModelConfig:
+def config_from(where: str, meta: dict[str, str], limits=LIMITS) -> ModelConfig:
     """The config in a file's metadata: a JSON object with exactly ModelConfig's keys, whose
-    values ModelConfig checks."""
+    values ModelConfig checks, asking for a model within the limits."""
     if "config" not in meta:
         raise ValueError(f"{where} has no model config in its metadata")
     try:
@@ -162,9 +168,14 @@ def config_from(where: str, meta: dict[str, str]) -> ModelConfig:
     if unknown or missing:
         raise ValueError(f"{where}: config keys unknown {few(unknown)}, missing {few(missing)}")
     try:
-        return ModelConfig(**d)
+        cfg = ModelConfig(**d)
     except ValueError as e:
         raise ValueError(f"{where}: config {e}") from None
+    try:
+        validate_size(cfg, limits)
+    except ValueError as e:
+        raise ValueError(f"{where}: {e}") from None
+    return cfg
 
 
 def expected_shapes(cfg: ModelConfig) -> dict[str, tuple[int, ...]]:
@@ -175,7 +186,7 @@ def expected_shapes(cfg: ModelConfig) -> dict[str, tuple[int, ...]]:
         return {k: tuple(v.shape) for k, v in Transformer(cfg).state_dict().items()}
 
 
-def check_tensors(where: str, found: dict[str, tuple[str, tuple[int, ...]]], cfg) -> None:
+def validate_tensors(where: str, found: dict[str, tuple[str, tuple[int, ...]]], cfg) -> None:
     """The tensors found (name → safetensors dtype, shape) are exactly those the config needs,
     each in a floating dtype."""
     if len(found) < cfg.n_layers:  # each layer stores tensors: refuse before building them
@@ -195,7 +206,7 @@ def check_tensors(where: str, found: dict[str, tuple[str, tuple[int, ...]]], cfg
             raise ValueError(f"{where}: tensor {name} has shape {got}, the config needs {shape}")
 
 
-def check_finite(where: str, name: str, t: torch.Tensor) -> None:
+def validate_finite(where: str, name: str, t: torch.Tensor) -> None:
     """No NaN or inf in t (in fp32: summing bf16 on the CPU is slow)."""
     if t.sum().isfinite():  # one fast pass: a NaN or inf anywhere makes the sum non-finite
         return
@@ -216,11 +227,6 @@ def card_sha256(card=None) -> str:
     if not m:
         raise ValueError(f"{card} records no sha256")
     return m.group(1)
-
-
-def default_device() -> torch.device:
-    """The GPU when there is one, else the CPU (every lesson runs on both)."""
-    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
 def load_pretrained(device=None) -> Transformer:

@@ -1,28 +1,16 @@
 """Model shapes. One dataclass, a few named presets; "tiny" is the model the course ships.
 
 A config also arrives from a file (checkpoint.load reads it from a weights file's metadata),
-so it checks itself: every size an int >= 1 and under the limits below, rope_theta a finite
-number > 1, the heads dividing the width. The limits sit far above any model one GPU runs and
-low enough that a hostile file cannot ask for absurd sizes: load() checks a file's config
-before it builds anything.
+so it checks its own consistency: every size an int >= 1, rope_theta a finite number > 1,
+the heads dividing the width. How large a model may be is the doors' concern
+(validate.validate_size, against the course's limits), checked before anything is built.
 """
 
 import sys
 from dataclasses import asdict, dataclass
 
-from tinyllm.checks import is_int
+from tinyllm.validate import is_int
 
-# Any one size: a vocabulary, width, head count, hidden size or context of about a million.
-MAX_SIZE = 2**20
-# Deeper than any published decoder (Llama 3.1 405B has 126 layers). load() builds every
-# layer on the meta device, a few ms each, before it reads a weight.
-MAX_LAYERS = 256
-# Elements of the largest weight matrix: 4 GiB in bf16 (Llama 3.1 405B's embedding,
-# 128256 × 16384, fits).
-MAX_MATRIX = 2**31
-# Elements of each RoPE table, max_seq_len × head_dim/2: built on load, not read from the
-# file, so a small file must not be able to ask for a large one (Llama 3.1: 2**23).
-MAX_ROPE = 2**24
 SIZES = ("vocab_size", "d_model", "n_layers", "n_heads", "n_kv_heads", "ffn_hidden", "max_seq_len")
 
 
@@ -39,9 +27,9 @@ class ModelConfig:
 
     def __post_init__(self):
         for name in SIZES:
-            value, limit = getattr(self, name), MAX_LAYERS if name == "n_layers" else MAX_SIZE
-            if not is_int(value) or not 1 <= value <= limit:
-                raise ValueError(f"{name} must be an int in [1, {limit}], got {value!r}")
+            value = getattr(self, name)
+            if not is_int(value) or value < 1:
+                raise ValueError(f"{name} must be an int >= 1, got {value!r}")
         # theta <= 1 turns the angles of every pair of dimensions the same way or faster:
         # the logits come out wrong, and nothing else complains
         theta = self.rope_theta
@@ -55,23 +43,6 @@ class ModelConfig:
             )
         if self.head_dim % 2:
             raise ValueError(f"head_dim {self.head_dim} must be even for RoPE")
-        widths = {  # the widest weight matrices, each d_model × width
-            "vocab_size": self.vocab_size,  # the embedding and the LM head
-            "2·ffn_hidden": 2 * self.ffn_hidden,  # w13
-            "qkv width": (self.n_heads + 2 * self.n_kv_heads) * self.head_dim,  # wqkv
-        }
-        for name, width in widths.items():
-            if self.d_model * width > MAX_MATRIX:
-                raise ValueError(
-                    f"d_model {self.d_model} × {name} {width} = {self.d_model * width} "
-                    f"elements > {MAX_MATRIX} in one weight matrix"
-                )
-        rope = self.max_seq_len * self.head_dim // 2
-        if rope > MAX_ROPE:
-            raise ValueError(
-                f"max_seq_len {self.max_seq_len} × head_dim/2 {self.head_dim // 2} = {rope} "
-                f"elements > {MAX_ROPE} in a RoPE table"
-            )
 
     @property
     def head_dim(self) -> int:

@@ -8,74 +8,22 @@ model: every decode step launches dozens of tiny kernels from the CPU, one per o
 CPU needs longer to launch them than the GPU needs to run them (notebook 01).
 graphs.py makes the same loop fast; this file is what it is checked against.
 
-All precision choices are made in one place, here: a model computes in compute_dtype(its
-device), bf16 on CUDA (fp16 where the GPU has no bf16) and fp32 on the CPU, and load()
-returns its parameters in that dtype, so no step re-casts a weight. autocast(...) is the
-context every forward runs in: it limits SDPA's kernels on CUDA, and only an fp32 model on
-CUDA (one being trained) runs under bf16 autocast. Eager generate, both graph decoders and
-the engine use the same weights and the same policy, so comparing them measures masks and
-kernels, never a dtype.
+Every precision choice (the compute dtype, autocast, SDPA's kernels) is made in
+precision.py; every forward here runs under precision(model).
 """
-
-import contextlib
 
 import torch
 from torch import Tensor
-from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from tinyllm.checks import check_generate_args, check_ids, check_prompt, model_device, model_dtype
 from tinyllm.kv_cache import KVCache
-
-# cuDNN's attention builds a new execution plan for every new key length: with the dynamic
-# cache of eager decode that is one plan per token, which would hide the launch overhead this
-# course is about (the bench records an eager step with cuDNN allowed,
-# "eager_with_cudnn_attention" in results/h200.json; notebook 02 prints it). The other three
-# SDPA kernels have no per-shape set-up.
-ATTENTION_BACKENDS = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]
-
-
-def compute_dtype(device) -> torch.dtype:
-    """The dtype a model computes in on `device`: bf16 on CUDA (fp16 where the GPU lacks
-    bf16), fp32 on the CPU."""
-    if torch.device(device).type != "cuda":
-        return torch.float32
-    return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
-
-
-@contextlib.contextmanager
-def autocast(device, attention_backends=None, param_dtype=None):
-    """The context every forward pass runs in. On the CPU: nothing (fp32). On CUDA: SDPA
-    limited to attention_backends (default ATTENTION_BACKENDS), and, when the parameters
-    (param_dtype, default fp32) are not in the compute dtype already, autocast to it.
-
-    A model from load() is in the compute dtype and needs no autocast: under autocast every
-    step would cast every weight again, and norms and softmax would round-trip through fp32.
-    cache_enabled=False: autocast's cache of cast weights does not survive graph capture."""
-    device = torch.device(device)
-    if device.type != "cuda":
-        yield
-        return
-    dtype = compute_dtype(device)
-    backends = ATTENTION_BACKENDS if attention_backends is None else attention_backends
-    cast = (param_dtype or torch.float32) != dtype
-    with (
-        torch.autocast("cuda", dtype=dtype, cache_enabled=False, enabled=cast),
-        sdpa_kernel(backends),
-    ):
-        yield
-
-
-def activation_dtype(model) -> torch.dtype:
-    """The dtype the model's activations, and so its keys and values, come out in: the
-    compute dtype when autocast runs (an fp32 model on CUDA), else its parameters' dtype."""
-    device, dtype = model_device(model), model_dtype(model)
-    return compute_dtype(device) if device.type == "cuda" else dtype
-
-
-def precision(model, attention_backends=None):
-    """autocast(...) for this model: its device, its parameters' dtype."""
-    return autocast(model_device(model), attention_backends, model_dtype(model))
-
+from tinyllm.precision import model_device, precision
+from tinyllm.validate import (
+    validate_cache,
+    validate_generate_args,
+    validate_ids,
+    validate_model,
+    validate_prompt,
+)
 
 # --- the inference phases -----------------------------------------------------------------
 
@@ -83,9 +31,11 @@ def precision(model, attention_backends=None):
 @torch.no_grad()
 def prefill(model, idx: Tensor, cache, check: bool = True) -> Tensor:
     """Run the whole prompt (B, T) through the model, filling the cache; logits (B, T, V).
-    check=False skips the check of idx, for callers that checked it already."""
+    check=False skips the checks of idx and of the cache, for callers that made them."""
+    if check:
+        validate_prompt(idx, model, max_len=validate_cache(cache, model, protocol=True))
     with precision(model):
-        logits, _ = model(idx, cache=cache, check=check)
+        logits, _ = model(idx, cache=cache, check=False)
     return logits
 
 
@@ -96,7 +46,8 @@ def decode_step(model, cache, tok: Tensor, check: bool = True) -> Tensor:
     check=False skips the id check (one device sync) for tokens that generate() sampled
     itself, which are always in range."""
     if check:
-        check_ids(tok, model.cfg.vocab_size, model_device(model), name="tok")
+        validate_cache(cache, model, protocol=True)
+        validate_ids(tok, model.cfg.vocab_size, validate_model(model), name="tok")
         if tok.dim() != 2 or tok.shape[1] != 1:
             raise ValueError(f"tok must have shape (B, 1), got {tuple(tok.shape)}")
     with precision(model):
@@ -174,9 +125,10 @@ def generate(
     """Eager generation with the dynamic KVCache. idx (B, T) is left-padded by pad_lens (B,)
     when rows differ in length; pads occupy positions (RoPE is relative, so a padded row
     matches its unpadded run up to rounding). Returns the new ids, (B, max_new_tokens)."""
-    check_generate_args(max_new_tokens, temperature, top_k, model.cfg.vocab_size, seed, eos_id)
-    check_prompt(idx, model, max_new_tokens, pad_lens)
-    cache = KVCache(model.cfg.n_layers, first_valid=pad_lens)
+    validate_model(model)
+    validate_generate_args(max_new_tokens, temperature, top_k, model.cfg.vocab_size, seed, eos_id)
+    validate_prompt(idx, model, max_new_tokens, pad_lens)
+    cache = KVCache(model.cfg.n_layers, pad_lens)
     logits = prefill(model, idx, cache, check=False)
     step = lambda tok: decode_step(model, cache, tok, check=False)  # noqa: E731
     return decode_n_tokens(
@@ -207,10 +159,13 @@ def complete(
     """Text in, text out: each prompt continued by the model (greedy by default)."""
     from tinyllm.tokenizer import Tokenizer
 
-    tok = Tokenizer()
-    if isinstance(prompts, str):
+    tokenizer = Tokenizer()
+    if isinstance(prompts, str) or not isinstance(prompts, (list, tuple)):
         raise ValueError("complete takes a list of prompts; wrap a single one in [...]")
-    idx, pad_lens = left_pad([tok.encode(p) for p in prompts], tok.pad_id, model_device(model))
+    validate_model(model)
+    idx, pad_lens = left_pad(
+        [tokenizer.encode(p) for p in prompts], tokenizer.pad_id, model_device(model)
+    )
     out = generate(
         model,
         idx,
@@ -219,6 +174,6 @@ def complete(
         temperature=temperature,
         top_k=top_k,
         seed=seed,
-        eos_id=tok.eos_id if stop_at_eos else None,
+        eos_id=tokenizer.eos_id if stop_at_eos else None,
     )
-    return [tok.decode(row) for row in out.tolist()]
+    return [tokenizer.decode(row) for row in out.tolist()]

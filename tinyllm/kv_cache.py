@@ -1,39 +1,51 @@
 """Keeping keys and values between decode steps (notebooks 02 and 06).
 
-The model drives a cache through the cache protocol (`Cache` below, and model.py):
+The cache protocol, described once, here. In every forward call with a cache, the model
+(model.py) calls:
 
-    cos, sin = cache.begin_step(T, rope)   # RoPE rows for these T positions; sets the mask
+    cos, sin = cache.begin_step(T, rope)   # RoPE rows for these T positions; the step's mask
     for each layer i:
-        k, v = cache.layer(i).update(k, v)  # store the new keys, get back the keys to attend
-        attend with **cache.layer(i).attn_kwargs
-    cache.end_step(T)                      # advance the position (device work only in decode)
+        kv = cache.layer(i)
+        k, v = kv.update(k, v)             # store the new keys, get back the keys to attend
+        attend with **kv.attn_kwargs
+    cache.end_step(T)                      # advance the position
 
-Three caches follow it:
+rope.cos / rope.sin are tables of max_seq_len rows and rope(T, offset) slices them. cos/sin
+come back shared by all rows, shape (T, D/2), or per row, shape (B, T, D/2). Without a cache
+the model runs the plain causal forward.
 
-- KVCache: the dynamic cache of eager decode. Each step appends, so every shape grows by
-  one per token. Simple and exact, but a CUDA graph cannot replay it (notebook 02).
-- StaticKVCache: fixed shapes for graph decode. The position is the device tensor `pos`,
-  K/V are written with index_copy_ at it, and a decode step attends over a fixed `window`
-  of keys with the later ones masked (graphs.py replays that step).
+Three caches:
+
+- KVCache: the dynamic cache of eager decode. It follows the protocol itself: each call
+  appends its T positions, so prefill and decode are one path and every shape grows by one
+  per token. Simple and exact, but a CUDA graph cannot replay it (notebook 02).
+- StaticKVCache: fixed shapes for graph decode, one shared position. The position is the
+  device tensor `pos`; K/V are written with index_copy_ at it, and a decode step attends
+  over a fixed `window` of keys with the later ones masked (graphs.py replays that step).
 - SlotKVCache: the continuous-batching cache. A fixed number of slots, each holding one
   request at its own length, all decoded together in one batch (engine.py).
 
-A static or slot cache is in decode mode inside `with cache.decoding(window):`, and in
-prefill mode outside it. Its positions exist twice: on the device (`pos`, `lens_dev`),
-which the kernels read, and on the host (`n`, `lens`), which picks the window without a
-device read. A decode step's end_step moves only the device copy, so that a CUDA graph can
-hold it; the caller then calls advance_host(). snapshot()/restore() save and put back the
-positions (never K/V): the host copy is the truth between steps, and restore() rewrites the
-device copy from it.
+The two fixed caches hold buffers; what follows the protocol is a *step* they hand out, one
+object per kind of model call, so prefill and decode are separate classes that read apart:
+
+    model(idx, cache=static.prefilling())        model(idx, cache=slots.prefilling(slot))
+    model(tok, cache=static.decoding(window))    model(tok, cache=slots.decoding(window))
+
+Positions exist twice: on the device (`pos`, `lens_dev`), which the kernels read, and on the
+host (`n`, `lens`), which picks the window without a device read. A decode step's end_step
+moves only the device copy, so that a CUDA graph can hold it; the decoder then calls the
+cache's advance_host(), after every step, eager or replayed. snapshot()/restore() save and put
+back the positions (never K/V: what an undone step wrote lies past every length, and the
+next step overwrites it); the host copy is the truth, and restore() rewrites the device copy
+from it. transaction() is the one way a step is undone: the decoder opens it around a step.
 
 Masks. window_mask and slot_mask define which keys a decode step attends to (True = may
-attend). The static and slot caches keep that mask on the device too, as an additive bias
-(0 where attended, -inf where masked) in the dtype of their keys, one row per K/V head:
-prefill (or admission) sets it from window_mask / slot_mask, and each decode step opens
-one key, its own, with one kernel, so that every layer hands SDPA the same tensor and no
-kernel rebuilds it. No row is ever fully masked: a pad (or free) row attends at least to
-itself, so no step depends on what SDPA returns for a fully masked row (notebook 02
-measures it).
+attend). The fixed caches keep that mask on the device as an additive bias (0 where
+attended, -inf where masked) in the dtype of their keys, one row per K/V head: prefill sets it
+from window_mask / slot_mask, and each decode step opens one key, its own, with one kernel,
+so every layer hands SDPA the same tensor and no kernel rebuilds it. No row is ever fully
+masked: a pad (or free) row attends at least to itself, so no step depends on what SDPA
+returns for a fully masked row (notebook 02 measures it).
 """
 
 import contextlib
@@ -42,11 +54,20 @@ from typing import Protocol
 import torch
 from torch import Tensor
 
-from tinyllm.checks import check_int, is_int
+from tinyllm.validate import (
+    LIMITS,
+    Limits,
+    interrupts_held,
+    is_int,
+    validate_device,
+    validate_int,
+    validate_limits,
+    validate_pad_lens,
+)
 
 
 class Cache(Protocol):
-    """What the model calls on a cache (model.py); every cache here follows it."""
+    """What the model calls on a cache (model.py): KVCache, and the fixed caches' steps."""
 
     def begin_step(self, T: int, rope) -> tuple[Tensor, Tensor]: ...
 
@@ -54,7 +75,20 @@ class Cache(Protocol):
 
     def end_step(self, T: int) -> None: ...
 
-    def advance_host(self) -> None: ...
+
+class LayerKV:
+    """Layer i's view of a step: update(k, v) stores this call's keys and values and returns
+    the ones to attend over; attn_kwargs is the step's mask, the same for every layer."""
+
+    def __init__(self, step, i: int):
+        self.step, self.i = step, i
+
+    def update(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        return self.step.update(self.i, k, v)
+
+    @property
+    def attn_kwargs(self) -> dict:
+        return self.step.attn_kwargs
 
 
 # --- masks ---------------------------------------------------------------------------------
@@ -115,15 +149,19 @@ def additive(mask: Tensor, dtype: torch.dtype) -> Tensor:
 
 
 class KVCache:
-    """Dynamic cache: each layer's K/V grow by T along the sequence axis at every step.
+    """Dynamic cache: each layer's K/V grow by T along the sequence axis at every call.
 
-    first_valid (B,) is the number of left pads per row (None: no pads). Its position n
-    lives on the host only, so end_step advances it and advance_host() has nothing to do."""
+    pad_lens (B,), the left-pad count of each row, is kept as first_valid: the position of
+    each row's first real token (None: no pads). The position n lives on the host only."""
 
-    def __init__(self, n_layers: int, first_valid: Tensor | None = None):
+    def __init__(self, n_layers: int, pad_lens: Tensor | None = None):
+        validate_int("n_layers", n_layers)
+        if pad_lens is not None:
+            validate_pad_lens(pad_lens)
+        self.n_layers = n_layers
         self.k: list[Tensor | None] = [None] * n_layers
         self.v: list[Tensor | None] = [None] * n_layers
-        self.first_valid = first_valid
+        self.first_valid = pad_lens
         self.n = 0  # positions written so far
         self.attn_kwargs: dict = {}
 
@@ -135,29 +173,16 @@ class KVCache:
             self.attn_kwargs = {"attn_mask": padded_causal_mask(self.n, T, self.first_valid)}
         return cos, sin
 
-    def layer(self, i: int) -> "LayerKV":
+    def layer(self, i: int) -> LayerKV:
         return LayerKV(self, i)
+
+    def update(self, i: int, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        self.k[i] = k if self.k[i] is None else torch.cat([self.k[i], k], dim=2)
+        self.v[i] = v if self.v[i] is None else torch.cat([self.v[i], v], dim=2)
+        return self.k[i], self.v[i]
 
     def end_step(self, T: int) -> None:
         self.n += T
-
-    def advance_host(self) -> None:
-        pass
-
-
-class LayerKV:
-    """One layer's view of a cache: the step's attn_kwargs, and update(k, v). This one is a
-    KVCache's, which grows by concatenation."""
-
-    def __init__(self, cache: KVCache, i: int):
-        self.cache, self.i = cache, i
-        self.attn_kwargs = cache.attn_kwargs
-
-    def update(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
-        c, i = self.cache, self.i
-        c.k[i] = k if c.k[i] is None else torch.cat([c.k[i], k], dim=2)
-        c.v[i] = v if c.v[i] is None else torch.cat([c.v[i], v], dim=2)
-        return c.k[i], c.v[i]
 
 
 # --- fixed shapes: the static and the slot cache -------------------------------------------
@@ -165,282 +190,345 @@ class LayerKV:
 
 class FixedCache:
     """What the static and the slot cache share: K/V buffers of fixed shape and the decode
-    mask as a bias (rows, kv_heads, max_len), all allocated at the first write, and the decode
-    mode."""
+    mask as a bias (rows, kv_heads, max_len), all allocated at the first write (or by
+    allocate()); snapshot, restore and the transaction around a step."""
 
-    def __init__(self, n_layers: int, rows: int, max_len: int):
-        check_int("n_layers", n_layers)
-        check_int("max_len", max_len)
+    def __init__(self, n_layers: int, rows: int, max_len: int, device, limits: Limits):
+        validate_limits(limits)
+        validate_int("n_layers", n_layers, hi=limits.layers)
+        validate_int("max_len", max_len, hi=limits.seq_len)
+        self.device = validate_device(device)
         self.n_layers, self.max_len = n_layers, max_len
         self.k: list[Tensor | None] = [None] * n_layers
         self.v: list[Tensor | None] = [None] * n_layers
         self.bias: Tensor | None = None
-        self.rows = rows
-        self.window: int | None = None  # set only inside decoding(window)
-        self.attn_kwargs: dict = {}
+        self.shape = (rows, max_len)  # rows × positions of every buffer
+        self.saved: dict | None = None  # the positions before the open transaction
 
-    @contextlib.contextmanager
-    def decoding(self, window: int):
-        """Decode mode for the block: one token per row, attending over `window` keys."""
-        if not isinstance(window, int) or not 1 <= window <= self.max_len:
-            raise ValueError(f"window {window!r} outside [1, max_len {self.max_len}]")
-        outer, self.window = self.window, window
-        try:
-            yield self
-        finally:
-            self.window = outer
-
-    def allocate(self, kv_heads: int, head_dim: int, dtype: torch.dtype, device) -> None:
+    def allocate(self, kv_heads: int, head_dim: int, dtype: torch.dtype) -> None:
         """Make every layer's K/V buffers (rows, kv_heads, max_len, head_dim) and the decode
         bias, which opens key 0 alone in every row until a prefill sets it. The decoders
         call it at construction, so that a graph can be captured before any prefill; else
         the first write makes them."""
         if self.k[0] is not None:
             return
-        shape = (self.rows, kv_heads, self.max_len, head_dim)
-        self.k = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(self.n_layers)]
-        self.v = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(self.n_layers)]
-        self.bias = torch.full(shape[:3], float("-inf"), dtype=dtype, device=device)
+        rows, max_len = self.shape
+        shape = (rows, kv_heads, max_len, head_dim)
+        self.k = [torch.zeros(shape, dtype=dtype, device=self.device) for _ in self.k]
+        self.v = [torch.zeros(shape, dtype=dtype, device=self.device) for _ in self.v]
+        self.bias = torch.full(shape[:3], float("-inf"), dtype=dtype, device=self.device)
         self.bias[..., 0] = 0.0
+        self.restore(self.snapshot())  # the bias of the positions held now
 
-    def buffers(self, i: int, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+    def buffers(self, i: int, k: Tensor) -> tuple[Tensor, Tensor]:
         """Layer i's K/V buffers, made at the first write if allocate() has not made them."""
-        self.allocate(k.shape[1], k.shape[3], k.dtype, k.device)
-        if self.k[i].dtype != k.dtype:
-            raise ValueError(f"cache holds {self.k[i].dtype}, got {k.dtype}")
+        self.allocate(k.shape[1], k.shape[3], k.dtype)
         return self.k[i], self.v[i]
 
     def set_bias(self, rows, mask: Tensor) -> None:
         """Set the bias of some rows (an index or slice) from a boolean (rows, max_len) mask,
         the same for every K/V head."""
-        self.bias[rows] = additive(mask, self.bias.dtype)[..., None, :]
+        if self.bias is not None:
+            self.bias[rows] = additive(mask, self.bias.dtype)[..., None, :]
 
-    def decode_bias(self) -> Tensor:
-        """The bias as the decode step's attn_mask: (rows · kv_heads, 1, 1, window), a view,
+    def decode_bias(self, window: int) -> Tensor:
+        """The bias as a decode step's attn_mask: (rows · kv_heads, 1, 1, window), a view,
         one batch row per K/V head as model.attend folds them."""
         R, H_kv, L = self.bias.shape
-        return self.bias.view(R * H_kv, 1, 1, L)[..., : self.window]
+        return self.bias.view(R * H_kv, 1, 1, L)[..., :window]
+
+    def validate_window(self, window) -> None:
+        if not is_int(window) or not 1 <= window <= self.max_len:
+            raise ValueError(f"window {window!r} outside [1, max_len {self.max_len}]")
+
+    def validate_snapshot(self, state) -> None:
+        if not isinstance(state, dict) or state.keys() != self.snapshot().keys():
+            raise ValueError(f"restore takes a snapshot() of this cache, got {state!r:.80}")
+
+    @contextlib.contextmanager
+    def transaction(self):
+        """A step as one move: if the block does not finish (an exception, Ctrl-C), the
+        positions go back to what they were before it (restore(snapshot())). The block runs
+        with Ctrl-C held off, so a second one cannot interrupt the putting back; one that
+        arrives is raised when the block has finished or been undone. A transaction opened
+        inside another one joins it: the outer one puts back."""
+        if self.saved is not None:
+            yield
+            return
+        with interrupts_held():
+            self.saved = self.snapshot()
+            try:
+                yield
+            except BaseException:
+                self.restore(self.saved)
+                raise
+            finally:
+                self.saved = None
 
     def nbytes(self) -> int:
         return sum(t.numel() * t.element_size() for t in self.k + self.v if t is not None)
 
 
 class StaticKVCache(FixedCache):
-    """Shared-position cache with fixed shapes (batch rows, max_len positions).
+    """Shared-position cache with fixed shapes: batch rows of max_len positions.
 
-    - Prefill (outside decoding()): from position 0, as KVCache; writes and returns
-      positions 0..T-1, then sets the decode bias to window_mask(T - 1).
-    - Decode (inside decoding(window), T=1): the position is the device tensor `pos`; K/V
-      are written with index_copy_ at pos, RoPE rows gathered with index_select at pos, key
-      pos opened in the bias with index_fill_, and the first `window` keys returned, with
-      keys past pos and pad keys masked. Nothing in the step depends on a host value of the
-      position, so a CUDA graph can replay it.
-
-    first_valid (B,) is the left-pad count per row (zeros when unpadded); n is the host
-    copy of pos.
+    reset(pad_lens) empties it for a new request; then prefilling() is the prompt's one model
+    call and decoding(window) each decode step's (the two step classes below). pad_lens (B,),
+    the left-pad count of each row, lives on the host as pad_lens and on the device as
+    first_valid (the position of each row's first real token); n is the host copy of pos.
     """
 
-    def __init__(self, n_layers: int, batch: int, max_len: int, device):
-        check_int("batch", batch)
-        super().__init__(n_layers, batch, max_len)
+    def __init__(self, n_layers: int, batch: int, max_len: int, device, limits=LIMITS):
+        validate_int("batch", batch, hi=validate_limits(limits).rows)
+        super().__init__(n_layers, batch, max_len, device, limits)
         self.batch = batch
-        self.pos = torch.zeros(1, dtype=torch.long, device=device)
-        self.first_valid = torch.zeros(batch, dtype=torch.long, device=device)
-        self.pad_lens: list[int] | None = None  # host copy of first_valid, None: no pads
+        self.pos = torch.zeros(1, dtype=torch.long, device=self.device)
+        self.first_valid = torch.zeros(batch, dtype=torch.long, device=self.device)
+        self.pad_lens: list[int] | None = None  # None: no pads
         self.n = 0
-
-    @property
-    def padded(self) -> bool:
-        return self.pad_lens is not None
 
     def reset(self, pad_lens: Tensor | None = None) -> None:
         """Empty the cache for a new request, left-padded by pad_lens (B,) if given."""
         if pad_lens is not None:
-            if not isinstance(pad_lens, Tensor) or pad_lens.shape != (self.batch,):
-                raise ValueError(f"pad_lens must be a tensor of shape ({self.batch},)")
+            validate_pad_lens(pad_lens, self.batch, self.max_len)
             pad_lens = pad_lens.tolist()
-            if any(not is_int(p) or not 0 <= p < self.max_len for p in pad_lens):
-                raise ValueError(f"pad_lens {pad_lens} outside [0, max_len {self.max_len})")
         self.restore({"n": 0, "pad_lens": pad_lens})
+
+    def prefilling(self) -> "StaticPrefill":
+        """The step of one prefill call, from position 0: reset() first."""
+        if self.n != 0:
+            raise ValueError(f"StaticKVCache prefills from position 0, it holds {self.n}: reset()")
+        return StaticPrefill(self)
+
+    def decoding(self, window: int) -> "StaticDecode":
+        """The step of one decode call (one token per row) over `window` keys."""
+        self.validate_window(window)
+        return StaticDecode(self, window)
+
+    def keys_needed(self) -> int:
+        """Keys the next decode step attends over: every position so far, and its own."""
+        return self.n + 1
+
+    def advance_host(self) -> None:
+        """After a decode step: move the host copy n as the step moved pos."""
+        self.n += 1
 
     def snapshot(self) -> dict:
         return {"n": self.n, "pad_lens": self.pad_lens}
 
     def restore(self, state: dict) -> None:
         """Put back the positions of a snapshot(), on the host and on the device (pos, the
-        pads, and the decode bias that follows from them)."""
-        self.n, self.pad_lens = state["n"], state["pad_lens"]
-        self.pos.fill_(self.n)
-        self.first_valid.copy_(torch.tensor(self.pad_lens or [0] * self.batch))
-        if self.bias is not None:
-            self.set_bias(slice(None), window_mask(self.n - 1, self.max_len, self.first_valid))
+        pads, and the decode bias that follows from them), with Ctrl-C held off."""
+        self.validate_snapshot(state)
+        n, pad_lens = state["n"], state["pad_lens"]
+        if not is_int(n) or not 0 <= n <= self.max_len:
+            raise ValueError(f"snapshot position {n!r} outside [0, max_len {self.max_len}]")
+        if pad_lens is not None and (
+            len(pad_lens) != self.batch or any(not is_int(p) or p < 0 for p in pad_lens)
+        ):
+            raise ValueError(f"snapshot pad_lens {pad_lens!r}: {self.batch} ints >= 0 expected")
+        with interrupts_held():
+            self.n, self.pad_lens = n, pad_lens
+            self.pos.fill_(n)
+            self.first_valid.copy_(torch.tensor(pad_lens or [0] * self.batch))
+            self.set_bias(slice(None), window_mask(n - 1, self.max_len, self.first_valid))
+
+
+class StaticPrefill:
+    """A StaticKVCache as one prefill call sees it: positions 0..T-1 of every row, causal,
+    pads masked; at the end, pos = n = T and the decode bias opens the prompt's real keys."""
+
+    def __init__(self, cache: StaticKVCache):
+        self.cache = cache
+        self.attn_kwargs: dict = {}
 
     def begin_step(self, T: int, rope) -> tuple[Tensor, Tensor]:
-        if self.window is None:
-            if self.n != 0:
-                raise ValueError(f"StaticKVCache prefills only from position 0, not {self.n}")
-            cos, sin = rope(T, 0)
-            self.attn_kwargs = (
-                {"attn_mask": padded_causal_mask(0, T, self.first_valid)}
-                if self.padded
-                else causal_kwargs(0, T, cos.device)
-            )
-            return cos, sin
-        if T != 1:
-            raise ValueError(f"decode takes one token per row, got T={T}")
-        self.bias.index_fill_(2, self.pos, 0.0)  # this step's own key joins the window
-        self.attn_kwargs = {"attn_mask": self.decode_bias()}
-        return rope.cos.index_select(0, self.pos), rope.sin.index_select(0, self.pos)
+        c = self.cache
+        cos, sin = rope(T, 0)
+        if c.pad_lens is None:
+            self.attn_kwargs = causal_kwargs(0, T, cos.device)
+        else:
+            self.attn_kwargs = {"attn_mask": padded_causal_mask(0, T, c.first_valid)}
+        return cos, sin
 
-    def layer(self, i: int) -> "StaticLayerKV":
-        return StaticLayerKV(self, i)
+    def layer(self, i: int) -> LayerKV:
+        return LayerKV(self, i)
+
+    def update(self, i: int, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        ck, cv = self.cache.buffers(i, k)
+        T = k.shape[2]
+        ck[:, :, :T] = k
+        cv[:, :, :T] = v
+        return ck[:, :, :T], cv[:, :, :T]
 
     def end_step(self, T: int) -> None:
-        if self.window is None:
-            self.n = T
-            self.pos.fill_(T)
-            self.set_bias(slice(None), window_mask(T - 1, self.max_len, self.first_valid))
-        else:
-            self.pos.add_(1)  # device work only: advance_host() moves n
-
-    def advance_host(self) -> None:
-        """After a decode step: move the host copy n as the step moved pos."""
-        self.n += 1
+        self.cache.restore({"n": T, "pad_lens": self.cache.pad_lens})
 
 
-class StaticLayerKV(LayerKV):
-    """One layer's view of a StaticKVCache: writes at pos, reads the window."""
+class StaticDecode:
+    """A StaticKVCache as one decode step sees it: one token per row at the device position
+    pos. K/V are written with index_copy_ at pos, the RoPE rows gathered with index_select
+    at pos, key pos opened in the bias with index_fill_, and the first `window` keys
+    returned, the ones past pos and the pads masked. Nothing here reads a host value of the
+    position, so a CUDA graph can replay it."""
 
-    def update(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+    def __init__(self, cache: StaticKVCache, window: int):
+        self.cache, self.window = cache, window
+        self.attn_kwargs: dict = {}
+
+    def begin_step(self, T: int, rope) -> tuple[Tensor, Tensor]:
         c = self.cache
-        ck, cv = c.buffers(self.i, k, v)
-        if c.window is None:
-            T = k.shape[2]
-            if T > c.max_len:
-                raise ValueError(f"KV cache full: position {T} > max_len {c.max_len}")
-            ck[:, :, :T] = k
-            cv[:, :, :T] = v
-            return ck[:, :, :T], cv[:, :, :T]
+        c.bias.index_fill_(2, c.pos, 0.0)  # this step's own key joins the window
+        self.attn_kwargs = {"attn_mask": c.decode_bias(self.window)}
+        return rope.cos.index_select(0, c.pos), rope.sin.index_select(0, c.pos)
+
+    def layer(self, i: int) -> LayerKV:
+        return LayerKV(self, i)
+
+    def update(self, i: int, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        c = self.cache
+        ck, cv = c.buffers(i, k)
         ck.index_copy_(2, c.pos, k)
         cv.index_copy_(2, c.pos, v)
-        return ck[:, :, : c.window], cv[:, :, : c.window]
+        return ck[:, :, : self.window], cv[:, :, : self.window]
+
+    def end_step(self, T: int) -> None:
+        self.cache.pos.add_(1)  # device work only: advance_host() moves n
 
 
 class SlotKVCache(FixedCache):
     """n_slots rows of max_len positions; each slot holds one request at its own length.
 
-    - Prefill (outside decoding()): admit(slot, T), then one model call on that slot's
-      prompt (1, T) writes its positions 0..T-1. No pads: each prompt is prefilled alone.
-    - Decode (inside decoding(window), T=1): all n_slots rows at once. Row b writes its new
-      K/V at position lens_dev[b], opens that key in its bias, and attends to keys
-      0..lens_dev[b] of the first `window`; free rows compute too (they attend to key 0
-      alone) but do not advance.
-
-    lens (host) and lens_dev (device) hold each slot's length, active and active_dev whether
-    it holds a request. A decode step's end_step advances only lens_dev; advance_host()
-    then advances lens.
+    prefilling(slot) is the step of one prompt's model call (1, T) into a free slot, which
+    it takes when the call ends; decoding(window) is the step of all n_slots rows at once,
+    each at its own length; release(slot) frees a slot. lens (host) and lens_dev (device)
+    hold each slot's length, active and active_dev whether it holds a request. A decode
+    step's end_step advances only lens_dev; advance_host() then advances lens.
     """
 
-    def __init__(self, n_layers: int, n_slots: int, max_len: int, device):
-        check_int("n_slots", n_slots)
-        super().__init__(n_layers, n_slots, max_len)
+    def __init__(self, n_layers: int, n_slots: int, max_len: int, device, limits=LIMITS):
+        validate_int("n_slots", n_slots, hi=validate_limits(limits).rows)
+        super().__init__(n_layers, n_slots, max_len, device, limits)
         self.n_slots = n_slots
         self.lens = [0] * n_slots
         self.active = [False] * n_slots
-        self.lens_dev = torch.zeros(n_slots, dtype=torch.long, device=device)
-        self.active_dev = torch.zeros(n_slots, dtype=torch.long, device=device)
-        self.prefill_slot: int | None = None
+        self.lens_dev = torch.zeros(n_slots, dtype=torch.long, device=self.device)
+        self.active_dev = torch.zeros(n_slots, dtype=torch.long, device=self.device)
 
     def free_slots(self) -> list[int]:
         return [s for s in range(self.n_slots) if not self.active[s]]
 
-    def admit(self, slot: int, T: int) -> None:
-        """Reserve a free slot for a prompt of T tokens; the next model call prefills it."""
+    def validate_slot(self, slot) -> None:
         if not is_int(slot) or not 0 <= slot < self.n_slots:
-            raise ValueError(f"slot {slot} outside [0, {self.n_slots})")
+            raise ValueError(f"slot {slot!r} outside [0, {self.n_slots})")
+
+    def prefilling(self, slot: int) -> "SlotPrefill":
+        """The step of one prompt's model call into a free slot (no pads)."""
+        self.validate_slot(slot)
         if self.active[slot]:
-            raise ValueError(f"slot {slot} is in use")
-        if not is_int(T) or not 1 <= T <= self.max_len:
-            raise ValueError(f"prompt length {T!r} outside [1, max_len {self.max_len}]")
-        self.prefill_slot = slot
+            raise ValueError(f"slot {slot} is in use: release it first")
+        return SlotPrefill(self, slot)
+
+    def decoding(self, window: int) -> "SlotDecode":
+        """The step of one decode call, one token per slot, over `window` keys."""
+        self.validate_window(window)
+        return SlotDecode(self, window)
 
     def release(self, slot: int) -> None:
-        if not is_int(slot) or not 0 <= slot < self.n_slots:
-            raise ValueError(f"slot {slot} outside [0, {self.n_slots})")
-        self.active[slot] = False
-        self.lens[slot] = 0
-        self.active_dev[slot] = 0
-        self.lens_dev[slot] = 0
-        self.set_row_bias(slot)
+        self.validate_slot(slot)
+        self.set_lens(slot, 0, False)
 
-    def set_row_bias(self, slot) -> None:
-        """A slot's decode bias from its host length: keys 0..length-1 (a free slot: key 0)."""
-        if self.bias is not None:
-            last = max(self.lens[slot] - 1, 0)
-            self.set_bias(slot, slot_mask(torch.tensor([last], device=self.bias.device),
-                                          self.max_len)[0])  # fmt: skip
+    def set_lens(self, slot: int, length: int, active: bool) -> None:
+        """One slot's length and active flag, on the host and on the device, and its decode
+        bias: keys 0..length-1 (a free slot: key 0)."""
+        self.lens[slot], self.active[slot] = length, active
+        self.lens_dev[slot], self.active_dev[slot] = length, int(active)
+        self.set_bias(slot, torch.arange(self.max_len, device=self.device) <= max(length - 1, 0))
 
-    def snapshot(self) -> dict:
-        return {"lens": list(self.lens), "active": list(self.active),
-                "prefill_slot": self.prefill_slot}  # fmt: skip
-
-    def restore(self, state: dict) -> None:
-        """Put back the positions of a snapshot(), on the host and on the device (lengths,
-        active flags, and the decode bias that follows from them)."""
-        self.lens, self.active = list(state["lens"]), list(state["active"])
-        self.prefill_slot = state["prefill_slot"]
-        self.lens_dev.copy_(torch.tensor(self.lens))
-        self.active_dev.copy_(torch.tensor(self.active, dtype=torch.long))
-        for s in range(self.n_slots):
-            self.set_row_bias(s)
+    def keys_needed(self) -> int:
+        """Keys the next decode step attends over: the longest slot's, and its own."""
+        return max(self.lens) + 1
 
     def advance_host(self) -> None:
         """After a decode step: advance the host lengths of active slots, as end_step did
         on the device."""
         self.lens = [n + a for n, a in zip(self.lens, self.active)]
 
-    def begin_step(self, T: int, rope) -> tuple[Tensor, Tensor]:
-        if self.window is None:
-            if self.prefill_slot is None:
-                raise ValueError("call admit(slot, T) before prefilling a slot")
-            cos, sin = rope(T, 0)
-            self.attn_kwargs = causal_kwargs(0, T, cos.device)
-            return cos, sin
-        if T != 1:
-            raise ValueError(f"decode takes one token per slot, got T={T}")
-        R, H_kv, _ = self.bias.shape  # each row opens its own new key, at lens_dev[b]
-        self.bias.scatter_(2, self.lens_dev.view(R, 1, 1).expand(R, H_kv, 1), 0.0)
-        self.attn_kwargs = {"attn_mask": self.decode_bias()}
-        # each slot at its own position: per-row cos/sin, shape (n_slots, 1, D/2)
-        return rope.cos[self.lens_dev][:, None], rope.sin[self.lens_dev][:, None]
+    def snapshot(self) -> dict:
+        return {"lens": list(self.lens), "active": list(self.active)}
 
-    def layer(self, i: int) -> "SlotLayerKV":
-        return SlotLayerKV(self, i)
+    def restore(self, state: dict) -> None:
+        """Put back the positions of a snapshot(), on the host and on the device (lengths,
+        active flags, and the decode bias that follows from them), with Ctrl-C held off."""
+        self.validate_snapshot(state)
+        lens, active = list(state["lens"]), list(state["active"])
+        if len(lens) != self.n_slots or len(active) != self.n_slots:
+            raise ValueError(f"snapshot of {len(lens)} slots, the cache has {self.n_slots}")
+        if any(not is_int(n) or not 0 <= n <= self.max_len for n in lens) or any(
+            not isinstance(a, bool) for a in active
+        ):
+            raise ValueError(f"snapshot lens {lens} / active {active}: lengths in [0, max_len]")
+        with interrupts_held():
+            for slot in range(self.n_slots):
+                self.set_lens(slot, lens[slot], active[slot])
+
+
+class SlotPrefill:
+    """A SlotKVCache as one prompt's prefill call sees it: the prompt (1, T) written at
+    positions 0..T-1 of its slot, causal; at the end the slot holds it, at length T."""
+
+    def __init__(self, cache: SlotKVCache, slot: int):
+        self.cache, self.slot = cache, slot
+        self.attn_kwargs: dict = {}
+
+    def begin_step(self, T: int, rope) -> tuple[Tensor, Tensor]:
+        cos, sin = rope(T, 0)
+        self.attn_kwargs = causal_kwargs(0, T, cos.device)
+        return cos, sin
+
+    def layer(self, i: int) -> LayerKV:
+        return LayerKV(self, i)
+
+    def update(self, i: int, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        s, T = self.slot, k.shape[2]
+        ck, cv = self.cache.buffers(i, k)
+        ck[s, :, :T] = k[0]
+        cv[s, :, :T] = v[0]
+        return ck[s : s + 1, :, :T], cv[s : s + 1, :, :T]
 
     def end_step(self, T: int) -> None:
-        if self.window is None:
-            s, self.prefill_slot = self.prefill_slot, None
-            self.lens[s], self.active[s] = T, True
-            self.lens_dev[s], self.active_dev[s] = T, 1
-            self.set_row_bias(s)
-        else:
-            self.lens_dev.add_(self.active_dev)  # device work only: advance_host() moves lens
+        self.cache.set_lens(self.slot, T, True)
 
 
-class SlotLayerKV(LayerKV):
-    """One layer's view of a SlotKVCache: each row writes at its own length."""
+class SlotDecode:
+    """A SlotKVCache as one decode step sees it: all n_slots rows at once. Row b writes its
+    new K/V at position lens_dev[b], opens that key in its bias, and attends to keys
+    0..lens_dev[b] of the first `window`; free rows compute too (they attend to key 0 alone)
+    but do not advance."""
 
-    def update(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+    def __init__(self, cache: SlotKVCache, window: int):
+        self.cache, self.window = cache, window
+        self.attn_kwargs: dict = {}
+
+    def begin_step(self, T: int, rope) -> tuple[Tensor, Tensor]:
         c = self.cache
-        ck, cv = c.buffers(self.i, k, v)
-        if c.window is None:
-            s, T = c.prefill_slot, k.shape[2]
-            ck[s, :, :T] = k[0]
-            cv[s, :, :T] = v[0]
-            return ck[s : s + 1, :, :T], cv[s : s + 1, :, :T]
-        # decode: row b writes at its own position lens_dev[b]
+        R, H_kv, _ = c.bias.shape  # each row opens its own new key, at lens_dev[b]
+        c.bias.scatter_(2, c.lens_dev.view(R, 1, 1).expand(R, H_kv, 1), 0.0)
+        self.attn_kwargs = {"attn_mask": c.decode_bias(self.window)}
+        # each slot at its own position: per-row cos/sin, shape (n_slots, 1, D/2)
+        return rope.cos[c.lens_dev][:, None], rope.sin[c.lens_dev][:, None]
+
+    def layer(self, i: int) -> LayerKV:
+        return LayerKV(self, i)
+
+    def update(self, i: int, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        c = self.cache
+        ck, cv = c.buffers(i, k)
         H, D = k.shape[1], k.shape[3]
-        where = c.lens_dev.view(-1, 1, 1, 1).expand(-1, H, 1, D)
+        where = c.lens_dev.view(-1, 1, 1, 1).expand(-1, H, 1, D)  # row b writes at lens_dev[b]
         ck.scatter_(2, where, k)
         cv.scatter_(2, where, v)
-        return ck[:, :, : c.window], cv[:, :, : c.window]
+        return ck[:, :, : self.window], cv[:, :, : self.window]
+
+    def end_step(self, T: int) -> None:
+        self.cache.lens_dev.add_(self.cache.active_dev)  # device only: advance_host() moves lens

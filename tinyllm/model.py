@@ -4,26 +4,18 @@ embedding → n_layers × [RMSNorm → attention (RoPE, grouped-query, SDPA) →
 → final RMSNorm → LM head.
 
 The model knows nothing about how keys and values are kept between calls: that is the
-cache's job (kv_cache.py, graphs.py). With a cache, each forward call follows the cache
-protocol:
-
-    cos, sin = cache.begin_step(T, rope)      # RoPE rows for these T positions, and the mask
-    for each layer i:
-        kv = cache.layer(i)
-        k, v = kv.update(k, v)                 # store the new keys, get back all keys to attend
-        attend with **kv.attn_kwargs
-    cache.end_step(T)                          # advance the position
-
-cos/sin come back shared by all rows, shape (T, D/2), or per row, shape (B, T, D/2).
-Without a cache the model runs the plain causal forward over positions 0..T-1.
+cache's job. With a cache, each forward call follows the cache protocol (kv_cache.py says
+it once): cache.begin_step(T, rope) gives the RoPE rows and sets the mask, each layer calls
+cache.layer(i).update(k, v) and attends with its attn_kwargs, and cache.end_step(T) advances
+the position. Without a cache the model runs the plain causal forward over positions 0..T-1.
 """
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from tinyllm.checks import check_ids
 from tinyllm.config import ModelConfig
+from tinyllm.validate import LIMITS, validate_ids, validate_size
 
 
 class Rope(nn.Module):
@@ -136,8 +128,14 @@ class Block(nn.Module):
 
 
 class Transformer(nn.Module):
-    def __init__(self, cfg: ModelConfig):
+    """The whole model. cfg is held to the course's limits (validate.Limits) before a weight
+    is made; pass limits=Limits(...) to build a larger one."""
+
+    def __init__(self, cfg: ModelConfig, limits=LIMITS):
         super().__init__()
+        if not isinstance(cfg, ModelConfig):
+            raise ValueError(f"cfg must be a ModelConfig, got {type(cfg).__name__}")
+        validate_size(cfg, limits)
         self.cfg = cfg
         self.tok_emb = nn.Embedding(cfg.vocab_size, cfg.d_model)
         self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layers))
@@ -165,7 +163,7 @@ class Transformer(nn.Module):
             got = tuple(idx.shape) if isinstance(idx, Tensor) else type(idx).__name__
             raise ValueError(f"idx must be (B, T), got shape {got}")
         if check:
-            check_ids(idx, self.cfg.vocab_size, self.tok_emb.weight.device)
+            validate_ids(idx, self.cfg.vocab_size, self.tok_emb.weight.device)
         if idx.dtype not in (torch.int32, torch.int64):  # the embedding takes only these two
             idx = idx.long()
         B, T = idx.shape

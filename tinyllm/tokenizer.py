@@ -3,6 +3,8 @@
 No vocabulary file and nothing to download: every string round-trips exactly.
 """
 
+from tinyllm.validate import is_int, validate_tensor
+
 
 class Tokenizer:
     n_bytes = 256
@@ -17,8 +19,13 @@ class Tokenizer:
 
     def decode(self, ids) -> str:
         """Bytes back to text; special ids are dropped, invalid UTF-8 becomes U+FFFD."""
-        ids = list(ids.tolist() if hasattr(ids, "tolist") else ids)
-        bad = [i for i in ids if not isinstance(i, int) or not 0 <= i < self.vocab_size]
+        if hasattr(ids, "tolist"):  # a tensor (or an array)
+            if hasattr(ids, "layout"):
+                validate_tensor(ids, "ids")
+            ids = ids.tolist()
+        if not isinstance(ids, (list, tuple, range)):
+            raise ValueError(f"decode takes a list of int ids, got {type(ids).__name__}")
+        bad = [i for i in ids if not is_int(i) or not 0 <= i < self.vocab_size]
         if bad:
             raise ValueError(
                 f"token id {bad[0]!r} outside the vocabulary [0, {self.vocab_size}) of int ids"

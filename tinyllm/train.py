@@ -24,10 +24,11 @@ from pathlib import Path
 
 import torch
 
-from tinyllm.checkpoint import MODEL_CARD, PRETRAINED, default_device, save
+from tinyllm.checkpoint import MODEL_CARD, PRETRAINED, save
 from tinyllm.config import PRESETS, get_config
-from tinyllm.generation import autocast, complete
+from tinyllm.generation import complete
 from tinyllm.model import Transformer
+from tinyllm.precision import autocast, default_device
 from tinyllm.tokenizer import Tokenizer
 
 
@@ -233,11 +234,15 @@ def main(argv=None) -> dict:
     args.out = args.out or f"{args.preset}-trained.safetensors"
     # checked before training starts: a run must not end with nowhere to write its result
     shipped = {PRETRAINED.resolve(), MODEL_CARD.resolve()}
+    written = {}  # each output its own file: one must not overwrite another
     for flag in ("out", "card", "log"):
         value = getattr(args, flag)
         if value is None:
             continue
         target = Path(value).resolve()
+        if target in written:
+            p.error(f"--{flag} {value} is also --{written[target]}: give each output its own file")
+        written[target] = flag
         if target in shipped and not args.replace_shipped:
             p.error(
                 f"--{flag} {value} is the shipped {target.name}: "
@@ -257,7 +262,9 @@ def main(argv=None) -> dict:
         args.seed,
         args.max_minutes,
     )
-    info["sha256"] = save(model, args.out, extra={"val_loss": info["val_loss"]})
+    info["sha256"] = save(
+        model, args.out, extra={"val_loss": info["val_loss"]}, replace_shipped=args.replace_shipped
+    )
     info["size"] = Path(args.out).stat().st_size
     info["command"] = "python -m tinyllm.train " + " ".join(
         argv if argv is not None else sys.argv[1:]

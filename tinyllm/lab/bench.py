@@ -31,21 +31,17 @@ from pathlib import Path
 import torch
 from torch.nn.attention import SDPBackend
 
-from tinyllm import Engine, GraphDecoder, KVCache, Tokenizer, default_buckets, load_pretrained
-from tinyllm.generation import ATTENTION_BACKENDS, left_pad, precision
-from tinyllm.graphs import FUSED_COMPILE
+from tinyllm import Engine, GraphDecoder, Tokenizer, default_buckets, load_pretrained
+from tinyllm.generation import left_pad
+from tinyllm.graphs import COURSE_COMPILE
 from tinyllm.lab import gptfast, peers
 from tinyllm.lab.exactness import compare_eager_static, compare_replay
+from tinyllm.lab.prompts import PROMPT, prompt_batch, prompt_ids
 from tinyllm.lab.timing import copy_bandwidth_GBps, pool_bytes, step_times
+from tinyllm.precision import ATTENTION_BACKENDS
 
 RESULTS = Path(__file__).resolve().parents[2] / "results"
-PROMPT = "The for statement is used to iterate over the elements of a sequence"
 SECTIONS = ("steps", "capture", "exactness", "engine", "peers", "sweep", "windows")
-
-
-def prompt_batch(batch: int, prompt_len: int, device) -> torch.Tensor:
-    ids = Tokenizer().encode(PROMPT * (1 + prompt_len // len(PROMPT)))[:prompt_len]
-    return torch.tensor([ids] * batch, device=device)
 
 
 def gpu_slug(name: str) -> str:
@@ -81,28 +77,6 @@ def provenance(command: str, commit: str | None = None, dirty: bool | None = Non
     }
 
 
-def make_step(model, mode: str, idx: torch.Tensor):
-    """Prefill idx and return step(tok) -> logits for mode eager / static / graph: the
-    step of lab.peers' variant of that name."""
-    if mode == "eager":
-        return peers.eager(model, idx).step
-    return peers.decoder(model, idx, mode, use_graph=mode == "graph").step
-
-
-def eager_step_with_backends(model, idx, attention_backends):
-    """Eager decode (prefill, then the dynamic cache's step) with SDPA limited to
-    attention_backends instead of generation.ATTENTION_BACKENDS."""
-    cache = KVCache(model.cfg.n_layers)
-
-    @torch.no_grad()
-    def run(tokens):
-        with precision(model, attention_backends):
-            return model(tokens, cache=cache, check=False)[0]  # as decode_step(check=False)
-
-    run(idx)
-    return run
-
-
 # --- the sections ----------------------------------------------------------------------------
 
 
@@ -114,11 +88,7 @@ def measure_steps(model, batches, repeats: int) -> tuple[dict, dict]:
     traces = {}
     for B in batches:
         idx = prompt_batch(B, 32, "cuda")
-        variants = [
-            peers.eager(model, idx),
-            peers.decoder(model, idx, "static", use_graph=False),
-            peers.decoder(model, idx, "graph"),
-        ]
+        variants = [peers.step_variant(model, idx, m) for m in ("eager", "static", "graph")]
         rows = peers.measure(variants, repeats=repeats, keep_trace=True)
         traces[str(B)] = {r["name"]: r.pop("trace") for r in rows if r["name"] != "static"}
         for r in rows:
@@ -139,7 +109,8 @@ def measure_steps(model, batches, repeats: int) -> tuple[dict, dict]:
     }
     idx = prompt_batch(1, 32, "cuda")  # cuDNN attention plans anew for every key length
     cudnn = [*ATTENTION_BACKENDS, SDPBackend.CUDNN_ATTENTION]
-    t = step_times(eager_step_with_backends(model, idx, cudnn), idx[:, -1:].clone(), 40)
+    with_cudnn = peers.eager(model, idx, attention_backends=cudnn)
+    t = step_times(with_cudnn.step, with_cudnn.tok, 40)
     out["eager_with_cudnn_attention"] = {"batch": 1, "step_us": round(statistics.median(t), 1)}
     return out, traces
 
@@ -172,7 +143,7 @@ def measure_capture(model, idx) -> dict:
 
 def measure_engine(model, n_slots: int, n_requests: int, seed: int = 0) -> dict:
     gen = torch.Generator().manual_seed(seed)
-    text = Tokenizer().encode(PROMPT * 10)
+    text = prompt_ids(10 * len(PROMPT))
     lens = torch.randint(8, 65, (n_requests,), generator=gen).tolist()
     news = torch.randint(32, 257, (n_requests,), generator=gen).tolist()
     out = {
@@ -203,29 +174,27 @@ def measure_engine(model, n_slots: int, n_requests: int, seed: int = 0) -> dict:
 
 def measure_peers(model, repeats: int) -> tuple[dict, dict]:
     """Batch 1, window 128: eager, static, graph; fused kernels without graphs, and in the
-    bucketed graphs (FUSED_COMPILE, and with Inductor's defaults, to tell the graphs from
+    bucketed graphs (COURSE_COMPILE, and with Inductor's defaults, to tell the graphs from
     the compiler's settings); reduce-overhead as a user first tries it; gpt-fast as its
     generate.py runs it, with its tables at static addresses, forward only, and with the
-    setting of FUSED_COMPILE that generate.py lacks (PDL). Built once each (compiling and
+    setting of COURSE_COMPILE that generate.py lacks (PDL). Built once each (compiling and
     capturing), then timed together, interleaved. Also returns the variants, for the sweep."""
     idx = prompt_batch(1, 32, "cuda")
     torch._dynamo.reset()
-    variants = [
-        peers.eager(model, idx),
-        peers.decoder(model, idx, "static", use_graph=False),
-        peers.decoder(model, idx, "graph"),
-    ]
-    extra = {k: v for k, v in FUSED_COMPILE["options"].items()
+    variants = [peers.step_variant(model, idx, m) for m in ("eager", "static", "graph")]
+    extra = {k: v for k, v in COURSE_COMPILE["options"].items()
              if k not in gptfast.GENERATE_PY_INDUCTOR}  # fmt: skip
     builds = [
-        partial(peers.decoder, model, idx, "fused kernels, no graph", use_graph=False, fused=True),
-        partial(peers.decoder, model, idx, "fused kernels in bucketed graphs", fused=True),
+        partial(
+            peers.decoder, model, idx, "fused kernels, no graph", use_graph=False, compile=True
+        ),
+        partial(peers.decoder, model, idx, "fused kernels in bucketed graphs", compile=True),
         partial(
             peers.decoder,
             model,
             idx,
             "fused kernels in bucketed graphs, Inductor defaults",
-            fused={},
+            compile={},
         ),  # fmt: skip
         partial(peers.reduce_overhead_first_try, model, idx),
         partial(peers.gpt_fast, model, idx, 256),
@@ -247,7 +216,7 @@ def measure_peers(model, repeats: int) -> tuple[dict, dict]:
     breakdown = {n: peers.host_breakdown(by[n]) for n in
                  ("reduce-overhead, first try", "gpt-fast", "gpt-fast, static tables")}  # fmt: skip
     return {"batch": 1, "positions": [32, 75], "window": 128, "rows": rows,
-            "compile": FUSED_COMPILE, "gpt_fast_extra": extra,
+            "compile": COURSE_COMPILE, "gpt_fast_extra": extra,
             "host_breakdown": breakdown}, by  # fmt: skip
 
 

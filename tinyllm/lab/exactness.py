@@ -41,7 +41,7 @@ def compare_replay(
             twin.prefill(idx, pad_lens)
         tok = a[:, -1:].argmax(-1)
         for s in range(steps):
-            windows.add(fast.bucket_for(fast.cache.n + 1))
+            windows.add(fast.window())
             a, b = ref.step(tok), fast.step(tok)
             n += 1
             if first is None and not torch.equal(a, b):
@@ -75,7 +75,7 @@ def compare_eager_static(model, idx, steps: int, pad_lens=None, buckets=None) ->
     """Eager decode (dynamic cache, exact length, no mask) vs the static step (fixed window,
     masked), both fed the eager run's greedy tokens. Per step: the largest logit difference
     and the rows whose greedy token differs, with the eager top-1 minus top-2 margin there."""
-    cache = KVCache(model.cfg.n_layers, first_valid=pad_lens)
+    cache = KVCache(model.cfg.n_layers, pad_lens)
     a = prefill(model, idx, cache)
     static = GraphDecoder(model, idx.shape[0], buckets=buckets, use_graph=False)
     b = static.prefill(idx, pad_lens)

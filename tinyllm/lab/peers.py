@@ -20,9 +20,17 @@ from functools import partial
 import torch
 
 from tinyllm import GraphDecoder, KVCache
-from tinyllm.generation import decode_step, prefill
+from tinyllm.generation import prefill
 from tinyllm.lab import gptfast
-from tinyllm.lab.timing import host_times, kernel_summary, profile_steps, spread, step_times
+from tinyllm.lab.timing import (
+    host_times,
+    kernel_summary,
+    profile_steps,
+    spread,
+    step_times,
+    traced_steps,
+)
+from tinyllm.precision import precision
 
 
 @dataclass
@@ -39,28 +47,46 @@ def _clock() -> float:
     return time.perf_counter()
 
 
-def eager(model, idx) -> Variant:
-    """generate()'s step: the dynamic KVCache, one kernel launch per op."""
+def eager(model, idx, attention_backends=None, name: str = "eager") -> Variant:
+    """generate()'s step: the dynamic KVCache, one kernel launch per op, as
+    generation.decode_step(check=False) runs it; with SDPA limited to attention_backends if
+    given (default precision.ATTENTION_BACKENDS)."""
     state = {}
 
     def reset():
         state["cache"] = KVCache(model.cfg.n_layers)
         prefill(model, idx, state["cache"])
 
+    @torch.no_grad()
+    def step(tok):
+        with precision(model, attention_backends):
+            return model(tok, cache=state["cache"], check=False)[0]
+
     reset()
-    step = lambda tok: decode_step(model, state["cache"], tok, check=False)  # noqa: E731
-    return Variant("eager", reset, step, idx[:, -1:].clone(), 0.0)
+    return Variant(name, reset, step, idx[:, -1:].clone(), 0.0)
 
 
-def decoder(model, idx, name: str, use_graph: bool = True, fused=False) -> Variant:
+def step_variant(model, idx, mode: str) -> Variant:
+    """The three ways to run the same decode step, by name: "eager" (generate()'s step),
+    "static" (GraphDecoder(use_graph=False), the fixed-shape step run eagerly) and "graph"
+    (the same step replayed from its bucketed graphs)."""
+    if mode == "eager":
+        return eager(model, idx)
+    if mode not in ("static", "graph"):
+        raise ValueError(f"mode must be 'eager', 'static' or 'graph', got {mode!r}")
+    return decoder(model, idx, mode, use_graph=mode == "graph")
+
+
+def decoder(model, idx, name: str, use_graph: bool = True, compile=False) -> Variant:
     """GraphDecoder's static step: run eagerly (use_graph=False), or replayed from its
-    bucketed graphs, unfused or with fused kernels (fused=True or torch.compile arguments)."""
+    bucketed graphs, unfused or with fused kernels (compile=True or torch.compile
+    arguments)."""
     t0 = _clock()
-    dec = GraphDecoder(model, idx.shape[0], use_graph=use_graph, fused=fused)
+    dec = GraphDecoder(model, idx.shape[0], use_graph=use_graph, compile=compile)
     dec.prefill(idx)
     if use_graph:
         dec.capture()
-    elif fused is not False:
+    elif compile is not False:
         dec.step(idx[:, -1:], check=False)  # compile before the timer starts
     setup_s = _clock() - t0
     return Variant(
@@ -75,9 +101,9 @@ def decoder(model, idx, name: str, use_graph: bool = True, fused=False) -> Varia
 def reduce_overhead_first_try(model, idx) -> Variant:
     """torch.compile(model, mode="reduce-overhead") on the course's static step, as a user
     first writes it: no fullgraph, shapes left to Dynamo."""
-    fused = {"mode": "reduce-overhead", "dynamic": None, "fullgraph": False}
+    first_try = {"mode": "reduce-overhead", "dynamic": None, "fullgraph": False}
     t0 = _clock()
-    dec = GraphDecoder(model, idx.shape[0], use_graph=False, fused=fused)
+    dec = GraphDecoder(model, idx.shape[0], use_graph=False, compile=first_try)
     dec.prefill(idx)
     for _ in range(gptfast.WARMUP_CALLS):  # compile, warm up, record
         dec.step(idx[:, -1:], check=False)
@@ -219,44 +245,24 @@ def window_times(model, idx, repeats: int = 5, n_steps: int = 40) -> dict:
     for _ in range(repeats):
         for w in dec.buckets:
             dec.prefill(idx)  # every window replays from position 32
-            run = lambda tok, w=w: dec.run(w)  # noqa: E731
+            run = lambda tok, w=w: dec.replay(w)  # noqa: E731
             times[w].append(statistics.median(step_times(run, idx[:, -1:], n_steps, warmup=2)))
     return {"windows": list(dec.buckets), "step_us": [spread(times[w]) for w in dec.buckets]}
 
 
 def host_breakdown(variant: Variant, n_steps: int = 5, top: int = 25) -> dict:
-    """Where the host's time goes in a step, from torch.profiler: the step's whole host span
-    and the events inside it (µs per step, summed by name, the top ones), e.g. Dynamo's
-    guard check ("TorchDynamo Cache Lookup"), the compiled region, the graph launch
-    (cudaGraphLaunch); and the step's kernel time on the GPU."""
-    import json
-    import tempfile
+    """Where the host's time goes in a step, from torch.profiler (timing.traced_steps): the
+    step's whole host span and the events inside it (µs per step, summed by name, the top
+    ones), e.g. Dynamo's guard check ("TorchDynamo Cache Lookup"), the compiled region, the
+    graph launch (cudaGraphLaunch); and the step's kernel time on the GPU."""
     from collections import Counter
-    from pathlib import Path
-
-    from torch.profiler import ProfilerActivity, profile, record_function
 
     variant.reset()
-    for _ in range(3):
-        variant.step(variant.tok)
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-        for i in range(n_steps):
-            with record_function(f"timed_step_{i}"):
-                variant.step(variant.tok)
-            torch.cuda.synchronize()
-    with tempfile.TemporaryDirectory() as tmp:
-        prof.export_chrome_trace(f"{tmp}/trace.json")
-        events = json.loads(Path(f"{tmp}/trace.json").read_text())["traceEvents"]
-    spans = [
-        (e["ts"], e["ts"] + e["dur"])
-        for e in events
-        if e.get("name", "").startswith("timed_step_") and e.get("cat") == "user_annotation"
-    ]
-    inside = lambda e: any(lo <= e["ts"] <= hi for lo, hi in spans)  # noqa: E731
+    events, spans = traced_steps(variant.step, variant.tok, n_steps)
+    inside = lambda e: any(lo <= e["ts"] <= hi for lo, hi, _ in spans)  # noqa: E731
     host, gpu = Counter(), 0.0
     for e in events:
-        if "dur" not in e or not inside(e) or e.get("name", "").startswith("timed_step_"):
+        if "dur" not in e or not inside(e) or e.get("name", "").startswith("decode_step_"):
             continue
         if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset"):
             gpu += e["dur"]
@@ -270,7 +276,7 @@ def host_breakdown(variant: Variant, n_steps: int = 5, top: int = 25) -> dict:
             host[e["name"][:80]] += e["dur"]
     per_step = lambda us: round(us / n_steps, 1)  # noqa: E731
     return {
-        "host_step_us": per_step(sum(hi - lo for lo, hi in spans)),
+        "host_step_us": per_step(sum(hi - lo for lo, hi, _ in spans)),
         "gpu_kernel_us": per_step(gpu),
         "host_events_us": {k: per_step(v) for k, v in host.most_common(top)},
     }

@@ -1,9 +1,10 @@
 """Timing and profiling a decode step on a GPU (notebooks 01, 04 and 07, and bench.py).
 
 step_times and time_steps time steps back to back with CUDA events, as a decode loop runs
-them; spread gives a cell's median and min–max over repeats; profile_steps records kernels
-and launch calls with torch.profiler; pool_bytes reads a graph memory pool's size from the
-allocator; copy_bandwidth_GBps measures the bandwidth floor's denominator. All need CUDA.
+them; spread gives a cell's median and min–max over repeats; traced_steps is the one
+profiling set-up (torch.profiler), and profile_steps reads kernels and launch calls from it;
+pool_bytes reads a graph memory pool's size from the allocator; copy_bandwidth_GBps measures
+the bandwidth floor's denominator. All need CUDA.
 """
 
 import json
@@ -60,8 +61,10 @@ def time_steps(step, tok: torch.Tensor, n_steps: int, warmup: int = 16, n_cpu: i
     return {"step_us": statistics.median(gpu), "cpu_us": statistics.median(cpu)}
 
 
-def profile_steps(step, tok: torch.Tensor, n_steps: int = 3) -> list[dict]:
-    """Kernels and launch calls of n_steps consecutive steps, from torch.profiler's trace."""
+def traced_steps(step, tok: torch.Tensor, n_steps: int) -> tuple[list[dict], list[tuple]]:
+    """The one profiling set-up of the lab: three steps to warm up, then n_steps steps under
+    torch.profiler (CPU and CUDA), each in a record_function marker "decode_step_i" and
+    synchronized. Returns the chrome trace's events and each step's (start, end, i) span."""
     from torch.profiler import ProfilerActivity, profile, record_function
 
     for _ in range(3):
@@ -75,11 +78,17 @@ def profile_steps(step, tok: torch.Tensor, n_steps: int = 3) -> list[dict]:
     with tempfile.TemporaryDirectory() as tmp:
         prof.export_chrome_trace(f"{tmp}/trace.json")
         events = json.loads(Path(f"{tmp}/trace.json").read_text())["traceEvents"]
-    steps = sorted(
+    spans = sorted(
         (e["ts"], e["ts"] + e["dur"], int(e["name"].rsplit("_", 1)[1]))
         for e in events
         if e.get("name", "").startswith("decode_step_") and e.get("cat") == "user_annotation"
     )
+    return events, spans
+
+
+def profile_steps(step, tok: torch.Tensor, n_steps: int = 3) -> list[dict]:
+    """Kernels and launch calls of n_steps consecutive steps, from traced_steps."""
+    events, steps = traced_steps(step, tok, n_steps)
     launch_ts = {}
     out = []
     for e in events:

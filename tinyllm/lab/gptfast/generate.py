@@ -10,8 +10,8 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from tinyllm.checks import check_ids
 from tinyllm.lab.gptfast.model import Transformer, from_course
+from tinyllm.validate import validate_ids
 
 # generate.py main()'s sampling defaults
 TEMPERATURE, TOP_K = 0.8, 200
@@ -153,7 +153,7 @@ def inductor_settings(settings: dict):
 
 
 def _check_args(model, idx, max_new_tokens, temperature, top_k, extra_inductor) -> None:
-    check_ids(idx, model.cfg.vocab_size, next(model.parameters()).device)
+    validate_ids(idx, model.cfg.vocab_size, next(model.parameters()).device)
     if idx.dim() != 2 or idx.numel() == 0:
         raise ValueError(f"idx must be a non-empty (B, T), got shape {tuple(idx.shape)}")
     if type(max_new_tokens) is not int or max_new_tokens < 1:

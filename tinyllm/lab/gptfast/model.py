@@ -207,7 +207,7 @@ def course_projections(block, cfg) -> tuple[Tensor, Tensor, Tensor, Tensor, Tens
 
 def compute_dtype(model) -> torch.dtype:
     """The dtype the course computes in: bf16 on CUDA for fp32 weights (fp16 where the GPU
-    has no bf16, as generation.autocast), else the weights' own dtype (fp32 on the CPU)."""
+    has no bf16, as precision.compute_dtype), else the weights' own dtype (fp32 on the CPU)."""
     p = next(model.parameters())
     if p.device.type == "cuda" and p.dtype == torch.float32:
         return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
