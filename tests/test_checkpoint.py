@@ -14,7 +14,16 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
-from tinyllm import Transformer, checkpoint, complete, get_config, load, load_pretrained, save
+from tinyllm import (
+    Limits,
+    Transformer,
+    checkpoint,
+    complete,
+    get_config,
+    load,
+    load_pretrained,
+    save,
+)
 from tinyllm.checkpoint import card_sha256, sha256
 
 
@@ -269,9 +278,9 @@ def toy_config(**changes) -> dict:
         ('"tiny"', r"its config must be a JSON object, got str"),
         (toy_config(dropout=0.1), r"config keys unknown \['dropout'\], missing \[\]"),
         (toy_config(rope_theta=None), r"config keys unknown \[\], missing \['rope_theta'\]"),
-        (toy_config(d_model=0), r"config d_model must be an int in \[1, 1048576\], got 0"),
-        (toy_config(d_model="64"), r"config d_model must be an int in \[1, 1048576\], got '64'"),
-        (toy_config(n_layers=2.0), r"config n_layers must be an int in \[1, 256\], got 2.0"),
+        (toy_config(d_model=0), r"config d_model must be an int >= 1, got 0"),
+        (toy_config(d_model="64"), r"config d_model must be an int >= 1, got '64'"),
+        (toy_config(n_layers=2.0), r"config n_layers must be an int >= 1, got 2.0"),
         (toy_config(rope_theta=0), r"config rope_theta must be a finite number > 1, got 0"),
         (toy_config(n_kv_heads=3), r"config n_heads 4 is not a multiple of n_kv_heads 3"),
     ],
@@ -292,26 +301,68 @@ def test_a_config_of_nan_rope_theta_is_refused(toy_model, tmp_path):
 # --- huge claims in a small file -----------------------------------------------------------
 
 
-def test_a_tiny_file_claiming_a_huge_model_is_refused_at_once(toy_model, tmp_path):
-    wide = toy_config(d_model=10**9, n_heads=10**6, n_kv_heads=10**6, ffn_hidden=10**9)
-    path = write(tmp_path / "wide.safetensors", {"norm.weight": torch.zeros(2)}, wide)
+HUGE_CLAIMS = {  # a config in a file of a few hundred bytes → what refuses it
+    "a 10**9-wide model": (
+        toy_config(d_model=10**9, n_heads=10**6, n_kv_heads=10**6, ffn_hidden=10**9),
+        r"the config asks for parameters [\d,]+ > the course's limit 33,554,432",
+    ),
+    "a 1.76 GiB model": (
+        toy_config(vocab_size=2**17, d_model=2**12, n_heads=2**5, n_kv_heads=2**4),
+        r"the config asks for parameters [\d,]+ > the course's limit",
+    ),
+    "the largest max_seq_len": (
+        toy_config(max_seq_len=2**20),
+        r"the config asks for max_seq_len 1,048,576 > the course's limit 8,192",
+    ),
+    "256 layers": (
+        toy_config(n_layers=256),
+        r"the config asks for n_layers 256 > the course's limit 64",
+    ),
+}
+
+
+@pytest.mark.parametrize("claim", HUGE_CLAIMS)
+def test_a_small_file_claiming_a_huge_model_is_refused_at_once(tmp_path, monkeypatch, claim):
+    """Refused from the header's config, in well under a second, before any model is built
+    (not even on meta) and before any tensor is read."""
+    config, message = HUGE_CLAIMS[claim]
+    path = write(tmp_path / "huge.safetensors", {"norm.weight": torch.zeros(2)}, config)
     assert path.stat().st_size < 400
+    monkeypatch.setattr(checkpoint, "Transformer", lambda *a: pytest.fail("a model was built"))
     t0 = time.perf_counter()
-    with pytest.raises(ValueError, match=r"wide.safetensors: config d_model must be an int in"):
+    with pytest.raises(ValueError, match=rf"huge.safetensors: {message}"):
         load(path)
     assert time.perf_counter() - t0 < 0.25
+
+
+def test_a_header_larger_than_the_limit_is_refused_unread(tmp_path, monkeypatch):
+    """A header of tens of thousands of stub tensors (MBs of JSON) is refused from its length
+    alone: safetensors would parse all of it before any check could run."""
+    header = {f"t{i}": {"dtype": "BF16", "shape": [1], "data_offsets": [2 * i, 2 * i + 2]}
+              for i in range(60_000)}  # fmt: skip
+    path = write_raw(tmp_path / "stubs.safetensors", header, bytes(2 * 60_000))
+    assert path.stat().st_size > 2**21
+    with monkeypatch.context() as m:
+        m.setattr(checkpoint, "safe_open", lambda *a, **k: pytest.fail("the header was parsed"))
+        t0 = time.perf_counter()
+        with pytest.raises(ValueError, match=r"stubs.safetensors: its header of [\d,]+ bytes "
+                           r"is larger than the limit of 1,048,576"):  # fmt: skip
+            load(path)
+        assert time.perf_counter() - t0 < 0.25
+    with pytest.raises(ValueError, match=r"no model config"):  # lifted: read, and refused
+        load(path, limits=Limits(header_bytes=2**23))
 
 
 def test_big_claimed_shapes_are_refused_before_anything_is_allocated(
     toy_model, tmp_path, monkeypatch
 ):
-    """A config within the limits whose embedding alone is 2**28 elements (1 GiB in fp32),
-    in a file of toy weights: refused from the header, the model only ever built on meta."""
-    big = toy_config(vocab_size=2**17, d_model=2**11, n_heads=2**5, n_kv_heads=2**4)
+    """A config within the limits whose embedding alone is 2**23 elements, in a file of toy
+    weights: refused from the header, the model only ever built on meta."""
+    big = toy_config(vocab_size=2**13, d_model=2**10, n_heads=2**4, n_kv_heads=2**3)
     path = write(tmp_path / "big.safetensors", bf16_tensors(toy_model), big)
     built_on = []
 
-    def spy(cfg):
+    def spy(cfg, *args):
         built_on.append(torch.get_default_device().type)
         return Transformer(cfg)
 
@@ -321,7 +372,7 @@ def test_big_claimed_shapes_are_refused_before_anything_is_allocated(
     with pytest.raises(
         ValueError,
         match=r"big.safetensors: tensor tok_emb.weight has shape \(258, 64\), "
-        r"the config needs \(131072, 2048\)",
+        r"the config needs \(8192, 1024\)",
     ):
         load(path)
     assert built_on == ["meta"]
@@ -329,9 +380,9 @@ def test_big_claimed_shapes_are_refused_before_anything_is_allocated(
 
 
 def test_a_deep_config_in_a_small_file_is_refused_before_building_layers(toy_model, tmp_path):
-    path = write(tmp_path / "deep.safetensors", bf16_tensors(toy_model), toy_config(n_layers=256))
+    path = write(tmp_path / "deep.safetensors", bf16_tensors(toy_model), toy_config(n_layers=60))
     t0 = time.perf_counter()
-    with pytest.raises(ValueError, match=r"deep.safetensors: 15 tensors, too few for n_layers 256"):
+    with pytest.raises(ValueError, match=r"deep.safetensors: 15 tensors, too few for n_layers 60"):
         load(path)
     assert time.perf_counter() - t0 < 0.5
 
@@ -499,3 +550,14 @@ def test_a_failed_save_leaves_the_old_file_whole(toy_model, tmp_path, monkeypatc
     with pytest.raises(OSError, match="disk full"):
         save(toy_model, path)
     assert sha256(path) == digest and list(tmp_path.iterdir()) == [path]
+
+
+def test_save_leaves_the_users_files_beside_it_alone(toy_model, tmp_path):
+    """save() writes to a temporary name of its own, then renames: a user's F.partial beside F
+    is neither overwritten nor deleted, and nothing of save's is left behind."""
+    target, theirs = tmp_path / "m.safetensors", tmp_path / "m.safetensors.partial"
+    theirs.write_text("the user's own file")
+    save(toy_model, target)
+    assert theirs.read_text() == "the user's own file"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [target.name, theirs.name]
+    assert load(target).cfg == toy_model.cfg

@@ -9,7 +9,7 @@
     from it, or assigned from an expression that starts with such a name, as in
     `decoder = GraphDecoder(...)` then `decoder._step`);
   - no assignment to a book module's globals, directly or through a mutating method
-    (`generation.ATTENTION_BACKENDS.append(...)`);
+    (`graphs.COMPILE_SHAPES.update(...)`);
   - no assignment to the internals of the book's objects: `x.attr = ...` where attr is an
     attribute the book's classes set on themselves (`decoder.step_model = ...`), other than
     on `self` inside the wing's own classes.
@@ -206,7 +206,7 @@ def rel(path: Path) -> str:
 
 def test_the_book_is_found():
     assert {"generation", "graphs", "kv_cache", "engine"} <= BOOK_MODULES
-    assert {"ATTENTION_BACKENDS", "FUSED_COMPILE"} <= GLOBALS["generation"] | GLOBALS["graphs"]
+    assert {"ATTENTION_BACKENDS", "COURSE_COMPILE"} <= GLOBALS["precision"] | GLOBALS["graphs"]
     assert {"window", "step_model", "pool", "n", "pos"} <= ATTRIBUTES
     assert WING and NOTEBOOKS
 
@@ -265,14 +265,14 @@ BAD_CELLS = {  # a cell → what the scan must say about it
     "from tinyllm import graphs\ngraphs._Graphs": "reads the private name _Graphs",
     "model._init_weights(layer)": "reads the private name _init_weights",
     "from tinyllm.graphs import _Graphs": "imports the private name _Graphs",
-    "from tinyllm import generation\ngeneration.ATTENTION_BACKENDS.append(x)": (
-        "changes the book's global generation.ATTENTION_BACKENDS with .append()"
+    "from tinyllm import graphs\ngraphs.COMPILE_SHAPES.update(x)": (
+        "changes the book's global graphs.COMPILE_SHAPES with .update()"
     ),
-    "from tinyllm import generation as g\ng.ATTENTION_BACKENDS = []": (
-        "assigns to the book's global generation.ATTENTION_BACKENDS"
+    "from tinyllm import precision as p\np.ATTENTION_BACKENDS = []": (
+        "assigns to the book's global precision.ATTENTION_BACKENDS"
     ),
-    "from tinyllm import graphs\ngraphs.FUSED_COMPILE['mode'] = 'max-autotune'": (
-        "assigns to the book's global graphs.FUSED_COMPILE"
+    "from tinyllm import graphs\ngraphs.COURSE_COMPILE['mode'] = 'max-autotune'": (
+        "assigns to the book's global graphs.COURSE_COMPILE"
     ),
     "decoder.step_model = torch.compile(model)": (
         "assigns to the book's internal attribute .step_model"
@@ -307,6 +307,6 @@ def test_public_names_and_other_packages_pass():
     ok = (
         "import torch\ntorch._dynamo.reset()\nfrom torch._dynamo.utils import counters\n"
         "decoder.step(tok, check=False)\nengine.admit()\nself.window = 3\nx.__class__\n"
-        "from tinyllm import generation\nprint(generation.ATTENTION_BACKENDS)\n"
+        "from tinyllm import precision\nprint(precision.ATTENTION_BACKENDS)\n"
     )
     assert breaches(ok, "ok") == []

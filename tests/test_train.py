@@ -110,3 +110,20 @@ def test_outputs_are_checked_before_training_starts(tmp_path, capsys, no_trainin
         with pytest.raises(SystemExit):
             tinyllm.train.main([flag, str(bad)])
         assert f"{flag} {bad}: not a file name in an existing folder" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "args, shown",
+    [
+        (["--out", "F", "--card", "F"], "--card F is also --out"),
+        (["--out", "F", "--log", "./F"], "--log ./F is also --out"),
+        (["--card", "C", "--log", "C"], "--log C is also --card"),
+    ],
+)
+def test_one_output_never_overwrites_another(tmp_path, monkeypatch, capsys, no_training,
+                                             args, shown):  # fmt: skip
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exit_:
+        tinyllm.train.main(args)
+    assert exit_.value.code == 2
+    assert f"{shown}: give each output its own file" in capsys.readouterr().err
