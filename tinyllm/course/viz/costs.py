@@ -96,7 +96,8 @@ def cost_model_figure(res: dict, diet: dict | None = None):
     """µs per step against kernels per step for every variant measured (filled: the course's
     replayed steps, in the fit; hollow: steps whose time the host sets, eager or gpt-fast's
     guarded replay, not in the fit) and the diet's stages, the fitted line
-    µs = a + b·kernels, and the bandwidth floor."""
+    µs = a + b·kernels (drawn through a + b·k at every kernel count k of the points), and the
+    bandwidth floor."""
     fig, ax = new_figure(figsize=(7, 4.4))
     fitted = fitted_names(res)
     for r in res["fusion"]["rows"]:
@@ -131,14 +132,19 @@ def cost_model_figure(res: dict, diet: dict | None = None):
             xytext=(4, -8),
         )
     fit = res["cost_model"]["fit"]
-    k = np.array([0, max(p["kernels"] for p in res["cost_model"]["points"]) * 1.1])
+    # a straight line in µs is a curve on the log axis: drawn on a dense grid of kernel
+    # counts that holds every point's own, so a point with no residual lies on it
+    ks = [p["kernels"] for p in res["cost_model"]["points"]]
+    k = np.union1d(np.linspace(0, max(ks) * 1.1, 200), ks)
     ax.plot(
         k,
         fit["a_us"] + fit["b_us_per_kernel"] * k,
         color=COLORS["current"],
         ls="--",
         lw=1,
-        label=f"fit over the filled points: {fit_text(fit)}",
+        label=f"fit over the filled points: {fit_text(fit)}\n"
+        "(a straight line, bent by the log axis)",
+        gid="fit",
     )
     if "bandwidth" in res:
         ax.axhline(
