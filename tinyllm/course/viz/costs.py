@@ -183,6 +183,7 @@ def diet_figure(diet: dict, batch: str = "1"):
     a1.bar(names, [x["kernels"] for x in g], color=COLORS["graph"])
     a1.bar_label(a1.containers[0], fmt="%d", fontsize=8)
     a1.set(ylabel="kernels per step", title="Kernels per step")
+    a1.margins(y=0.08)  # room for the tallest bar's label
     med = [x["step_us"]["median"] for x in g]
     a2.bar(
         names,
