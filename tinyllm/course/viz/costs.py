@@ -38,7 +38,7 @@ def peers_figure(res: dict):
             [r["step_us"]["max"] - m for m, r in zip(med, rows)],
         ]
     )
-    fig, ax = new_figure(figsize=(9, 0.9 + 0.5 * len(rows)))
+    fig, ax = new_figure(figsize=(10, 0.9 + 0.5 * len(rows)))
     y = np.arange(len(rows))
     bars = ax.barh(y, med, xerr=err, color=[row_color(r["name"]) for r in rows], error_kw={"lw": 1})
     reused = reused_compile(rows)
@@ -52,10 +52,15 @@ def peers_figure(res: dict):
     ax.set_yticks(y, [r["name"] for r in rows], fontsize=7)
     ax.invert_yaxis()
     ax.set_xscale("log")
-    ax.set_xlim(min(med) / 2, max(med) * 30)
+    ax.set_xlim(min(med) / 2, max(med) * 60)  # room for the longest label
     ax.set_xlabel(f"decode step time, batch {f['batch']} (µs, median over repeats, log scale)")
     h = res.get("headline")
-    ratio = f"{sig3(h['best_over_gptfast'])}× the step of gpt-fast's strongest form" if h else ""
+    ratio = (
+        f"{sig3(h['best_over_gptfast'])}× the step of gpt-fast's strongest form, in its loop on "
+        "this host (one run)"
+        if h
+        else ""
+    )
     best = next(r for r in rows if r["name"] == "fused kernels in bucketed graphs")
     ax.set_title(
         f"Fused kernels in the course's bucketed graphs: {sig3(best['step_us']['median'])}"
@@ -226,7 +231,11 @@ def sweep_figure(res: dict):
     for key, label, color in (
         ("graph", "graph replay, unfused, bucketed", COLORS["graph"]),
         ("fused", "fused kernels, bucketed graphs", COLORS["fused"]),
-        ("gpt-fast", f"gpt-fast (forward only, static tables), {cache}", COLORS["compiled"]),
+        (
+            "gpt-fast",
+            f"gpt-fast in its loop on this host (forward only, static tables), {cache}",
+            COLORS["compiled"],
+        ),
     ):
         ax.plot(sw["positions"], sw[f"{key}_us"], drawstyle="steps-post", color=color, label=label)
     for w in res.get("operating_point", {}).get("buckets", [])[:-1]:
