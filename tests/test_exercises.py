@@ -29,7 +29,7 @@ CHECKS = {  # name: (check, correct answer, wrong answer)
         lambda n, b, bw: n * b / bw,
     ),  # forgot the units
     "stale_reads": (ex.check_stale_reads, "abe", {"a"}),
-    "pool_choice": (ex.check_pool_choice, "b", "c"),
+    "pool_choice": (ex.check_pool_choice, "bd", "bc"),
 }
 FUNCTION_CHECKS = [name for name, (_, good, _) in CHECKS.items() if callable(good)]
 
@@ -73,6 +73,54 @@ def test_stale_reads_without_an_answer_gives_nothing_away(capsys):
     assert ex.check_stale_reads(None) is False
     out = capsys.readouterr().out
     assert out.startswith("[HINT] no answer yet") and "is stale" not in out
+
+
+# --- what the pool measurement shows (notebook 04, exercise 2) ----------------------------
+
+POOL_WRONG = {  # a wrong answer → what its hint must say
+    "b": "(d): the measurement shows it too",  # the order's effect left out
+    "bc": "(c): the measurement shows otherwise: captured smallest first, the pool held 2 MiB",
+    "bde": "(e): the measurement shows otherwise",  # largest first assumed to end smaller
+    "be": "(d): the measurement shows it too",
+    "d": "(b): the measurement shows it too",
+    "abd": "(a): the measurement shows otherwise: a pool per graph reserves 8 MiB",
+    "bdz": "'z' is not one of the options",
+    "": "no answer yet",
+    None: "no answer yet",
+    42: "'2' is not one of the options",
+}
+
+
+@pytest.mark.parametrize("answer", POOL_WRONG, ids=repr)
+def test_pool_choice_wrong_answers_get_a_hint(answer, capsys):
+    assert ex.check_pool_choice(answer) is False
+    out = capsys.readouterr().out
+    assert out.startswith("[HINT]") and out.count("\n") == 1, out
+    assert POOL_WRONG[answer] in out, out
+
+
+def test_pool_choice_follows_the_measurement_it_is_given(recorded, capsys):
+    """The right letters are the ones the measurement passed in shows: had the shared pool
+    grown when captured smallest first, (c) and (e) would hold instead of (d)."""
+    cap = recorded["capture"]
+    assert ex.check_pool_choice("bd", cap) is True
+    grown = dict(cap, smallest_first_pool_bytes=[2**21, 2**21, 2**22, 2**22])
+    assert ex.check_pool_choice("bd", grown) is False
+    assert "(c): the measurement shows it too" in capsys.readouterr().out
+    assert ex.check_pool_choice("bce", grown) is True
+    no_order = {k: v for k, v in cap.items() if not k.endswith("_first_pool_bytes")}
+    assert ex.check_pool_choice("b", no_order) is True
+    assert ex.check_pool_choice("bd", no_order) is False
+    assert "no capture-order rows" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "capture", [[1, 2], {}, {"separate_pools_bytes": "8", "shared_pool_bytes": 2}, "cap"]
+)
+def test_pool_choice_given_junk_for_the_measurement_gives_a_hint(capture, capsys):
+    assert ex.check_pool_choice("bd", capture) is False
+    out = capsys.readouterr().out
+    assert out.startswith("[HINT] capture must be the pool measurement") and "Traceback" not in out
 
 
 # --- capture and replay a function yourself (notebook 04, exercise 3) ---------------------

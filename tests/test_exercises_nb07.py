@@ -290,3 +290,40 @@ def test_predicted_us_cannot_change_the_fit(res, capsys):
     assert check_predicted_us(greedy, res) is True
     assert res["cost_model"]["fit"]["a_us"] != 0.0
     capsys.readouterr()
+
+
+# --- what no checker may do: hang, or let a learner's number raise ------------------------------
+
+
+def sleeps(*args):
+    import time
+
+    time.sleep(3)
+    return 1
+
+
+@pytest.mark.parametrize(
+    "check",
+    [
+        lambda fn: check_compile_count(fn),
+        lambda fn: check_predicted_us(fn, peer_results()),
+    ],
+    ids=["compile_count", "predicted_us"],
+)
+def test_a_function_that_never_returns_gets_a_hint(check, monkeypatch, capsys):
+    import time
+
+    from tinyllm.course.exercises import nb07
+
+    monkeypatch.setattr(nb07, "TIME_LIMIT_S", 0.5, raising=False)
+    start = time.perf_counter()
+    assert check(sleeps) is False
+    assert time.perf_counter() - start < 2.5
+    assert "did not finish within 0.5 s" in one_hint(capsys)
+
+
+@pytest.mark.parametrize("huge", [10**400, -(10**400)], ids=["1e400", "-1e400"])
+def test_predicted_us_too_large_for_a_float(huge, res, capsys):
+    assert check_predicted_us(lambda k, fit: huge, res) is False
+    out = one_hint(capsys)
+    assert "too large" in out and len(out) < 300

@@ -205,6 +205,54 @@ def test_recorded_figures_carry_their_provenance(name, recorded):
     assert "recorded on" not in viz.footnote_text(draw(recorded, trace))  # nothing invented
 
 
+SHIPPED_FIGURES = {  # every figure drawn from a recording, on the shipped ones
+    "step_time_figure": lambda r, d, t: viz.step_time_figure(r),
+    "cpu_gpu_figure": lambda r, d, t: viz.cpu_gpu_figure(r, 1),
+    "timeline_figure": lambda r, d, t: viz.timeline_figure(t, 1),
+    "capture_figure": lambda r, d, t: viz.capture_figure(r),
+    "kernels_figure": lambda r, d, t: viz.kernels_figure(t, 1),
+    "floor_figure": lambda r, d, t: viz.floor_figure(r, 1),
+    "engine_figure": lambda r, d, t: viz.engine_figure(r),
+    "logit_diff_figure": lambda r, d, t: viz.logit_diff_figure(
+        range(r["eager_vs_static"]["steps"]),
+        r["eager_vs_static"]["max_logit_diff_per_step"],
+        r["eager_vs_static"]["flips"],
+        recording=r,
+    ),
+    "peers_figure": lambda r, d, t: viz.peers_figure(r),
+    "cost_model_figure": lambda r, d, t: viz.cost_model_figure(r, d),
+    "diet_figure": lambda r, d, t: viz.diet_figure(d),
+    "sweep_figure": lambda r, d, t: viz.sweep_figure(r),
+    "breakdown_figure": lambda r, d, t: viz.breakdown_figure(r),
+    "window_times_figure": lambda r, d, t: viz.window_times_figure(r),
+    "launches_figure": lambda r, d, t: viz.launches_figure(viz.launch_costs(r)),
+    "pool_figure": lambda r, d, t: viz.pool_figure(r),
+}
+NOT_FROM_A_RECORDING = {"mask_figure", "bucket_figure", "bucket_tradeoff_figure",
+                        "buckets_figure", "static_cache_figure", "slots_figure",
+                        "slot_timeline_figure", "compile_paths_figure", "loss_figure"}  # fmt: skip
+
+
+def test_every_figure_of_a_recording_is_in_the_table():
+    figures = {n for n in viz.__all__ if n.endswith("_figure") and n != "new_figure"}
+    assert figures == SHIPPED_FIGURES.keys() | NOT_FROM_A_RECORDING
+
+
+@pytest.mark.parametrize("name", SHIPPED_FIGURES)
+def test_no_footnote_of_a_shipped_recording_leaves_a_question_mark(name, recorded):
+    """Each footnote names the GPU, torch, date and commit(s) the recording holds."""
+    fig = SHIPPED_FIGURES[name](recorded, results.load_diet(), results.load_trace(recorded))
+    note = viz.footnote_text(fig)
+    assert "?" not in note, note
+
+
+def test_the_diet_footnote_names_each_stages_commit():
+    diet = results.load_diet()
+    note = viz.footnote_text(viz.diet_figure(diet))
+    for stage in diet["stages"]:
+        assert f"{stage['stage']} {stage['commit'][:7]}" in note
+
+
 def test_titles_state_what_the_data_says():
     res = recorded_results()
     assert "launch-bound" in viz.step_time_figure(res).axes[0].get_title()

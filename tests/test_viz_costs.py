@@ -119,6 +119,33 @@ def test_cost_model_figure_draws_the_fit_and_the_floor(res):
     )
 
 
+def drawn_at(ax, line, x):
+    """Where `line` is drawn at data x, read as the eye reads it: straight segments between
+    its points in display space (a log axis bends data space), back in data units."""
+    ax.figure.draw_without_rendering()  # the axes' limits, hence its transform
+    xy = ax.transData.transform(np.column_stack(line.get_data()))
+    at = ax.transData.transform((x, 1.0))[0]
+    return ax.transData.inverted().transform((at, np.interp(at, xy[:, 0], xy[:, 1])))[1]
+
+
+@pytest.mark.parametrize("recording", ["made up", "shipped"])
+def test_cost_model_line_passes_through_the_fit_at_every_points_kernels(recording, res):
+    """A point with no residual lies on the drawn line, on the log axis too."""
+    from conftest import recorded_results
+
+    from tinyllm.lab.results import load_diet
+
+    res, diet = (res, peer_diet()) if recording == "made up" else (recorded_results(), load_diet())
+    (ax,) = viz.cost_model_figure(res, diet).axes
+    assert ax.get_yscale() == "log"
+    fit = res["cost_model"]["fit"]
+    line = ax.lines[0]
+    for p in res["cost_model"]["points"]:
+        k = p["kernels"]
+        want = fit["a_us"] + fit["b_us_per_kernel"] * k
+        assert drawn_at(ax, line, k) == pytest.approx(want, rel=1e-3), p["name"]
+
+
 def test_cost_model_title_says_when_there_is_no_cost_per_kernel():
     fit = {"a_us": 100.0, "b_us_per_kernel": -2.0, "residuals_us": {"x": 3.0}}
     title = costs.cost_model_title(fit)

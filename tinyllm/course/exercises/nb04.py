@@ -1,11 +1,13 @@
 """Checkers of notebook 04 · capture and replay."""
 
 import contextlib
+import numbers
 
 import torch
 
 from tinyllm.course.exercises.harness import FAILED, call, choices, hint, ok, time_limit
 from tinyllm.lab import simgraph
+from tinyllm.lab.results import load_results
 
 STALE_READS = {
     "a": "`logits = dec.step(tok)`, read after the next step",
@@ -39,26 +41,73 @@ def check_stale_reads(answer) -> bool:
 
 
 POOL_CHOICES = {
-    "a": "a private memory pool per bucket graph",
-    "b": "one pool shared by all the bucket graphs, captured largest window first",
-    "c": "one pool shared by all the bucket graphs, captured smallest window first",
+    "a": "a pool per bucket graph reserves no more memory than one pool shared by all of them",
+    "b": "one pool shared by all the bucket graphs reserves less memory than a pool per graph",
+    "c": "captured smallest window first, the shared pool grows as the windows grow",
+    "d": "the shared pool ends at the same size in both capture orders",
+    "e": "captured largest window first, the shared pool ends smaller than captured smallest first",
 }
-_POOLS = {
-    "a": "safe, but the memory is the sum of every graph's pool (see the measured bars)",
-    "c": "each larger capture needs blocks the pool does not hold yet, so the pool can grow "
-    "at every capture; largest first, the smaller graphs fit in what it already has",
-}
+_ORDERS = ("largest_first_pool_bytes", "smallest_first_pool_bytes")
 
 
-def check_pool_choice(answer) -> bool:
-    """answer: the letter of POOL_CHOICES that GraphDecoder uses, and rightly so."""
-    got = str(answer).strip().lower()
-    if got == "b":
-        return ok(
-            "the bucket graphs never replay at the same time, so one pool serves them "
-            "all; captured largest first, the smaller ones reuse its memory"
+def _mib(n_bytes) -> str:
+    return f"{n_bytes / 2**20:.3g} MiB"
+
+
+def _pool_facts(capture: dict) -> dict[str, tuple[bool, str]]:
+    """letter → (does this measurement show it, the numbers that say so)."""
+    separate, shared = capture["separate_pools_bytes"], capture["shared_pool_bytes"]
+    if not all(isinstance(b, numbers.Real) for b in (separate, shared)):
+        raise TypeError("pool sizes are numbers of bytes")
+    sizes = f"a pool per graph reserves {_mib(separate)} in all, one shared pool {_mib(shared)}"
+    facts = {"a": (separate <= shared, sizes), "b": (shared < separate, sizes)}
+    if all(key in capture for key in _ORDERS):
+        largest, smallest = (list(capture[key]) for key in _ORDERS)
+        if not all(isinstance(b, numbers.Real) for b in largest + smallest):
+            raise TypeError("pool sizes are numbers of bytes")
+        after = ", ".join(_mib(b) for b in smallest)
+        grows = any(later > earlier for earlier, later in zip(smallest, smallest[1:]))
+        ends = (
+            f"the shared pool ends at {_mib(largest[-1])} captured largest first and at "
+            f"{_mib(smallest[-1])} captured smallest first"
         )
-    return hint(f"({got}): {_POOLS.get(got, f'not one of the options {sorted(POOL_CHOICES)}')}")
+        facts["c"] = (grows, f"captured smallest first, the pool held {after} after each capture")
+        facts["d"] = (largest[-1] == smallest[-1], ends)
+        facts["e"] = (largest[-1] < smallest[-1], ends)
+    return facts
+
+
+def check_pool_choice(answer, capture=None) -> bool:
+    """answer: the letters of POOL_CHOICES that the pool measurement shows. capture: that
+    measurement, as section 8 of notebook 04 prints it (`cap`: measured live on a GPU, else
+    the shipped recording's "capture"); None: the shipped recording's."""
+    try:
+        facts = _pool_facts(load_results()["capture"] if capture is None else capture)
+    except Exception:  # whatever was passed as the measurement: a hint, not a traceback
+        return hint(
+            "capture must be the pool measurement that section 8 printed (pass `cap`), or "
+            "nothing for the shipped recording's"
+        )
+    got = choices(answer)
+    if not got:
+        return hint(
+            'no answer yet: give the letters the measurement shows, as a string such as "ab"'
+        )
+    if got - POOL_CHOICES.keys():
+        unknown = min(got - POOL_CHOICES.keys())
+        return hint(f"{unknown!r} is not one of the options {sorted(POOL_CHOICES)}")
+    if got - facts.keys():
+        return hint(
+            f"({min(got - facts.keys())}) cannot be told from this measurement: it has no "
+            "capture-order rows (`make bench` records them)"
+        )
+    want = {letter for letter, (shown, _) in facts.items() if shown}
+    if got != want:
+        c = min(got ^ want)
+        verdict = "the measurement shows it too" if c in want else "the measurement shows otherwise"
+        return hint(f"({c}): {verdict}: {facts[c][1]}")
+    reasons = "; ".join(dict.fromkeys(why for _, why in facts.values()))
+    return ok(f"the measurement shows just that: {reasons}")
 
 
 # --- capture and replay a function yourself -----------------------------------------------

@@ -2,15 +2,26 @@
 
 Each checker first asks whether the answer is right; only a wrong one is taken apart for the
 hint that names the mistake (one step per graph, every bucket, the key count off by one,
-dynamic=None read as "one graph", the intercept forgotten, ...).
+dynamic=None read as "one graph", the intercept forgotten, ...). A learner's own function
+gets TIME_LIMIT_S per call; exercise 2's run is the notebook's and compiles for many seconds,
+so it gets none.
 """
 
 import math
 from numbers import Integral, Real
 
-from tinyllm.course.exercises.harness import FAILED, call, hint, ok
+from tinyllm.course.exercises.harness import FAILED, call, hint, ok, time_limit
 from tinyllm.course.viz import sig3
 from tinyllm.graphs import bucket_for
+
+TIME_LIMIT_S = 5.0  # per call of a learner's function: its answer is arithmetic
+
+
+def call_in_time(fn, args: tuple, shown: str):
+    """call(fn, args, shown), interrupted into a hint after TIME_LIMIT_S."""
+    with time_limit(TIME_LIMIT_S, f"your function did not finish within {TIME_LIMIT_S:g} s"):
+        return call(fn, args, shown)
+
 
 # --- exercise 1: one compiled graph per window ---------------------------------------------
 
@@ -73,7 +84,8 @@ def check_compile_count(fn) -> bool:
     `steps` static decode steps from position `start` with these buckets."""
     answers = []
     for start, steps, buckets in COMPILE_CASES:
-        got = call(fn, (start, steps, buckets), f"start={start}, steps={steps}, buckets={buckets}")
+        shown = f"start={start}, steps={steps}, buckets={buckets}"
+        got = call_in_time(fn, (start, steps, buckets), shown)
         if got is FAILED:
             return False
         answers.append(got)
@@ -222,18 +234,19 @@ def check_predicted_us(fn, res: dict) -> bool:
         shown = (
             f"kernels={kernels}, fit a_us={fit['a_us']}, b_us_per_kernel={fit['b_us_per_kernel']}"
         )
-        got = call(fn, (kernels, dict(fit)), shown)
+        got = call_in_time(fn, (kernels, dict(fit)), shown)
         if got is FAILED:
             return False
         want = fit["a_us"] + fit["b_us_per_kernel"] * kernels
-        if (
-            isinstance(got, Real)
-            and not isinstance(got, bool)
-            and math.isclose(got, want, rel_tol=1e-6, abs_tol=1e-9)
-        ):
-            continue
         if not isinstance(got, Real) or isinstance(got, bool):
             return hint(f"on {shown}: return a number of µs, not {type(got).__name__} {got!r}")
+        try:
+            got = float(got)
+        except OverflowError:
+            return hint(f"on {shown} you returned a number too large for a float; the fit says "
+                        f"{sig3(want)} µs")  # fmt: skip
+        if math.isclose(got, want, rel_tol=1e-6, abs_tol=1e-9):
+            continue
         mistake = cost_mistake(got, kernels, fit)
         return hint(
             f"on {shown} you returned {sig3(got)} µs, the fit says {sig3(want)} µs"

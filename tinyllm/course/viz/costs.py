@@ -38,7 +38,7 @@ def peers_figure(res: dict):
             [r["step_us"]["max"] - m for m, r in zip(med, rows)],
         ]
     )
-    fig, ax = new_figure(figsize=(9, 0.9 + 0.5 * len(rows)))
+    fig, ax = new_figure(figsize=(10, 0.9 + 0.5 * len(rows)))
     y = np.arange(len(rows))
     bars = ax.barh(y, med, xerr=err, color=[row_color(r["name"]) for r in rows], error_kw={"lw": 1})
     reused = reused_compile(rows)
@@ -52,10 +52,15 @@ def peers_figure(res: dict):
     ax.set_yticks(y, [r["name"] for r in rows], fontsize=7)
     ax.invert_yaxis()
     ax.set_xscale("log")
-    ax.set_xlim(min(med) / 2, max(med) * 30)
+    ax.set_xlim(min(med) / 2, max(med) * 60)  # room for the longest label
     ax.set_xlabel(f"decode step time, batch {f['batch']} (µs, median over repeats, log scale)")
     h = res.get("headline")
-    ratio = f"{sig3(h['best_over_gptfast'])}× the step of gpt-fast's strongest form" if h else ""
+    ratio = (
+        f"{sig3(h['best_over_gptfast'])}× the step of gpt-fast's strongest form, in its loop on "
+        "this host (one run)"
+        if h
+        else ""
+    )
     best = next(r for r in rows if r["name"] == "fused kernels in bucketed graphs")
     ax.set_title(
         f"Fused kernels in the course's bucketed graphs: {sig3(best['step_us']['median'])}"
@@ -96,7 +101,8 @@ def cost_model_figure(res: dict, diet: dict | None = None):
     """µs per step against kernels per step for every variant measured (filled: the course's
     replayed steps, in the fit; hollow: steps whose time the host sets, eager or gpt-fast's
     guarded replay, not in the fit) and the diet's stages, the fitted line
-    µs = a + b·kernels, and the bandwidth floor."""
+    µs = a + b·kernels (drawn through a + b·k at every kernel count k of the points), and the
+    bandwidth floor."""
     fig, ax = new_figure(figsize=(7, 4.4))
     fitted = fitted_names(res)
     for r in res["fusion"]["rows"]:
@@ -131,14 +137,19 @@ def cost_model_figure(res: dict, diet: dict | None = None):
             xytext=(4, -8),
         )
     fit = res["cost_model"]["fit"]
-    k = np.array([0, max(p["kernels"] for p in res["cost_model"]["points"]) * 1.1])
+    # a straight line in µs is a curve on the log axis: drawn on a dense grid of kernel
+    # counts that holds every point's own, so a point with no residual lies on it
+    ks = [p["kernels"] for p in res["cost_model"]["points"]]
+    k = np.union1d(np.linspace(0, max(ks) * 1.1, 200), ks)
     ax.plot(
         k,
         fit["a_us"] + fit["b_us_per_kernel"] * k,
         color=COLORS["current"],
         ls="--",
         lw=1,
-        label=f"fit over the filled points: {fit_text(fit)}",
+        label=f"fit over the filled points: {fit_text(fit)}\n"
+        "(a straight line, bent by the log axis)",
+        gid="fit",
     )
     if "bandwidth" in res:
         ax.axhline(
@@ -177,6 +188,7 @@ def diet_figure(diet: dict, batch: str = "1"):
     a1.bar(names, [x["kernels"] for x in g], color=COLORS["graph"])
     a1.bar_label(a1.containers[0], fmt="%d", fontsize=8)
     a1.set(ylabel="kernels per step", title="Kernels per step")
+    a1.margins(y=0.08)  # room for the tallest bar's label
     med = [x["step_us"]["median"] for x in g]
     a2.bar(
         names,
@@ -219,7 +231,11 @@ def sweep_figure(res: dict):
     for key, label, color in (
         ("graph", "graph replay, unfused, bucketed", COLORS["graph"]),
         ("fused", "fused kernels, bucketed graphs", COLORS["fused"]),
-        ("gpt-fast", f"gpt-fast (forward only, static tables), {cache}", COLORS["compiled"]),
+        (
+            "gpt-fast",
+            f"gpt-fast in its loop on this host (forward only, static tables), {cache}",
+            COLORS["compiled"],
+        ),
     ):
         ax.plot(sw["positions"], sw[f"{key}_us"], drawstyle="steps-post", color=color, label=label)
     for w in res.get("operating_point", {}).get("buckets", [])[:-1]:

@@ -71,7 +71,7 @@ def footnote(fig: Figure, *lines: str) -> None:
     if not lines:
         return
     text = "\n".join(lines)
-    height = (1.35 * FOOTNOTE_SIZE * len(lines) + 6) / (72 * fig.get_figheight())
+    height = (1.35 * FOOTNOTE_SIZE * len(text.splitlines()) + 6) / (72 * fig.get_figheight())
     fig.get_layout_engine().set(rect=(0, height, 1, 1 - height))
     style = {"fontsize": FOOTNOTE_SIZE, "color": "0.35", "ha": "left", "va": "bottom"}
     fig.text(0.005, 0.005, text, gid="footnote", **style)
@@ -79,10 +79,22 @@ def footnote(fig: Figure, *lines: str) -> None:
 
 def provenance_note(data: dict | None) -> str | None:
     """tinyllm.lab.results.provenance_label(data) when data carries a provenance block
-    (a recording, or its trace), else None: nothing is invented for unlabelled data."""
+    (a recording, or its trace), else None: nothing is invented for unlabelled data. A
+    recording made of stages, each run at a commit of its own (the kernel diet,
+    results/<gpu>_diet.json), names the stages' dates and commits instead of one."""
     if not isinstance(data, dict) or not data.get("provenance"):
         return None
-    return provenance_label(data)
+    p = data["provenance"]
+    stages = [s for s in data.get("stages", ()) if isinstance(s, dict) and s.get("commit")]
+    if p.get("commit") or not stages:
+        return provenance_label(data)
+    dates = sorted({str(s.get("date", p.get("date", "undated"))) for s in stages})
+    when = dates[0] if len(dates) == 1 else f"{dates[0]} to {dates[-1]}"
+    commits = ", ".join(f"{s.get('stage', '?')} {str(s['commit'])[:7]}" for s in stages)
+    return (
+        f"recorded on {p.get('gpu', 'an unknown GPU')}, torch {p.get('torch', '?')}, {when},\n"
+        f"each stage at its own commit: {commits}"
+    )
 
 
 def label_source(fig: Figure, data: dict | None, *notes: str) -> Figure:
