@@ -98,7 +98,7 @@ def _run(fn, args, shown: str, where: str):
     try:
         with time_limit(5.0, "your function did not finish within 5 s"):
             fn(*args)
-    except Exception as e:
+    except (TooSlow, Exception) as e:
         return _explain(e, shown, where)
     return None
 
