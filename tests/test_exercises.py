@@ -75,7 +75,7 @@ def test_unit_slip_is_named(capsys):
 def test_stale_reads_without_an_answer_gives_nothing_away(capsys):
     assert ex.check_stale_reads(None) is False
     out = capsys.readouterr().out
-    assert out.startswith("[HINT] no answer yet") and "is stale" not in out
+    assert out.startswith("[HINT] no answer that reads as letters yet") and "is stale" not in out
 
 
 # --- what the pool measurement shows (notebook 04, exercise 2) ----------------------------
@@ -88,8 +88,8 @@ POOL_WRONG = {  # a wrong answer → what its hint must say
     "d": "(b): the measurement shows it too",
     "abd": "(a): the measurement shows otherwise: a pool per graph reserves 8 MiB",
     "bdz": "'z' is not one of the options",
-    "": "no answer yet",
-    None: "no answer yet",
+    "": "no answer that reads as letters yet",
+    None: "no answer that reads as letters yet",
     42: "'2' is not one of the options",
 }
 
@@ -124,6 +124,7 @@ def test_pool_choice_given_junk_for_the_measurement_gives_a_hint(capture, capsys
     assert ex.check_pool_choice("bd", capture) is False
     out = capsys.readouterr().out
     assert out.startswith("[HINT] capture must be the pool measurement") and "Traceback" not in out
+
 
 # --- harness.choices: any answer is letters or a hint, never a traceback ---------------------
 
