@@ -9,7 +9,9 @@
   on which tests ran before it.
 - `assert_hint(check, answer, capsys, *needles)`: a checker's answer to a wrong answer is one
   `[HINT]` line (holding each needle), never a traceback and never `[OK]`; `WRONG_VALUES`
-  and `returning(value)` are the wrong types every checker must answer with a hint.
+  and `returning(value)` are the wrong types every checker must answer with a hint, and
+  `JUNK_VALUES` worse ones (numpy arrays, tensors without data, objects whose repr, len,
+  iteration, == or int() raise); `never_returns` is a function that never returns.
 - `recorded`: the shipped recording results/h200.json, a fresh copy for each test to read or
   change, so that tests of figures, explorers and checkers run on the real schema;
   `recorded_results()` gives the same outside a fixture. `trace`: profiled steps in the
@@ -236,6 +238,51 @@ WRONG_VALUES = {  # what a learner passes, or what their function returns, inste
     "dict": {0: 1, 1: 2},
     "flat list": [0, 1, 2],
 }
+
+
+class Hostile:
+    """A learner's object that fails at everything a checker might try on it."""
+
+    def _fail(self, *args):
+        raise RuntimeError("hostile")
+
+    __repr__ = __str__ = __len__ = __iter__ = __eq__ = __bool__ = _fail
+    __int__ = __float__ = __index__ = __hash__ = __getitem__ = _fail
+
+
+class HostileList(list):
+    """A list whose len() and iteration raise: it passes isinstance(x, list)."""
+
+    def _fail(self, *args):
+        raise RuntimeError("hostile")
+
+    __len__ = __iter__ = __repr__ = __getitem__ = _fail
+
+
+def _junk_values() -> dict:
+    import numpy as np
+
+    return {
+        "hostile": Hostile(),
+        "hostile list": HostileList([1, 2]),
+        "numpy array": np.array([1, 2]),
+        "numpy letters": np.array(["a", "b"]),
+        "float tensor": torch.tensor([0.5, 1.5]),
+        "meta tensor": torch.empty((), dtype=torch.int64, device="meta"),
+        "nan": float("nan"),
+        "bool": True,
+    }
+
+
+JUNK_VALUES = _junk_values()
+
+
+def never_returns(*args):
+    """A learner's function that does not return for an hour, without a loop (the checker's
+    time limit must stop it)."""
+    import time
+
+    time.sleep(3600)
 
 
 def returning(value):

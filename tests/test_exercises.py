@@ -3,9 +3,12 @@ into a printed hint and False, never an exception. Notebook 04's checkers
 and 01's bandwidth floor here; the rest in test_exercises_nb0N.py, one file per notebook."""
 
 import contextlib
+import signal
 
+import numpy as np
 import pytest
 import torch
+from conftest import JUNK_VALUES, Hostile, HostileList, assert_hint, assert_ok
 
 from tinyllm.course import exercises as ex
 from tinyllm.lab import simgraph
@@ -72,7 +75,7 @@ def test_unit_slip_is_named(capsys):
 def test_stale_reads_without_an_answer_gives_nothing_away(capsys):
     assert ex.check_stale_reads(None) is False
     out = capsys.readouterr().out
-    assert out.startswith("[HINT] no answer yet") and "is stale" not in out
+    assert out.startswith("[HINT] no answer that reads as letters yet") and "is stale" not in out
 
 
 # --- what the pool measurement shows (notebook 04, exercise 2) ----------------------------
@@ -85,8 +88,8 @@ POOL_WRONG = {  # a wrong answer → what its hint must say
     "d": "(b): the measurement shows it too",
     "abd": "(a): the measurement shows otherwise: a pool per graph reserves 8 MiB",
     "bdz": "'z' is not one of the options",
-    "": "no answer yet",
-    None: "no answer yet",
+    "": "no answer that reads as letters yet",
+    None: "no answer that reads as letters yet",
     42: "'2' is not one of the options",
 }
 
@@ -121,6 +124,82 @@ def test_pool_choice_given_junk_for_the_measurement_gives_a_hint(capture, capsys
     assert ex.check_pool_choice("bd", capture) is False
     out = capsys.readouterr().out
     assert out.startswith("[HINT] capture must be the pool measurement") and "Traceback" not in out
+
+
+# --- harness.choices: any answer is letters or a hint, never a traceback ---------------------
+
+
+@pytest.mark.parametrize(
+    "answer, letters",
+    [
+        ("a, c", {"a", "c"}),
+        (["A", "c"], {"a", "c"}),
+        (np.array(["a", "b", "e"]), {"a", "b", "e"}),
+        (np.array([1, 2]), {"1", "2"}),
+        (torch.tensor([1, 2]), {"1", "2", "t", "e", "n", "s", "o", "r"}),
+        ({"a": 1}, {"a", "1"}),
+        (None, set()),
+        (Hostile(), set()),
+        (HostileList(["a"]), set()),
+    ],
+    ids=["str", "list", "numpy letters", "numpy ints", "tensor", "dict", "None", "hostile",
+         "hostile list"],
+)  # fmt: skip
+def test_choices_never_raises(answer, letters):
+    assert ex.harness.choices(answer) == letters
+
+
+def test_stale_reads_takes_a_numpy_array_of_letters(capsys):
+    assert_ok(ex.check_stale_reads, np.array(["a", "b", "e"]), capsys)
+
+
+@pytest.mark.parametrize("answer", JUNK_VALUES.values(), ids=JUNK_VALUES)
+def test_stale_reads_junk_gets_a_hint(answer, capsys):
+    assert_hint(ex.check_stale_reads, answer, capsys)
+
+
+# --- harness: numbers in hints, limits on time ----------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "got, value, want, says",
+    [
+        (0.2511, 0.2511, 0.2512, "returned 0.2511, expected 0.2512"),
+        (0.25100001, 0.25100001, 0.251, "returned 0.25100001, expected 0.251"),
+        (torch.tensor(0.251, dtype=torch.float16), 0.250977, 0.251,
+         "a torch.float16 tensor 0.25098, which keeps about 3"),
+        (np.float32(0.3), 0.30000001192, 0.3, "a numpy.float32 0.30000001, which keeps about 6"),
+        (torch.tensor(2.0), 2.0, 1.0, "returned a torch.float32 tensor 2; expected 1"),
+    ],
+)  # fmt: skip
+def test_unequal_never_prints_two_equal_numbers(got, value, want, says):
+    assert says in ex.harness.unequal(got, value, want)
+
+
+def test_time_limits_nest_and_a_learners_except_cannot_swallow_them():
+    """Inside a time_limit, an inner one leaves the outer standing; TooSlow is no Exception,
+    so `except Exception` in a learner's loop does not hide it."""
+    h = ex.harness
+
+    def swallows():
+        while True:
+            try:
+                pass
+            except Exception:
+                pass
+
+    with pytest.raises(h.TooSlow, match="outer"), h.time_limit(0.5, "outer"):
+        with h.time_limit(30.0, "inner"):
+            swallows()
+    assert signal.getitimer(signal.ITIMER_REAL)[0] == 0
+    assert h.call(swallows, (), "nothing", seconds=0.3) is h.FAILED
+
+
+@pytest.mark.parametrize("value", JUNK_VALUES.values(), ids=JUNK_VALUES)
+def test_readers_never_raise(value):
+    h = ex.harness
+    h.as_int(value), h.as_number(value), h.items(value), h.shown(value), h.shown_type(value)
+    h.equal(value, 5), h.kind(value), h.digits(value)
 
 
 # --- capture and replay a function yourself (notebook 04, exercise 3) ---------------------

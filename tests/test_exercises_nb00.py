@@ -4,7 +4,10 @@ A checker must accept the right answer, reject every wrong one with a hint (neve
 traceback), and say "[OK]" only when it returns True.
 """
 
+import numpy as np
 import pytest
+import torch
+from conftest import JUNK_VALUES, Hostile, HostileList, assert_hint, assert_ok
 
 from tinyllm import Tokenizer, load_pretrained
 from tinyllm.course.exercises import check_param_split, check_token_count
@@ -31,6 +34,15 @@ def test_token_count_wrong(answer, capsys):
     assert out.startswith("[HINT]") and "[OK]" not in out
 
 
+@pytest.mark.parametrize(
+    "answer", [np.int64(24), torch.tensor(24), torch.tensor([24], dtype=torch.int32)]
+)
+def test_token_count_takes_every_integer_type(answer, capsys):
+    """The rule of every checker (harness.as_int): numpy's ints and one-element integer
+    tensors are ints."""
+    assert_ok(lambda a: check_token_count(a, TEXT), answer, capsys)
+
+
 def test_token_count_characters_hint(capsys):
     check_token_count(len(TEXT), TEXT)
     assert "number of characters" in capsys.readouterr().out
@@ -55,7 +67,7 @@ def test_param_split_matches_the_model():
     )
 
 
-@pytest.mark.parametrize("answer", [(ATTN, FFN), [ATTN, FFN]])
+@pytest.mark.parametrize("answer", [(ATTN, FFN), [ATTN, FFN], (np.int64(ATTN), torch.tensor(FFN))])
 def test_param_split_right(answer, capsys):
     assert check_param_split(answer) is True
     assert capsys.readouterr().out.startswith("[OK]")
@@ -81,3 +93,26 @@ def test_param_split_wrong(answer, hint, capsys):
     assert check_param_split(answer) is False
     out = capsys.readouterr().out
     assert out.startswith("[HINT]") and hint in out and "[OK]" not in out
+
+
+# --- junk, for both checkers: a hint, never a traceback ----------------------------------
+
+JUNK = {  # what a learner may hand in instead of a number or a pair
+    **JUNK_VALUES,
+    "float tensor 24": torch.tensor(24.0),
+    "numpy float 24": np.float64(24.0),
+    "pair with a hostile": (Hostile(), FFN),
+    "pair with a float tensor": (ATTN, torch.tensor(float(FFN))),
+    "hostile pair": HostileList([ATTN, FFN]),
+    "numpy pair": np.array([ATTN, FFN]),
+}
+CHECKS = {
+    "token_count": lambda answer: check_token_count(answer, TEXT),
+    "param_split": check_param_split,
+}
+
+
+@pytest.mark.parametrize("check", CHECKS)
+@pytest.mark.parametrize("answer", JUNK.values(), ids=JUNK)
+def test_junk_gets_a_hint(check, answer, capsys):
+    assert_hint(CHECKS[check], answer, capsys)

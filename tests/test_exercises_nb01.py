@@ -2,8 +2,20 @@
 answer and answer every wrong one (and every wrong type) with one hint, never a traceback and
 never a false [OK]."""
 
+import itertools
+import re
+
+import numpy as np
 import pytest
-from conftest import recorded_results
+import torch
+from conftest import (
+    JUNK_VALUES,
+    HostileList,
+    assert_hint,
+    never_returns,
+    recorded_results,
+    returning,
+)
 
 from tinyllm.course import exercises as ex
 from tinyllm.course.exercises.nb01 import launch_bound_batches, static_extra_ops
@@ -59,6 +71,19 @@ def test_a_right_launch_bound_function_passes(capsys):
     assert capsys.readouterr().out.startswith("[OK]")
 
 
+def strictly_above(res):  # > instead of >=: a tie is launch-bound too
+    gpu = dict(zip(res["gpu_kernel_time"]["batch"], res["gpu_kernel_time"]["eager_us"]))
+    return {b for b, c in zip(res["cpu_time"]["batch"], res["cpu_time"]["eager_us"]) if c > gpu[b]}
+
+
+def busy_forever(res):  # a loop that never ends, and swallows what it can
+    while True:
+        try:
+            pass
+        except Exception:
+            pass
+
+
 def by_step_time(res):  # compares the step time, which is never below the kernel time
     gpu = dict(zip(res["gpu_kernel_time"]["batch"], res["gpu_kernel_time"]["eager_us"]))
     return {b for b, s in zip(res["step_time"]["batch"], res["step_time"]["eager_us"])
@@ -74,6 +99,10 @@ def the_recordings_answer(res):  # the set for the recording, whatever the times
     [
         (by_step_time, "launch-bound"),
         (the_recordings_answer, "launch-bound"),
+        (strictly_above, "(>=, not >)"),
+        (busy_forever, "did not finish within 5 s"),
+        (lambda res: itertools.count(), "iteration did not end within 2 s"),
+        (returning(HostileList([1, 2])), "return a set of batch sizes"),
         (lambda res: None, "returned None"),
         (lambda res: 1 / 0, "ZeroDivisionError"),
         (lambda res: "1, 2", "return a set of batch sizes"),
@@ -91,3 +120,63 @@ def test_a_wrong_launch_bound_function_gets_a_hint(fn, hint, capsys):
     assert ex.check_launch_bound(fn, res) is False
     out = capsys.readouterr().out
     assert out.startswith("[HINT]") and hint in out and "[OK]" not in out
+
+
+# --- the bandwidth floor: any real number type, never two equal numbers in a hint -----------
+
+
+def floor_us(n, b, bw):
+    return n * b / (bw * 1e9) * 1e6
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        lambda *a: np.float32(floor_us(*a)),
+        lambda *a: torch.tensor(floor_us(*a)),
+        lambda *a: torch.tensor(floor_us(*a), dtype=torch.float16),  # within 0.1 %
+        lambda *a: np.float64(floor_us(*a)),
+    ],
+    ids=["numpy float32", "float32 tensor", "float16 tensor", "numpy float64"],
+)
+def test_bandwidth_floor_in_any_number_type(answer, capsys):
+    assert ex.check_bandwidth_floor(answer) is True
+    assert capsys.readouterr().out.startswith("[OK]")
+
+
+@pytest.mark.parametrize(
+    "answer, needle",
+    [
+        (lambda *a: torch.tensor(floor_us(*a) * 1.002), "returned a torch.float32 tensor 1.643"),
+        (lambda *a: floor_us(*a) * (1 + 2e-3), "returned 1.643 µs, expected 1.64"),
+        (  # 6.56e6 bytes: past float16's largest number, 65504
+            lambda n, b, bw: torch.tensor(n * b, dtype=torch.float16) / (bw * 1e9) * 1e6,
+            "not a finite number",
+        ),
+        (lambda *a: float("inf"), "not a finite number"),
+        (lambda *a: float("nan"), "returned nan, not a finite number"),
+        (lambda *a: True, "not a number of µs"),
+        (never_returns, "did not finish within 2 s"),
+    ],
+    ids=["float32 off", "off by 0.2 %", "float16 overflow", "inf", "nan", "bool", "never returns"],
+)
+def test_bandwidth_floor_wrong(answer, needle, capsys):
+    out = assert_hint(ex.check_bandwidth_floor, answer, capsys, needle)
+    assert two_different_numbers(out), out
+
+
+def two_different_numbers(hint: str) -> bool:
+    """A hint that says 'returned X, expected Y' never has X == Y as printed."""
+    m = re.search(r"returned (?:a [\w.]+ (?:tensor )?)?([^\s,;]+).*?expected ([^\s,;:]+)", hint)
+    return m is None or m.group(1) != m.group(2)
+
+
+# --- junk, for every checker of notebook 01: a hint, never a traceback --------------------
+
+
+@pytest.mark.parametrize("value", JUNK_VALUES.values(), ids=JUNK_VALUES)
+def test_junk_gets_a_hint(value, shipped_model, capsys):
+    assert_hint(lambda v: ex.check_static_extra_ops(v, shipped_model), value, capsys)
+    for check in (ex.check_bandwidth_floor, ex.check_launch_bound):
+        assert_hint(check, value, capsys, "pass your function itself")
+        assert_hint(check, returning(value), capsys)  # np.array([1, 2]) is a wrong set

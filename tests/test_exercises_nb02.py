@@ -6,10 +6,19 @@ traceback, never a false [OK]), and catches every host read of pos, however it i
 """
 
 import ctypes
+import functools
 
 import pytest
 import torch
-from conftest import WRONG_VALUES, assert_hint, assert_ok, raising, returning
+from conftest import (
+    JUNK_VALUES,
+    WRONG_VALUES,
+    assert_hint,
+    assert_ok,
+    never_returns,
+    raising,
+    returning,
+)
 
 from tinyllm.course.exercises import check_static_write, check_window_mask
 from tinyllm.kv_cache import window_mask
@@ -27,11 +36,99 @@ def my_window_mask(pos, window, first_valid):
     return (k <= pos) & (k >= first_valid[:, None])
 
 
-def test_window_mask_right(capsys):
+def keys_attended(keys, pos, first_valid):  # a helper of the learner's, without a loop
+    return (keys <= pos) & (keys >= first_valid[:, None])
+
+
+def with_a_helper(pos, window, first_valid):
+    with torch.no_grad():  # a with, a try and a conditional: no loop
+        try:
+            keys = torch.arange(window) if window > 0 else None
+        finally:
+            pass
+    return keys_attended(keys, pos, first_valid)
+
+
+def with_where(pos, window, first_valid):
+    keys = torch.arange(window)[None]
+    return torch.where(keys >= first_valid[:, None], keys <= pos, False)
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [my_window_mask, with_a_helper, with_where, functools.partial(my_window_mask)],
+    ids=["broadcast", "a helper", "where", "a partial"],
+)
+def test_window_mask_right(answer, capsys):
     assert torch.equal(
         my_window_mask(9, 16, torch.tensor([0, 3, 5])), window_mask(9, 16, [0, 3, 5])
     )
-    assert_ok(check_window_mask, my_window_mask, capsys)
+    assert_ok(check_window_mask, answer, capsys)
+
+
+def rows_in_a_for(pos, window, first_valid):
+    mask = torch.zeros(len(first_valid), window, dtype=torch.bool)
+    for b, f in enumerate(first_valid.tolist()):
+        mask[b, f : pos + 1] = True
+    return mask
+
+
+def rows_in_a_while(pos, window, first_valid):
+    mask, b = torch.zeros(len(first_valid), window, dtype=torch.bool), 0
+    while b < len(first_valid):
+        mask[b, int(first_valid[b]) : pos + 1] = True
+        b += 1
+    return mask
+
+
+def rows_in_a_comprehension(pos, window, first_valid):
+    keys = torch.arange(window)
+    return torch.stack([(keys <= pos) & (keys >= f) for f in first_valid])
+
+
+def rows_in_a_generator(pos, window, first_valid):
+    keys = torch.arange(window)
+    return torch.stack(tuple((keys <= pos) & (keys >= f) for f in first_valid))
+
+
+def looping_helper(pos, window, first_valid):
+    return rows_in_a_comprehension(pos, window, first_valid)
+
+
+def nested_loop(pos, window, first_valid):
+    def rows():
+        return [[int(f) <= k <= pos for k in range(window)] for f in first_valid]
+
+    return torch.tensor(rows())
+
+
+class LoopingCallable:
+    def __call__(self, pos, window, first_valid):
+        return rows_in_a_for(pos, window, first_valid)
+
+
+LOOPS = {  # every one of these returns the right mask, with a Python loop
+    "for": (rows_in_a_for, "rows_in_a_for runs a Python loop"),
+    "while": (rows_in_a_while, "rows_in_a_while runs a Python loop"),
+    "comprehension": (rows_in_a_comprehension, "a comprehension"),
+    "generator": (rows_in_a_generator, "rows_in_a_generator"),
+    "in a helper": (looping_helper, "rows_in_a_comprehension runs"),
+    "nested def": (nested_loop, "nested_loop runs"),
+    "callable object": (LoopingCallable(), "rows_in_a_for runs"),
+    "lambda": (
+        lambda pos, w, fv: torch.stack([window_mask(pos, w, [f])[0] for f in fv.tolist()]),
+        "<lambda> runs",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", LOOPS)
+def test_window_mask_with_a_loop_gets_a_hint(case, capsys):
+    """The exercise asks for tensor operations, not loops: a loop is named, though its mask
+    is right."""
+    answer, needle = LOOPS[case]
+    assert torch.equal(answer(9, 16, torch.tensor([0, 3, 5])), window_mask(9, 16, [0, 3, 5]))
+    assert_hint(check_window_mask, answer, capsys, needle, "torch.arange")
 
 
 @pytest.mark.parametrize(
@@ -259,3 +356,21 @@ def test_window_mask_that_cannot_be_compared(capsys):
 def test_window_mask_stub_and_crash(capsys):
     assert_hint(check_window_mask, stub, capsys, "not solved yet")
     assert_hint(check_window_mask, raising, capsys, "ZeroDivisionError")
+
+
+@pytest.mark.parametrize("value", JUNK_VALUES.values(), ids=JUNK_VALUES)
+def test_junk_gets_a_hint(value, capsys):
+    for check in (check_window_mask, check_static_write):
+        assert_hint(check, value, capsys, "pass your function itself")
+    assert_hint(check_window_mask, returning(value), capsys, "returned")
+
+
+@pytest.mark.parametrize(
+    "check, needle",
+    [
+        (check_window_mask, "did not finish within 5 s"),
+        (check_static_write, "did not finish within 5 s"),
+    ],
+)
+def test_a_function_that_never_returns_gets_a_hint(check, needle, capsys):
+    assert_hint(check, never_returns, capsys, needle)

@@ -6,11 +6,21 @@ never a traceback, never a false [OK].
 """
 
 import math
+import re
 
 import numpy as np
 import pytest
 import torch
-from conftest import WRONG_VALUES, assert_hint, assert_ok, raising, returning
+from conftest import (
+    JUNK_VALUES,
+    WRONG_VALUES,
+    HostileList,
+    assert_hint,
+    assert_ok,
+    never_returns,
+    raising,
+    returning,
+)
 
 from tinyllm.course.exercises import (
     check_bucket_choice,
@@ -37,11 +47,13 @@ def my_bucket_for(n_keys, buckets):
     [
         my_bucket_for,
         lambda n, buckets: np.int64(my_bucket_for(n, buckets)),  # numpy's ints are ints
-        lambda n, buckets: torch.tensor(buckets)[torch.tensor(buckets) >= n][0],  # a 0-d tensor
+        lambda n, buckets: torch.tensor(my_bucket_for(n, buckets)),  # a 0-d tensor
     ],
     ids=["int", "numpy int", "tensor"],
 )
 def test_bucket_for_right(answer, capsys):
+    with pytest.raises(ValueError):
+        my_bucket_for(1025, (128, 256, 512, 1024))
     assert my_bucket_for(129, (128, 256)) == bucket_for(129, (128, 256))
     assert_ok(check_bucket_for, answer, capsys)
 
@@ -63,6 +75,60 @@ def test_bucket_for_wrong(answer, needle, capsys):
     assert_hint(check_bucket_for, answer, capsys, needle)
 
 
+def returns_none_past_the_end(n_keys, buckets):
+    for b in buckets:
+        if b >= n_keys:
+            return b
+
+
+def largest_past_the_end(n_keys, buckets):  # the silent key drop of notebook 04
+    return next((b for b in buckets if b >= n_keys), buckets[-1])
+
+
+def index_error_past_the_end(n_keys, buckets):
+    return [b for b in buckets if b >= n_keys][0]
+
+
+def asserts_past_the_end(n_keys, buckets):
+    assert n_keys <= buckets[-1], "too many keys"
+    return my_bucket_for(n_keys, buckets)
+
+
+def never_past_the_end(n_keys, buckets):
+    if n_keys > buckets[-1]:
+        never_returns()
+    return my_bucket_for(n_keys, buckets)
+
+
+def value_error_past_the_end(n_keys, buckets):
+    if n_keys > buckets[-1]:
+        raise ValueError(f"{n_keys} keys > largest bucket {buckets[-1]}")
+    return next(b for b in buckets if b >= n_keys)
+
+
+@pytest.mark.parametrize(
+    "answer, needle",
+    [
+        (returns_none_past_the_end, "n_keys=1025, buckets=(128, 256, 512, 1024) your function "
+         "returned None: no bucket holds 1025 keys, so raise ValueError"),
+        (largest_past_the_end, "returned the int 1024: no bucket holds 1025 keys"),
+        (index_error_past_the_end, "raised IndexError: no bucket holds 1025 keys"),
+        (asserts_past_the_end, "raised AssertionError"),
+        (never_past_the_end, "did not finish within 2 s"),
+    ],
+    ids=["None", "the largest", "IndexError", "assert", "never returns"],
+)  # fmt: skip
+def test_bucket_for_past_the_last_bucket_must_raise(answer, needle, capsys):
+    """Every one of these returns the right bucket wherever one holds the keys."""
+    for n in (1, 128, 129, 1024):
+        assert answer(n, (128, 256, 512, 1024)) == bucket_for(n, (128, 256, 512, 1024))
+    assert_hint(check_bucket_for, answer, capsys, needle)
+
+
+def test_bucket_for_past_the_last_bucket_raising_value_error_passes(capsys):
+    assert_ok(check_bucket_for, value_error_past_the_end, capsys)
+
+
 # --- exercise 2: the buckets themselves -----------------------------------------------------
 
 
@@ -78,6 +144,17 @@ def test_default_buckets_right(capsys):
     assert my_default_buckets(1000, 128, 1.5) == default_buckets(1000, 128, 1.5)
     assert_ok(check_default_buckets, my_default_buckets, capsys)
     assert_ok(check_default_buckets, lambda *a: list(my_default_buckets(*a)), capsys)
+    assert_ok(check_default_buckets, lambda *a: tuple(map(np.int64, default_buckets(*a))), capsys)
+
+
+def test_the_guard_never_changes_a_ceiling():
+    """max(b + 1, ...) changes nothing next to math.ceil: b * growth > b for every float
+    growth > 1 (the product is at least b plus one ulp of b), so no checker case can tell a
+    version without it, and the checker accepts one."""
+    tiny = math.nextafter(1.0, 2.0)
+    for growth in (tiny, 1 + 1e-12, 1.01, 1.3, 2.0):
+        assert all(math.ceil(b * growth) > b for b in range(1, 100_000))
+    assert ceil_unguarded(1000, 100, 1.3) == default_buckets(1000, 100, 1.3)
 
 
 def no_ceil(max_len, first, growth):  # floats: 192.0 is not a number of keys
@@ -93,6 +170,38 @@ def int_round_down(max_len, first, growth):  # int(1 * 1.01) == 1: never ends
     while b < max_len:
         out.append(b)
         b = int(b * growth)
+    return (*out, max_len)
+
+
+def floor_with_guard(max_len, first, growth):  # int() rounds down: ends, but not the buckets
+    out, b = [], first
+    while b < max_len:
+        out.append(b)
+        b = max(b + 1, int(b * growth))
+    return (*out, max_len)
+
+
+def round_with_guard(max_len, first, growth):  # round() rounds to nearest
+    out, b = [], first
+    while b < max_len:
+        out.append(b)
+        b = max(b + 1, round(b * growth))
+    return (*out, max_len)
+
+
+def round_down_unguarded(max_len, first, growth):  # round(1 * 1.01) == 1: never ends
+    out, b = [], first
+    while b < max_len:
+        out.append(b)
+        b = round(b * growth)
+    return (*out, max_len)
+
+
+def ceil_unguarded(max_len, first, growth):  # the same buckets: b * growth > b, for growth > 1
+    out, b = [], first
+    while b < max_len:
+        out.append(b)
+        b = math.ceil(b * growth)
     return (*out, max_len)
 
 
@@ -121,6 +230,9 @@ def powers(max_len, first, growth):
     [
         (no_ceil, "math.ceil returns an int"),
         (int_round_down, "did not end within 2 s"),
+        (floor_with_guard, "int() rounds down; round up, with math.ceil"),
+        (round_with_guard, "round() rounds to nearest; round up, with math.ceil"),
+        (round_down_unguarded, "did not end within 2 s"),
         (twice_max_len, "max_len is a bucket once"),
         (no_max_len, "the last bucket is always max_len"),
         (powers, "expected (128, 256, 512, 1024)"),
@@ -132,6 +244,9 @@ def powers(max_len, first, growth):
     ids=[
         "no ceil",
         "int()",
+        "int() and the guard",
+        "round() and the guard",
+        "round()",
         "max_len twice",
         "no max_len",
         "powers",
@@ -159,8 +274,10 @@ def my_wasted_share(buckets, max_len):
         my_wasted_share,
         lambda b, m: torch.tensor(my_wasted_share(b, m), dtype=torch.float64),
         lambda b, m: np.float64(my_wasted_share(b, m)),
+        lambda b, m: torch.tensor(my_wasted_share(b, m)),  # float32: right to its 7 digits
+        lambda b, m: np.float32(my_wasted_share(b, m)),
     ],
-    ids=["float", "tensor", "numpy"],
+    ids=["float", "tensor", "numpy", "float32 tensor", "numpy float32"],
 )
 def test_wasted_share_right(answer, capsys):
     assert my_wasted_share((64, 256, 1024), 1024) == pytest.approx(
@@ -179,8 +296,12 @@ def from_zero(buckets, max_len):  # n = 0..max_len-1: one key short at every ste
     return sum(w - n for n, w in zip(range(max_len), windows)) / sum(windows)
 
 
-def float32(buckets, max_len):  # rounded through a float32 tensor: not the same number
-    return torch.tensor(my_wasted_share(buckets, max_len), dtype=torch.float32).item() + 1e-6
+def off_by_1e6(buckets, max_len):  # a millionth off: past the tolerance
+    return my_wasted_share(buckets, max_len) + 1e-6
+
+
+def float16(buckets, max_len):  # three significant digits
+    return torch.tensor(my_wasted_share(buckets, max_len), dtype=torch.float16)
 
 
 @pytest.mark.parametrize(
@@ -190,15 +311,39 @@ def float32(buckets, max_len):  # rounded through a float32 tensor: not the same
         (lambda b, m: 1 - my_wasted_share(b, m), "the useful share"),
         (over_needed, "divides by the keys needed"),
         (from_zero, "sum (window - n) over every"),
-        (float32, "expected"),
+        (off_by_1e6, "returned 0.250001, expected 0.25"),
+        (float16, "returned a torch.float16 tensor 0.25"),
         (lambda b, m: my_wasted_share(b, m) > 0.3, "expected a share between 0 and 1"),
         (lambda b, m: f"{my_wasted_share(b, m):.3f}", "expected a share between 0 and 1"),
         (lambda b, m: [my_wasted_share(b, m)], "expected a share between 0 and 1"),
     ],
-    ids=["percent", "useful", "over needed", "from 0", "off", "a bool", "a str", "a list"],
+    ids=[
+        "percent",
+        "useful",
+        "over needed",
+        "from 0",
+        "off",
+        "float16",
+        "a bool",
+        "a str",
+        "a list",
+    ],
 )
 def test_wasted_share_wrong(answer, needle, capsys):
-    assert_hint(check_wasted_share, answer, capsys, needle)
+    out = assert_hint(check_wasted_share, answer, capsys, needle)
+    m = re.search(r"returned (?:a [\w.]+ tensor )?([\d.]+)\D.*expected ([\d.]+)", out)
+    assert m is None or m.group(1) != m.group(2), f"two equal numbers: {out}"
+
+
+def test_a_float16_share_is_named_and_its_digits_differ(capsys):
+    """A float16 share agrees with the right one to 3 digits: the hint names the dtype and
+    prints as many digits as it takes to tell the two apart."""
+    buckets = (128, 256, 512, 1000)  # the first case where float16 is not exact
+    want = wasted_share(buckets, 1000)
+    half = float(float16(buckets, 1000))
+    assert f"{half:.3g}" == f"{want:.3g}" and half != want
+    out = assert_hint(check_wasted_share, float16, capsys, f"buckets={buckets}")
+    assert "torch.float16 tensor" in out and "about 3 significant digits" in out
 
 
 # --- exercise 4: choose the buckets ---------------------------------------------------------
@@ -252,6 +397,21 @@ def test_bucket_choice_wrong_types(value, capsys):
     assert_hint(check_bucket_choice, value, capsys)
 
 
+def test_bucket_choice_unanswered_names_the_cells_variable(capsys):
+    """The exercise cell is `answer = None  # your buckets here`: the hint names `answer`."""
+    assert_hint(check_bucket_choice, None, capsys, "set answer to a tuple")
+
+
+@pytest.mark.parametrize(
+    "answer", [(np.int64(256), 512, torch.tensor(768), 1024), np.array([256, 512, 768, 1024])]
+)
+def test_bucket_choice_integer_types(answer, capsys):
+    if isinstance(answer, np.ndarray):  # a tuple, as the exercise asks
+        assert_hint(check_bucket_choice, answer, capsys, "a tuple of ints")
+    else:
+        assert_ok(check_bucket_choice, answer, capsys)
+
+
 # --- wrong types, stubs and crashes, for every function exercise -----------------------------
 
 FUNCTION_CHECKS = {
@@ -274,3 +434,24 @@ def test_stub_and_crash(name, capsys):
     check = FUNCTION_CHECKS[name]
     assert_hint(check, stub, capsys, "not solved yet")
     assert_hint(check, raising, capsys, "ZeroDivisionError")
+
+
+@pytest.mark.parametrize("value", JUNK_VALUES.values(), ids=JUNK_VALUES)
+def test_junk_gets_a_hint(value, capsys):
+    assert_hint(check_bucket_choice, value, capsys)
+    assert_hint(check_bucket_choice, HostileList([256, 512, 768, 1024]), capsys)
+    for check in FUNCTION_CHECKS.values():
+        assert_hint(check, value, capsys, "pass your function itself")
+        assert_hint(check, returning(value), capsys, "returned")
+
+
+@pytest.mark.parametrize(
+    "name, needle",
+    [
+        ("bucket_for", "did not finish within 2 s"),
+        ("default_buckets", "did not end within 2 s"),
+        ("wasted_share", "did not finish within 5 s"),
+    ],
+)
+def test_a_function_that_never_returns_gets_a_hint(name, needle, capsys):
+    assert_hint(FUNCTION_CHECKS[name], never_returns, capsys, needle)

@@ -95,3 +95,16 @@ def test_report_versions_are_masked_by_the_sanitizer(capsys):
     out = capsys.readouterr().out
     for name in ("Python", "torch", "ipywidgets", "matplotlib", "safetensors"):
         assert re.search(rf"\b{name}\s+\d+\.\d+", out), name
+
+
+def test_the_report_runs_from_a_terminal():
+    """`python -m tinyllm.course.setup_check`, the command notebook 00 gives, prints the
+    report and exits 0 when every check passes."""
+    import subprocess
+    import sys
+
+    run = subprocess.run(
+        [sys.executable, "-m", "tinyllm.course.setup_check"], capture_output=True, text=True
+    )
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.startswith("[OK]   Python") and "All 7 checks passed" in run.stdout

@@ -76,8 +76,9 @@ def h200_section(res: dict, diet: dict | None = None) -> str:
         f"{sig3(eng['graph_tok_s'])} tokens/s with graphs vs {sig3(eng['eager_tok_s'])} "
         f"eagerly ({sig3(eng['speedup'])}×) |",
         f"| the eager step with cuDNN attention allowed | "
-        f"{sig3(res['eager_with_cudnn_attention']['step_us'])} µs: cuDNN plans anew for every "
-        f"key length, so the package leaves it out |",
+        f"{sig3(res['eager_with_cudnn_attention']['step_us'])} µs (timed in a section of its "
+        f"own): the package leaves cuDNN attention out (a plan per key length is the cause "
+        f"PyTorch's references give; notebook 02) |",
     ]
     if diet:
         first, last = (

@@ -14,8 +14,9 @@ current_stream, synchronize) with the semantics that surprise people:
   eagerly. Outputs are static buffers that each replay overwrites (the same object every
   time); inputs must be updated in place (`x.copy_(new)`), since rebinding a name
   (`x = new`) leaves the graph reading the captured tensor.
-- Host reads raise inside capture, with CUDA's "operation not permitted when stream is
-  capturing": .item(), int(), bool(), `if t:`, .tolist(), .numpy(), printing or formatting
+- Host reads raise inside capture, with the message of CUDA's error for them, "operation
+  not permitted when stream is capturing" (on the H200, PyTorch reported the capture that such
+  a read invalidates: "operation failed due to a previous error during capture"): .item(), int(), bool(), `if t:`, .tolist(), .numpy(), printing or formatting
   a tensor, ops whose output shape depends on the data (nonzero, masked_select, unique,
   x[mask]), and copying host data into a new tensor (torch.tensor([...])). The capture is
   then abandoned: tensors are restored and the graph cannot be replayed.

@@ -1,11 +1,14 @@
 """What every checker shares: run the learner's code safely and answer with one line.
 
 A checker prints "[OK] ..." and returns True, or prints one "[HINT] ..." naming the input it
-failed on and returns False: a stub that still raises NotImplementedError, a crash, a wrong
-type or a wrong value all give a hint, never a traceback.
+failed on and returns False: a stub that still raises NotImplementedError, a crash, a function
+that never returns, a wrong type or a wrong value all give a hint, never a traceback or a
+hang. Whatever a learner hands in is read through the helpers below, which never raise:
+`as_int`, `as_number`, `items`, `choices`, `shown`, `shown_type`.
 """
 
 import contextlib
+import math
 import numbers
 import operator
 import signal
@@ -14,19 +17,24 @@ import threading
 import torch
 
 FAILED = object()
+CALL_SECONDS = 10.0  # check_cases' limit on one call of a learner's function
 
 
-class TooSlow(Exception):
-    pass
+class TooSlow(BaseException):
+    """Raised into a learner's function that ran out of time. Not an Exception, so that a
+    learner's own `except Exception` (or a helper's, such as as_int's) cannot swallow it and
+    run on: only call() and the checkers that set a time_limit catch it."""
 
 
 @contextlib.contextmanager
 def time_limit(seconds: float, hint: str):
     """Interrupt a learner's function that runs past `seconds` (main thread, Unix only;
-    elsewhere no limit) and turn it into a hint."""
+    elsewhere no limit) and turn it into a hint. Inside another time_limit, the outer one
+    stands: a checker may limit a whole loop of calls, each of which is limited too."""
     if (
         not hasattr(signal, "setitimer")
         or threading.current_thread() is not threading.main_thread()
+        or signal.getitimer(signal.ITIMER_REAL)[0] > 0
     ):
         yield
         return
@@ -53,13 +61,27 @@ def hint(message: str) -> bool:
     return False
 
 
-def call(fn, args: tuple, shown: str, none_ok: bool = False):
-    """fn(*args), or FAILED after printing a hint."""
+def call(
+    fn,
+    args: tuple,
+    shown: str,
+    none_ok: bool = False,
+    seconds: float | None = None,
+    slow: str | None = None,
+):
+    """fn(*args), or FAILED after printing a hint; past `seconds` (None: no limit of its own)
+    the call is stopped, and the hint says so (or says `slow`)."""
     if not callable(fn):
-        hint(f"pass your function itself (check(my_fn)), not {type(fn).__name__}")
+        hint(f"pass your function itself (check(my_fn)), not {shown_type(fn)}")
         return FAILED
+    limit = (
+        time_limit(seconds, slow or f"your function did not finish within {seconds:g} s")
+        if seconds is not None
+        else contextlib.nullcontext()
+    )
     try:
-        out = fn(*args)
+        with limit:
+            out = fn(*args)
     except NotImplementedError:
         hint("not solved yet: replace `raise NotImplementedError` with your code")
         return FAILED
@@ -75,58 +97,146 @@ def call(fn, args: tuple, shown: str, none_ok: bool = False):
     return out
 
 
+def shown(x, limit: int = 80) -> str:
+    """repr(x), cut to `limit` characters; the type's name if even repr fails."""
+    try:
+        text = repr(x)
+    except Exception:
+        return f"a {type(x).__name__}"
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def equal(got, want) -> str | None:
-    return None if got == want else f"returned {got!r}, expected {want!r}"
+    try:
+        if got == want:
+            return None
+    except Exception:  # an answer whose == raises (or is ambiguous) is not equal
+        pass
+    g, w = shown(got), shown(want)
+    if g == w:  # equal as text, not as values: the types differ
+        g, w = f"{g} ({type(got).__name__})", f"{w} ({type(want).__name__})"
+    return f"returned {g}, expected {w}"
 
 
 def as_int(x) -> int | None:
     """x as an int if it is a whole number of an integer type (int, numpy's, a one-element
-    integer tensor), else None. A bool is not a number here, nor is a float."""
+    integer tensor), else None. A bool is not a number here, nor is a float. Never raises."""
     if isinstance(x, bool) or (isinstance(x, torch.Tensor) and x.dtype == torch.bool):
         return None
-    if isinstance(x, torch.Tensor):
-        if x.numel() != 1 or x.dtype.is_floating_point or x.dtype.is_complex:
-            return None
-        return int(x.item())
     try:
+        if isinstance(x, torch.Tensor):
+            if x.numel() != 1 or x.dtype.is_floating_point or x.dtype.is_complex:
+                return None
+            return int(x.item())
         return operator.index(x)
-    except TypeError:
+    except Exception:  # not an integer, or a tensor without data (meta), or a hostile one
         return None
 
 
 def as_number(x) -> float | None:
     """x as a float if it is a real number (int, float, numpy's, a one-element tensor), else
-    None. A bool is not a number here, nor is a string."""
-    if isinstance(x, torch.Tensor):
-        if x.numel() != 1 or x.dtype == torch.bool or x.dtype.is_complex:
+    None. A bool is not a number here, nor is a string. Never raises."""
+    try:
+        if isinstance(x, torch.Tensor):
+            if x.numel() != 1 or x.dtype == torch.bool or x.dtype.is_complex:
+                return None
+            return float(x.item())
+        if isinstance(x, bool) or not isinstance(x, numbers.Real):
             return None
-        return float(x.item())
-    if isinstance(x, bool) or not isinstance(x, numbers.Real):
+        return float(x)
+    except Exception:
         return None
-    return float(x)
+
+
+def items(x, kinds=(tuple, list)) -> list | None:
+    """The elements of x if it is one of `kinds`, else None (also when its iteration raises)."""
+    if not isinstance(x, kinds):
+        return None
+    try:
+        return list(x)
+    except Exception:
+        return None
+
+
+def _numpy(x) -> bool:
+    return type(x).__module__ == "numpy"
 
 
 def shown_type(x) -> str:
     """What a learner returned, in a few words: 'a dict', 'the int 5', 'a list of 3 ints'."""
-    if x is None:
-        return "None"
-    if isinstance(x, (bool, int, float)):
-        return f"the {type(x).__name__} {x!r}"
-    if isinstance(x, torch.Tensor):
-        where = "" if x.device.type == "cpu" else f" on {x.device.type}"
-        return f"a {x.dtype} tensor of shape {tuple(x.shape)}{where}"
-    if isinstance(x, (list, tuple)):
-        kinds = sorted({type(e).__name__ for e in x})
-        return f"a {type(x).__name__} of {len(x)} {'/'.join(kinds) or 'items'}"
+    try:
+        if x is None:
+            return "None"
+        if isinstance(x, (bool, int, float)) and type(x) in (bool, int, float):
+            return f"the {type(x).__name__} {x!r}"
+        if isinstance(x, torch.Tensor):
+            where = "" if x.device.type == "cpu" else f" on {x.device.type}"
+            return f"a {x.dtype} tensor of shape {tuple(x.shape)}{where}"
+        if _numpy(x) and hasattr(x, "shape") and x.shape:
+            return f"a numpy array of {x.dtype} of shape {tuple(x.shape)}"
+        if _numpy(x):
+            return f"the numpy.{type(x).__name__} {x}"
+        if isinstance(x, (list, tuple)):
+            kinds = sorted({type(e).__name__ for e in x})
+            return f"a {type(x).__name__} of {len(x)} {'/'.join(kinds) or 'items'}"
+    except Exception:  # a hostile object: its name is all there is to say
+        pass
     return f"a {type(x).__name__}"
 
 
-def check_cases(fn, cases, reference, done: str, compare=equal, none_ok=False) -> bool:
+def digits(x) -> int | None:
+    """About how many significant digits x's type keeps: 3 for a float16 tensor, 6 for a
+    float32 one, None for a Python or 64-bit float."""
+    dtype = getattr(x, "dtype", None)
+    try:
+        if isinstance(x, torch.Tensor) and dtype.is_floating_point:
+            res = torch.finfo(dtype).resolution
+        elif _numpy(x) and dtype is not None and dtype.kind == "f":
+            import numpy as np
+
+            res = float(np.finfo(dtype).resolution)
+        else:
+            return None
+    except Exception:
+        return None
+    n = round(-math.log10(res))
+    return n if n < 15 else None
+
+
+def kind(x) -> str:
+    """A number's type in a word or two: 'int', 'torch.float16 tensor', 'numpy.float32'."""
+    if isinstance(x, torch.Tensor):
+        return f"{x.dtype} tensor"
+    return f"numpy.{type(x).__name__}" if _numpy(x) else type(x).__name__
+
+
+def unequal(got, value: float, want: float, unit: str = "") -> str:
+    """'returned <got>, expected <want>', with as many significant digits as it takes to
+    tell the two apart (4 at least), and got's type named when it is not a Python int or
+    float (with the digits it keeps, when that is what differs): never two equal numbers."""
+    a = b = ""
+    for n in range(4, 18):
+        a, b = f"{value:.{n}g}", f"{want:.{n}g}"
+        if a != b:
+            break
+    a, b = f"{a}{unit}", f"{b}{unit}"
+    if type(got) in (int, float):
+        return f"returned {a}, expected {b}"
+    kept = digits(got)  # named where the type's rounding is what sets the two apart
+    near = kept and abs(value - want) <= 10 ** (1 - kept) * abs(want)
+    kept = f", which keeps about {kept} significant digits" if near else ""
+    return f"returned a {kind(got)} {a}{kept}; expected {b}"
+
+
+def check_cases(
+    fn, cases, reference, done: str, compare=equal, none_ok=False, seconds=CALL_SECONDS, slow=None
+) -> bool:
     """Run fn on each (args, shown) case against reference(*args); compare → problem or None.
-    A compare that fails on what fn returned (a wrong type) is a hint too."""
-    for args, shown in cases:
+    A compare that fails on what fn returned (a wrong type) is a hint too. Each call of fn
+    gets `seconds` (and `slow` is the hint when it runs out)."""
+    for args, shown_as in cases:
         want = reference(*args)
-        got = call(fn, args, shown, none_ok)
+        got = call(fn, args, shown_as, none_ok, seconds, slow)
         if got is FAILED:
             return False
         try:
@@ -134,16 +244,27 @@ def check_cases(fn, cases, reference, done: str, compare=equal, none_ok=False) -
         except Exception:  # what fn returned cannot even be compared: a hint, no traceback
             problem = f"returned {shown_type(got)}, which is not the kind of answer expected"
         if problem:
-            return hint(f"on {shown} your function {problem}")
+            return hint(f"on {shown_as} your function {problem}")
     return ok(done)
 
 
 def choices(answer) -> set[str]:
-    """'a, c', 'ac', ['a', 'c'] or {'A', 'C'} → {'a', 'c'}."""
-    text = (
-        "".join(map(str, answer)) if isinstance(answer, (list, tuple, set)) else str(answer or "")
-    )
-    return {c for c in text.lower() if c.isalnum()}
+    """The letters of a multiple-choice answer, lower-cased: 'a, c', 'ac', ['a', 'c'],
+    {'A', 'C'} or a numpy array of letters → {'a', 'c'}. Any other answer gives the letters
+    and digits of its text (5 → {'5'}), so that a checker can say what is not an option; one
+    that cannot even be turned into text gives the empty set. Never raises."""
+    try:
+        if answer is None:
+            return set()
+        if not isinstance(answer, (str, torch.Tensor)) and _numpy(answer):
+            answer = answer.tolist()  # a numpy array of letters, or numpy's str
+        if isinstance(answer, (list, tuple, set, frozenset)):
+            text = "".join(map(str, answer))
+        else:
+            text = str(answer)
+        return {c for c in text.lower() if c.isalnum()}
+    except Exception:
+        return set()
 
 
 def bits(row) -> str:
@@ -152,7 +273,7 @@ def bits(row) -> str:
 
 def same_mask(got, want) -> str | None:
     if not isinstance(got, torch.Tensor) or got.dtype != torch.bool:
-        return f"returned {type(got).__name__} {getattr(got, 'dtype', '')}, expected a bool tensor"
+        return f"returned {shown_type(got)}, expected a bool tensor"
     if got.shape != want.shape:
         return f"returned shape {tuple(got.shape)}, expected {tuple(want.shape)}"
     if not torch.equal(got, want):

@@ -1,19 +1,21 @@
 """Checkers of notebook 00 · setup."""
 
-from tinyllm.checks import is_int
 from tinyllm.config import get_config
-from tinyllm.course.exercises.harness import hint, ok
+from tinyllm.course.exercises.harness import as_int, hint, items, ok, shown, shown_type
 from tinyllm.model import Block
 
 
 def check_token_count(answer, text: str) -> bool:
-    """Exercise: how many ids does Tokenizer().encode(text) return? One per UTF-8 byte."""
+    """Exercise: how many ids does Tokenizer().encode(text) return? One per UTF-8 byte.
+    The answer is an int (numpy's and a one-element integer tensor count, as in every
+    checker: harness.as_int)."""
     if answer is None:
         hint("Not answered yet: set `answer` to the number of tokens you predict.")
         return False
-    if not is_int(answer):
-        hint(f"The answer is a whole number of tokens, got {answer!r}.")
+    if as_int(answer) is None:
+        hint(f"The answer is a number of tokens, an int; got {shown_type(answer)}.")
         return False
+    answer = as_int(answer)
     n_bytes, n_chars = len(text.encode("utf-8")), len(text)
     if answer == n_bytes:
         ok(f"{n_bytes} tokens for {n_chars} characters: one token per UTF-8 byte.")
@@ -45,16 +47,13 @@ def check_param_split(answer) -> bool:
     if answer is None:
         hint("Not answered yet: set `answer = (attention, feed_forward)`, two ints.")
         return False
-    if (
-        not isinstance(answer, (tuple, list))
-        or len(answer) != 2
-        or not all(is_int(a) for a in answer)
-    ):
-        hint(f"The answer is a pair of ints (attention, feed_forward), got {answer!r}.")
+    pair = items(answer)
+    if pair is None or len(pair) != 2 or any(as_int(a) is None for a in pair):
+        hint(f"The answer is a pair of ints (attention, feed_forward), got {shown(answer)}.")
         return False
     cfg = get_config("tiny")
     attn, ffn = param_split("tiny")
-    a, f = answer
+    a, f = (as_int(x) for x in pair)
     if (a, f) == (attn, ffn):
         ok(
             f"attention {attn:,}, feed-forward {ffn:,}: the feed-forward holds "

@@ -1,5 +1,8 @@
 """Checkers of notebook 02 · static shapes."""
 
+import dis
+import types
+
 import torch
 
 from tinyllm.course.exercises.harness import (
@@ -15,8 +18,66 @@ from tinyllm.kv_cache import window_mask
 from tinyllm.lab import simgraph
 
 
+def _loops(code: types.CodeType) -> bool:
+    """Does this code object loop: a for (FOR_ITER, comprehensions too) or a jump back (while)?"""
+    for ins in dis.get_instructions(code):
+        if ins.opname == "FOR_ITER":
+            return True
+        jump = ins.opcode in dis.hasjrel or ins.opcode in dis.hasjabs
+        if jump and isinstance(ins.argval, int) and ins.argval < ins.offset:
+            return True
+    return False
+
+
+def python_loop(fn) -> str | None:
+    """The name of the function that runs a Python loop when fn runs, or None: fn itself, the
+    functions, lambdas and comprehensions defined in it, and the functions of fn's own
+    module (a notebook's) that it calls by name or holds in a closure. Read from the
+    bytecode, so it needs no source; the package and torch are not looked into."""
+    module, todo, seen = getattr(fn, "__module__", None), [fn], set()
+    while todo:
+        f = todo.pop()
+        f = getattr(f, "func", f)  # a functools.partial
+        code = getattr(f, "__code__", None)
+        if code is None:  # a callable object: its __call__
+            f = type(f).__call__ if callable(f) else None
+            code = getattr(f, "__code__", None)
+        if code is None or code in seen:
+            continue
+        seen.add(code)
+        helpers = dict(getattr(f, "__globals__", {}))
+        for cell in getattr(f, "__closure__", None) or ():
+            try:
+                helpers[id(cell)] = cell.cell_contents
+            except ValueError:  # an empty cell
+                pass
+        codes = [code]
+        while codes:
+            c = codes.pop()
+            if _loops(c):
+                return getattr(f, "__qualname__", c.co_name)
+            codes += [k for k in c.co_consts if isinstance(k, types.CodeType)]
+            names = set(c.co_names)
+            todo += [
+                h
+                for key, h in helpers.items()
+                if (key in names or isinstance(key, int))
+                and isinstance(h, types.FunctionType)
+                and h.__module__ == module
+            ]
+    return None
+
+
 def check_window_mask(fn) -> bool:
-    """fn(pos, window, first_valid (B,)) → bool (B, window), StaticKVCache's decode mask."""
+    """fn(pos, window, first_valid (B,)) → bool (B, window), StaticKVCache's decode mask,
+    built without a Python loop, as the exercise asks."""
+    where = python_loop(fn) if callable(fn) else None
+    if where is not None:
+        return hint(
+            f"{where} runs a Python loop (a for or while loop, or a comprehension): build the "
+            f"mask for every row and key at once, comparing torch.arange(window) with pos "
+            f"and with first_valid[:, None] (broadcasting)"
+        )
     g = torch.Generator().manual_seed(0)
     cases = [(0, 1, [0]), (5, 8, [0, 3, 5]), (7, 8, [0, 0]), (3, 16, [0, 1, 2, 3])]
     for _ in range(3):
@@ -29,6 +90,7 @@ def check_window_mask(fn) -> bool:
         window_mask,
         "your mask is StaticKVCache's",
         same_mask,
+        seconds=5.0,
     )
 
 
@@ -98,7 +160,7 @@ def _run(fn, args, shown: str, where: str):
     try:
         with time_limit(5.0, "your function did not finish within 5 s"):
             fn(*args)
-    except Exception as e:
+    except (TooSlow, Exception) as e:
         return _explain(e, shown, where)
     return None
 

@@ -4,14 +4,17 @@ import math
 
 from tinyllm.course.exercises.harness import (
     FAILED,
+    TooSlow,
     as_int,
     as_number,
     call,
     check_cases,
     hint,
+    items,
     ok,
     shown_type,
     time_limit,
+    unequal,
 )
 from tinyllm.graphs import bucket_for, check_buckets, default_buckets, wasted_share
 
@@ -24,41 +27,89 @@ def _same_bucket(got, want) -> str | None:
     return None
 
 
-def check_bucket_for(fn) -> bool:
-    """fn(n_keys, buckets) → the smallest bucket that holds n_keys."""
-    cases = [(n, (128, 256, 512, 1024)) for n in (1, 127, 128, 129, 256, 257, 1023, 1024)]
-    cases += [(n, (16, 24, 36, 54, 81, 100)) for n in (16, 17, 81, 82, 100)] + [(3, (3,))]
-    return check_cases(
-        fn,
-        [(c, f"n_keys={c[0]}, buckets={c[1]}") for c in cases],
-        bucket_for,
-        "the smallest bucket that holds the keys, at every edge",
-        _same_bucket,
+def _refuses(fn, n_keys: int, buckets: tuple) -> bool:
+    """fn raises ValueError for n_keys past the last bucket, as graphs.bucket_for does;
+    anything else is a hint."""
+    shown = f"n_keys={n_keys}, buckets={buckets}"
+    try:
+        with time_limit(2.0, "your function did not finish within 2 s"):
+            got = fn(n_keys, buckets)
+    except ValueError:
+        return True
+    except TooSlow as e:
+        return hint(f"on {shown}: {e}")
+    except Exception as e:
+        return hint(
+            f"on {shown} your function raised {type(e).__name__}: no bucket holds "
+            f"{n_keys} keys, and bucket_for says so with a ValueError (raise ValueError(...))"
+        )
+    return hint(
+        f"on {shown} your function returned {shown_type(got)}: no bucket holds {n_keys} "
+        f"keys, so raise ValueError, as bucket_for does (a window smaller than the keys "
+        f"would leave keys out of attention, silently)"
     )
 
 
-def _same_buckets(got, want) -> str | None:
-    if not isinstance(got, (tuple, list)):
+def check_bucket_for(fn) -> bool:
+    """fn(n_keys, buckets) → the smallest bucket that holds n_keys; a ValueError when none
+    does (n_keys past the last bucket), as graphs.bucket_for raises."""
+    cases = [(n, (128, 256, 512, 1024)) for n in (1, 127, 128, 129, 256, 257, 1023, 1024)]
+    cases += [(n, (16, 24, 36, 54, 81, 100)) for n in (16, 17, 81, 82, 100)] + [(3, (3,))]
+    for n_keys, buckets in cases:
+        shown = f"n_keys={n_keys}, buckets={buckets}"
+        got = call(fn, (n_keys, buckets), shown, seconds=2.0)
+        if got is FAILED:
+            return False
+        problem = _same_bucket(got, bucket_for(n_keys, buckets))
+        if problem:
+            return hint(f"on {shown} your function {problem}")
+    past = [(1025, (128, 256, 512, 1024)), (101, (16, 24, 36, 54, 81, 100)), (4, (3,))]
+    if not all(_refuses(fn, n, b) for n, b in past):
+        return False
+    return ok(
+        "the smallest bucket that holds the keys, at every edge, and a ValueError past the last"
+    )
+
+
+def _buckets(max_len, first, growth, rounding) -> tuple[int, ...] | None:
+    """default_buckets with another rounding than math.ceil (None past 100 buckets)."""
+    out, b = [], first
+    while b < max_len and len(out) < 100:
+        out.append(b)
+        b = max(b + 1, rounding(b * growth))
+    return (*out, max_len) if b >= max_len else None
+
+
+def _same_buckets(got, reference) -> str | None:
+    want, case = reference
+    buckets = items(got)
+    if buckets is None:
         return f"returned {shown_type(got)}, expected a tuple of ints such as {want}"
-    for b in got:
+    for b in buckets:
         if as_int(b) is None:
             return (
-                f"returned {tuple(got)}, holding {shown_type(b)}: a window is a whole number "
-                f"of keys (math.ceil returns an int)"
+                f"returned {shown_type(got)}, holding {shown_type(b)}: a window is a whole "
+                f"number of keys (math.ceil returns an int)"
             )
-    got = tuple(int(b) for b in got)
+    got = tuple(as_int(b) for b in buckets)
     if got == want:
         return None
     if got == (*want, want[-1]):
         return f"returned {got}, expected {want}: max_len is a bucket once"
     if got[: len(want) - 1] == want[:-1] and want[-1] not in got:
         return f"returned {got}, expected {want}: the last bucket is always max_len"
+    for rounding, how in ((math.floor, "int() rounds down"), (round, "round() rounds to nearest")):
+        if got == _buckets(*case, rounding):
+            return f"returned {got}, expected {want}: {how}; round up, with math.ceil"
     return f"returned {got}, expected {want}"
 
 
 def check_default_buckets(fn) -> bool:
     """fn(max_len, first, growth) → graphs.default_buckets(max_len, first, growth). Each
-    case gets 2 s: a bucket that stops growing (int(1 * 1.01) == 1) would loop forever."""
+    case gets 2 s: a bucket that stops growing (int(1 * 1.01) == 1) would loop forever.
+    Growths such as 1.3 tell math.ceil from int() and round(). The guard max(b + 1, ...)
+    changes nothing next to math.ceil (b * growth > b for every float growth > 1, so its
+    ceiling is at least b + 1): no case can tell a version without it."""
     cases = [
         (1024, 128, 2),
         (1000, 128, 2),
@@ -68,46 +119,52 @@ def check_default_buckets(fn) -> bool:
         (1024, 128, 1.5),
         (1024, 16, 3),
         (10, 1, 1.01),
+        (1000, 100, 1.3),  # ceil 220, 286, ...; int() 219, 284, ...; round() 220, ..., 629
+        (1024, 100, 1.33),
     ]
-    with time_limit(
-        2.0,
-        "your loop did not end within 2 s: each bucket must be larger than "
-        "the one before (int(b * growth) can equal b; round up)",
-    ):
-        return check_cases(
-            fn,
-            [(c, f"max_len={c[0]}, first={c[1]}, growth={c[2]}") for c in cases],
-            default_buckets,
-            "your buckets are graphs.default_buckets",
-            _same_buckets,
-        )
+    return check_cases(
+        fn,
+        [(c, f"max_len={c[0]}, first={c[1]}, growth={c[2]}") for c in cases],
+        lambda *case: (default_buckets(*case), case),
+        "your buckets are graphs.default_buckets",
+        _same_buckets,
+        seconds=2.0,
+        slow=(
+            "your loop did not end within 2 s: each bucket must be larger than the one "
+            "before (int(b * growth) can equal b; round up)"
+        ),
+    )
 
 
 # --- exercise 3: the wasted share, as a function ---------------------------------------------
+
+
+SHARE_TOLERANCE = 1e-6  # relative: a share computed in float32 is right, one in float16 is not
 
 
 def _same_share(got, want, buckets, max_len) -> str | None:
     value = as_number(got)
     if value is None:
         return f"returned {shown_type(got)}, expected a share between 0 and 1, a float"
-    if math.isclose(value, want, rel_tol=1e-9, abs_tol=1e-12):
+    if math.isclose(value, want, rel_tol=SHARE_TOLERANCE, abs_tol=1e-12):
         return None
     windows = [bucket_for(n, buckets) for n in range(1, max_len + 1)]
     wasted = sum(w - n for n, w in enumerate(windows, 1))
-    if math.isclose(value, 100 * want, rel_tol=1e-9):
+    close = lambda x: math.isclose(value, x, rel_tol=SHARE_TOLERANCE)  # noqa: E731
+    if close(100 * want):
         return f"returned {value:.4g}, a percentage: give a share between 0 and 1"
-    if math.isclose(value, 1 - want, rel_tol=1e-9):
+    if close(1 - want):
         return (
             f"returned {value:.4g}, the useful share: the question asks for the work on masked keys"
         )
-    if math.isclose(value, wasted / sum(range(1, max_len + 1)), rel_tol=1e-9):
+    if close(wasted / sum(range(1, max_len + 1))):
         return (
             f"returned {value:.4g}: that divides by the keys needed, sum(n); the share of "
             f"the work divides by the work done, sum(window)"
         )
     return (
-        f"returned {value:.4g}, expected {want:.4g}: sum (window - n) over every "
-        f"n = 1..max_len, divided by the sum of the windows"
+        unequal(got, value, want) + ": sum (window - n) over every n = 1..max_len, divided "
+        "by the sum of the windows"
     )
 
 
@@ -122,15 +179,14 @@ def check_wasted_share(fn) -> bool:
         ((128, 256, 512, 1000), 1000),
         (default_buckets(1024, 128, 1.5), 1024),
     ]
-    with time_limit(5.0, "your function did not finish within 5 s"):
-        for buckets, max_len in cases:
-            shown = f"buckets={buckets}, max_len={max_len}"
-            got = call(fn, (buckets, max_len), shown)
-            if got is FAILED:
-                return False
-            problem = _same_share(got, wasted_share(buckets, max_len), buckets, max_len)
-            if problem:
-                return hint(f"on {shown} your function {problem}")
+    for buckets, max_len in cases:
+        shown = f"buckets={buckets}, max_len={max_len}"
+        got = call(fn, (buckets, max_len), shown, seconds=5.0)
+        if got is FAILED:
+            return False
+        problem = _same_share(got, wasted_share(buckets, max_len), buckets, max_len)
+        if problem:
+            return hint(f"on {shown} your function {problem}")
     return ok("your share is graphs.wasted_share, on every bucket list tried")
 
 
@@ -144,11 +200,12 @@ def check_bucket_choice(buckets) -> bool:
     CHOICE_SHARE of a CHOICE_MAX_LEN-token generation's attention work."""
     m, n, share = CHOICE_MAX_LEN, CHOICE_GRAPHS, CHOICE_SHARE
     if buckets is None:
-        return hint(f"Not answered yet: set my_buckets to a tuple of at most {n} windows")
-    if not isinstance(buckets, (tuple, list)) or any(as_int(b) is None for b in buckets):
+        return hint(f"Not answered yet: set answer to a tuple of at most {n} windows")
+    given = items(buckets)
+    if given is None or any(as_int(b) is None for b in given):
         return hint(f"give the buckets as a tuple of ints, got {shown_type(buckets)}")
     try:
-        buckets = check_buckets(tuple(int(b) for b in buckets), m)
+        buckets = check_buckets(tuple(as_int(b) for b in given), m)
     except ValueError as e:
         return hint(f"GraphDecoder would refuse these buckets: {e}")
     got = wasted_share(buckets, m)

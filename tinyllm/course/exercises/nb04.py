@@ -30,7 +30,10 @@ def check_stale_reads(answer) -> bool:
     it, with graphs (torch.cuda on a GPU, or tinyllm.lab.simgraph on a CPU)."""
     want, got = {"a", "b", "e"}, choices(answer)
     if not got:
-        return hint('no answer yet: give the letters of the stale reads, as a string such as "bd"')
+        return hint(
+            'no answer that reads as letters yet: give the letters of the stale reads, as a '
+            'string such as "bd"'
+        )
     if got - STALE_READS.keys():
         unknown = min(got - STALE_READS.keys())
         return hint(f"{unknown!r} is not one of the options {sorted(STALE_READS)}")
@@ -91,7 +94,8 @@ def check_pool_choice(answer, capture=None) -> bool:
     got = choices(answer)
     if not got:
         return hint(
-            'no answer yet: give the letters the measurement shows, as a string such as "ab"'
+            'no answer that reads as letters yet: give the letters the measurement shows, as a '
+            'string such as "ab"'
         )
     if got - POOL_CHOICES.keys():
         unknown = min(got - POOL_CHOICES.keys())

@@ -195,7 +195,7 @@ def capture_figure(res: dict):
 # (anatomy.py counts the ops and groups the kernels; these draw them)
 
 
-def kernels_figure(trace: dict, batch: int = 1, method: str = "eager", n_layers: int | None = None):
+def kernels_figure(trace: dict, batch: int = 1, method: str = "eager"):
     """One traced decode step's kernels, counted by family."""
     runs = trace["batch"].get(str(batch))
     if runs is None or method not in runs:
@@ -207,9 +207,8 @@ def kernels_figure(trace: dict, batch: int = 1, method: str = "eager", n_layers:
     ax.bar_label(ax.barh(names, [fam[n] for n in names], color=COLORS[method]), padding=2)
     ax.set(xlabel="kernels in one decode step", xlim=(0, max(fam.values()) * 1.15))
     top = next(iter(fam))
-    per = f", about {total / n_layers:.0f} per layer" if n_layers else ""
     ax.set_title(
-        f"One {method} decode step at batch {batch} launches {total} kernels{per};\n"
+        f"One {method} decode step at batch {batch} launches {total} kernels;\n"
         f"{fam[top]} of them are {top}",
         fontsize=10,
     )
