@@ -5,6 +5,7 @@
   shapes, masks and numerics that need no trained model. Session scope: build it once.
 - `shipped_model`: the trained model in tinyllm/weights, on the CPU, for tests whose
   behaviour depends on real text (greedy continuations, EOS, the engine).
+- Every test runs with the checkers' time limits a tenth as long (harness.TIME_SCALE).
 - Every test starts from `torch.manual_seed(0)`, so a test's random tensors do not depend
   on which tests ran before it.
 - `assert_hint(check, answer, capsys, *needles)`: a checker's answer to a wrong answer is one
@@ -46,6 +47,15 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture(autouse=True)
 def _seed():
     torch.manual_seed(0)
+
+
+@pytest.fixture(autouse=True)
+def _short_time_limits(monkeypatch):
+    """The checkers' time limits, a tenth as long: a learner's function that never returns
+    gets its hint in a tenth of the time (the hint still names the limit the learner meets)."""
+    from tinyllm.course.exercises import harness
+
+    monkeypatch.setattr(harness, "TIME_SCALE", 0.1)
 
 
 @pytest.fixture(scope="session")

@@ -92,7 +92,7 @@ def test_static_cache_figure_is_the_static_cache(kw):
 def test_buckets_figure_draws_bucket_windows(max_len, buckets, lengths):
     fig = viz.buckets_figure(max_len, buckets, lengths)
     (ax,) = fig.axes
-    b = graphs.check_buckets(buckets, max_len)
+    b = graphs.resolve_buckets(buckets, max_len)
     lengths = scenes.walk_lengths(b) if lengths is None else list(lengths)
     gids = [p.get_gid() or "" for p in ax.patches]
     drawn = [p.get_width() for p, g in zip(ax.patches, gids) if g.startswith("window")]

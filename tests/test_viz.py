@@ -359,7 +359,7 @@ def test_floor_figure_draws_the_recorded_times():
 
 
 def test_bucket_tradeoff():
-    rows = graphs.bucket_tradeoff(1024, 128, growths=(4, 2, 1.5))
+    rows = viz.shapes.bucket_tradeoff(1024, 128, growths=(4, 2, 1.5))
     assert [r["growth"] for r in rows] == [None, 4, 2, 1.5]
     assert rows[0]["buckets"] == (1024,) and rows[2]["buckets"] == graphs.default_buckets(
         1024, 128, 2

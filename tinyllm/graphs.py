@@ -88,10 +88,16 @@ def bucket_for(n_keys: int, buckets: tuple[int, ...]) -> int:
     raise ValueError(f"{n_keys} keys > largest bucket {buckets[-1]}")
 
 
+def resolve_buckets(buckets, max_len: int) -> tuple[int, ...]:
+    """The bucket list of a decoder of max_len positions: the buckets given, checked and
+    sorted, or default_buckets(max_len) for None."""
+    return default_buckets(max_len) if buckets is None else validate_buckets(buckets, max_len)
+
+
 def bucket_windows(buckets, max_len: int) -> list[int]:
     """The window of the step that attends over n = 1..max_len keys (the step at position
-    n - 1): the smallest bucket that holds n."""
-    buckets = validate_buckets(buckets, max_len)
+    n - 1): the smallest bucket that holds n (buckets None: the default ones)."""
+    buckets = resolve_buckets(buckets, max_len)
     return [bucket_for(n, buckets) for n in range(1, max_len + 1)]
 
 
@@ -143,10 +149,7 @@ class Decoder:
         self.use_graph = validate_use_graph(use_graph, device, graph_api)
         validate_compile(compile, device)
         validate_cache(cache, model)
-        self.buckets = (
-            default_buckets(cache.max_len) if buckets is None
-            else validate_buckets(buckets, cache.max_len)
-        )  # fmt: skip
+        self.buckets = resolve_buckets(buckets, cache.max_len)
         cfg = model.cfg
         cache.allocate(cfg.n_kv_heads, cfg.head_dim, activation_dtype(model))
         self.model, self.cache, self.graph_api = model, cache, graph_api

@@ -19,9 +19,9 @@ import torch.nn.functional as F
 from torch.nn.attention import sdpa_kernel
 from torch.profiler import ProfilerActivity, profile
 
-from tinyllm.generation import ATTENTION_BACKENDS
 from tinyllm.lab.bench import provenance
 from tinyllm.lab.exactness import fully_masked_row
+from tinyllm.precision import ATTENTION_BACKENDS
 
 
 def kernels_of(fn) -> list[str]:

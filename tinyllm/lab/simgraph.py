@@ -16,10 +16,11 @@ current_stream, synchronize) with the semantics that surprise people:
   (`x = new`) leaves the graph reading the captured tensor.
 - Host reads raise inside capture, with the message of CUDA's error for them, "operation
   not permitted when stream is capturing" (on the H200, PyTorch reported the capture that such
-  a read invalidates: "operation failed due to a previous error during capture"): .item(), int(), bool(), `if t:`, .tolist(), .numpy(), printing or formatting
-  a tensor, ops whose output shape depends on the data (nonzero, masked_select, unique,
-  x[mask]), and copying host data into a new tensor (torch.tensor([...])). The capture is
-  then abandoned: tensors are restored and the graph cannot be replayed.
+  a read invalidates: "operation failed due to a previous error during capture"): .item(),
+  int(), bool(), `if t:`, .tolist(), .numpy(), printing or formatting a tensor, ops whose
+  output shape depends on the data (nonzero, masked_select, unique, x[mask]), and copying
+  host data into a new tensor (torch.tensor([...])). The capture is then abandoned: tensors
+  are restored and the graph cannot be replayed.
 
 What it does NOT model: no launch is saved. Replay re-dispatches every op from Python and
 copies each result into its static buffer, so it is no faster than eager, and its timings

@@ -70,7 +70,7 @@ def static_extra_ops(model=None) -> set[str]:
     from tinyllm import GraphDecoder, KVCache, load_pretrained
     from tinyllm.generation import decode_step, prefill
     from tinyllm.lab import anatomy
-    from tinyllm.lab.bench import prompt_batch
+    from tinyllm.lab.prompts import prompt_batch
 
     model = model or load_pretrained("cpu")
     idx = prompt_batch(1, 32, "cpu")

@@ -16,7 +16,8 @@ from tinyllm.course.exercises.harness import (
     time_limit,
     unequal,
 )
-from tinyllm.graphs import bucket_for, check_buckets, default_buckets, wasted_share
+from tinyllm.graphs import bucket_for, default_buckets, wasted_share
+from tinyllm.validate import validate_buckets
 
 
 def _same_bucket(got, want) -> str | None:
@@ -205,7 +206,7 @@ def check_bucket_choice(buckets) -> bool:
     if given is None or any(as_int(b) is None for b in given):
         return hint(f"give the buckets as a tuple of ints, got {shown_type(buckets)}")
     try:
-        buckets = check_buckets(tuple(as_int(b) for b in given), m)
+        buckets = validate_buckets(tuple(as_int(b) for b in given), m)
     except ValueError as e:
         return hint(f"GraphDecoder would refuse these buckets: {e}")
     got = wasted_share(buckets, m)

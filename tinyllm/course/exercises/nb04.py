@@ -31,7 +31,7 @@ def check_stale_reads(answer) -> bool:
     want, got = {"a", "b", "e"}, choices(answer)
     if not got:
         return hint(
-            'no answer that reads as letters yet: give the letters of the stale reads, as a '
+            "no answer that reads as letters yet: give the letters of the stale reads, as a "
             'string such as "bd"'
         )
     if got - STALE_READS.keys():
@@ -94,7 +94,7 @@ def check_pool_choice(answer, capture=None) -> bool:
     got = choices(answer)
     if not got:
         return hint(
-            'no answer that reads as letters yet: give the letters the measurement shows, as a '
+            "no answer that reads as letters yet: give the letters the measurement shows, as a "
             'string such as "ab"'
         )
     if got - POOL_CHOICES.keys():

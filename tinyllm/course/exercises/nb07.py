@@ -61,7 +61,7 @@ def compile_count_mistake(got, start: int, steps: int, buckets) -> str:
             f"{shown}, one graph per bucket. Only the windows the steps visit are compiled, "
             f"each at its first step"
         )
-    if got == len({bucket_for(p, buckets) for p in range(start, start + steps)}):
+    if got == len({bucket_for(max(p, 1), buckets) for p in range(start, start + steps)}):
         return (
             f"{shown}: the step at position p attends over p + 1 keys (the new token's key "
             f"is written first), so its window is bucket_for(p + 1, buckets)"

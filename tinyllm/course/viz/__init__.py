@@ -7,7 +7,7 @@ any claim in a title is computed from the data it is drawn from.
 
 The arithmetic the figures draw (masks, bucket windows, wasted work) is the book's own
 (tinyllm.kv_cache.window_mask and slot_mask, tinyllm.graphs.bucket_windows, wasted_share
-and bucket_tradeoff), so a picture of a mask is the mask the decoder uses.
+and shapes.bucket_tradeoff), so a picture of a mask is the mask the decoder uses.
 
 - style: colours, labels, units (every figure);
 - shapes: masks and buckets (notebooks 02, 03, 06);

@@ -302,7 +302,7 @@ COMPILE_PATHS = {  # lane → boxes (text, when it runs), in the order a step me
         ("CUDAGraph Trees:\ncopy inputs not at\nstatic addresses", "every step"),
         ("replay the graph\n(Inductor's kernels)", "every step"),
     ),
-    "GraphDecoder(model, batch, fused=True)": (
+    "GraphDecoder(model, batch, compile=True)": (
         ("Dynamo + Inductor,\ncapture", "capture(), per window"),
         ("pick the bucket,\ncopy the token in", "every step"),
         ("replay the bucket's graph\n(Inductor's kernels)", "every step"),

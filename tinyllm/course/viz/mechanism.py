@@ -27,7 +27,7 @@ from tinyllm.course.viz.scenes import (
 )
 from tinyllm.course.viz.style import COLORS, LABELS, MIB, label_source, new_figure, sig3
 from tinyllm.course.viz.timing import MIN_BAR_SHARE, widened
-from tinyllm.graphs import bucket_windows, check_buckets
+from tinyllm.graphs import bucket_windows, resolve_buckets
 
 # --- a decode step: a launch per kernel, or one launch for all (notebook 01) ----------------
 
@@ -142,7 +142,7 @@ def buckets_figure(max_len: int = 1024, buckets=None, lengths=None):
     it needs, and the window its graph attends over, the smallest bucket that holds n
     (tinyllm.graphs.bucket_windows). Each bucket's graph is captured at its first use and
     replayed for every later length it holds."""
-    buckets = check_buckets(buckets, max_len)
+    buckets = resolve_buckets(buckets, max_len)
     lengths = walk_lengths(buckets) if lengths is None else list(lengths)
     if any(not 1 <= n <= max_len for n in lengths):
         raise ValueError(f"lengths {lengths} must lie in [1, max_len {max_len}]")

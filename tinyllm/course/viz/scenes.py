@@ -91,7 +91,7 @@ def static_cache_step(
     for _ in range(steps):
         dec.step(tok)
     cache = dec.cache
-    pos, window = int(cache.pos), dec.bucket_for(cache.n + 1)
+    pos, window = int(cache.pos), dec.window()
     keys_before = cache.k[0].clone()
     dec.step(tok)
     return {
@@ -162,10 +162,10 @@ def engine_slots_run(
     "model" (which), "max_new_tokens" and "outputs" (run()'s generated ids) by request id."""
     name = "the shipped model" if model is None else "a given model"
     model = load_pretrained(device="cpu") if model is None else model
-    tok = Tokenizer()
-    (eos_id,) = tok.encode(eos)
+    tokenizer = Tokenizer()
+    (eos_id,) = tokenizer.encode(eos)
     engine = Engine(model, n_slots, max_len, use_graph=False, eos_id=eos_id, buckets=buckets)
-    limits = {engine.submit(tok.encode(p), n): n for p, n in requests}
+    limits = {engine.submit(tokenizer.encode(p), n): n for p, n in requests}
     outputs = engine.run()
     return {
         "stats": engine.stats,

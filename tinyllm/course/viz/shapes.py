@@ -7,7 +7,7 @@ from matplotlib.patches import Patch, Rectangle
 from matplotlib.ticker import MaxNLocator
 
 from tinyllm.course.viz.style import COLORS, new_figure
-from tinyllm.graphs import bucket_tradeoff, bucket_windows, check_buckets, wasted_share
+from tinyllm.graphs import bucket_windows, default_buckets, resolve_buckets, wasted_share
 
 # --- masks ------------------------------------------------------------------------------
 
@@ -65,7 +65,7 @@ def mask_figure(mask, pos: int | None = None, first_valid=None, title: str | Non
 
 def bucket_figure(buckets, max_len: int):
     """Window vs keys needed: the gap to the exact-length diagonal is the wasted work."""
-    buckets = check_buckets(buckets, max_len)
+    buckets = resolve_buckets(buckets, max_len)
     n = np.arange(1, max_len + 1)
     w = np.array(bucket_windows(buckets, max_len))
     fig, ax = new_figure(figsize=(6, 4))
@@ -91,6 +91,17 @@ def bucket_figure(buckets, max_len: int):
 
 
 # --- buckets: how many graphs for how little waste (notebook 03) ---------------------------
+
+
+def bucket_tradeoff(max_len: int, first: int = 128, growths=(8, 4, 2, 1.5, 1.25)) -> list[dict]:
+    """One window of max_len keys, then default_buckets(max_len, first, g) for each growth g:
+    {"growth", "buckets", "n_graphs", "wasted_share"} each (growth None for one window)."""
+    rows = [{"growth": None, "buckets": (max_len,)}]
+    rows += [{"growth": g, "buckets": default_buckets(max_len, first, g)} for g in growths]
+    for r in rows:
+        r["n_graphs"] = len(r["buckets"])
+        r["wasted_share"] = wasted_share(r["buckets"], max_len)
+    return rows
 
 
 def bucket_tradeoff_figure(max_len: int, first: int = 128, growths=(8, 4, 2, 1.5, 1.25)):
