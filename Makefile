@@ -21,8 +21,10 @@ ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
 # from the executed notebooks. `make notebooks` and the nbval run of `make test` use the
 # same environment, so the committed outputs are what nbval compares against.
 NB_ENV := env -u MPLBACKEND PYTHONHASHSEED=0
-# The unit tests draw figures off-screen.
-TEST_ENV := env PYTHONHASHSEED=0 MPLBACKEND=Agg
+# The unit tests draw figures off-screen, and run on every core (pytest-xdist), one torch
+# thread each; nbval's plugin stays out of them (it is slow to import).
+TEST_ENV := env PYTHONHASHSEED=0 MPLBACKEND=Agg OMP_NUM_THREADS=1
+UNIT := -p no:nbval -n auto --dist loadgroup
 
 .DEFAULT_GOAL := help
 .PHONY: help lab lint test test-unit notebooks images bench gpu screenshots clean
@@ -53,13 +55,13 @@ lint: $(STAMP) ## ruff: lint and format check of the package, tests, tools and n
 test: $(STAMP) ## run every test: lint, unit tests, then all notebooks under strict nbval
 	@status=0; \
 	$(MAKE) --no-print-directory lint || status=$$?; \
-	$(TEST_ENV) $(PY) -m pytest tests || status=$$?; \
+	$(TEST_ENV) $(PY) -m pytest $(UNIT) tests || status=$$?; \
 	$(NB_ENV) $(PY) -m pytest --nbval --nbval-current-env --nbval-cell-timeout=600 \
 		--nbval-sanitize-with $(SANITIZE) notebooks || status=$$?; \
 	exit $$status
 
 test-unit: $(STAMP) ## the unit tests alone, without the browser test (a minute)
-	$(TEST_ENV) $(PY) -m pytest tests -m "not browser" -q
+	$(TEST_ENV) $(PY) -m pytest $(UNIT) tests -m "not browser" -q
 
 notebooks: $(STAMP) ## re-execute every notebook in place from a clean kernel
 	$(NB_ENV) $(VENV)/bin/jupyter nbconvert --to notebook --execute --inplace \

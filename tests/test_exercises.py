@@ -4,11 +4,23 @@ and 01's bandwidth floor here; the rest in test_exercises_nb0N.py, one file per 
 
 import contextlib
 import signal
+from functools import cache
 
 import numpy as np
 import pytest
 import torch
-from conftest import JUNK_VALUES, Hostile, HostileList, assert_hint, assert_ok
+from conftest import (
+    JUNK_VALUES,
+    WRONG_VALUES,
+    Hostile,
+    HostileList,
+    assert_hint,
+    assert_ok,
+    never_returns,
+    raising,
+    recorded_results,
+    returning,
+)
 
 from tinyllm.course import exercises as ex
 from tinyllm.lab import simgraph
@@ -151,11 +163,6 @@ def test_choices_never_raises(answer, letters):
 
 def test_stale_reads_takes_a_numpy_array_of_letters(capsys):
     assert_ok(ex.check_stale_reads, np.array(["a", "b", "e"]), capsys)
-
-
-@pytest.mark.parametrize("answer", JUNK_VALUES.values(), ids=JUNK_VALUES)
-def test_stale_reads_junk_gets_a_hint(answer, capsys):
-    assert_hint(ex.check_stale_reads, answer, capsys)
 
 
 # --- harness: numbers in hints, limits on time ----------------------------------------------
@@ -317,3 +324,72 @@ def test_capture_replay_on_a_gpu(capsys):
     for case in ("calls f in run", "rebinds the input", "returns a fresh tensor", "no warm-up"):
         assert ex.check_capture_replay(CAPTURE_REPLAY_WRONG[case][0], api=torch.cuda) is False
         assert CAPTURE_REPLAY_WRONG[case][1] in capsys.readouterr().out
+
+
+# --- every checker, one registry: junk and wrong types get a hint ---------------------------
+
+FUNCTION_CHECKERS = {  # checkers of a learner's function, with the notebook's other arguments
+    "check_bandwidth_floor": ex.check_bandwidth_floor,
+    "check_launch_bound": ex.check_launch_bound,
+    "check_window_mask": ex.check_window_mask,
+    "check_static_write": ex.check_static_write,
+    "check_bucket_for": ex.check_bucket_for,
+    "check_default_buckets": ex.check_default_buckets,
+    "check_wasted_share": ex.check_wasted_share,
+    "check_capture_replay": lambda fn: ex.check_capture_replay(fn, api=simgraph),
+    "check_first_difference": ex.check_first_difference,
+    "check_flip_margin": ex.check_flip_margin,
+    "check_admission": ex.check_admission,
+    "check_slot_mask": ex.check_slot_mask,
+    "check_compile_count": ex.check_compile_count,
+    "check_predicted_us": lambda fn: ex.check_predicted_us(fn, recorded_results()),
+}
+NONE_IS_AN_ANSWER = {"check_first_difference", "check_static_write"}  # "no difference", in place
+ANSWER_CHECKERS = {  # checkers of a value the learner sets
+    "check_token_count": lambda a: ex.check_token_count(a, "naïve café"),
+    "check_param_split": ex.check_param_split,
+    "check_static_extra_ops": lambda a: ex.check_static_extra_ops(a, shipped()),
+    "check_bucket_choice": ex.check_bucket_choice,
+    "check_stale_reads": ex.check_stale_reads,
+    "check_pool_choice": ex.check_pool_choice,
+}
+BAD = {**WRONG_VALUES, **JUNK_VALUES}
+
+
+@cache
+def shipped():
+    from tinyllm import load_pretrained
+
+    return load_pretrained("cpu")
+
+
+def test_the_registry_holds_every_checker():
+    """A checker added to tinyllm.course.exercises joins the tables below, or this fails
+    (check_compile_prediction takes the notebook's run as well, and has its own tests)."""
+    checkers = {n for n in ex.__all__ if n.startswith("check_")}
+    assert (
+        checkers - {"check_compile_prediction"} == FUNCTION_CHECKERS.keys() | ANSWER_CHECKERS.keys()
+    )
+
+
+@pytest.mark.parametrize("name", FUNCTION_CHECKERS)
+@pytest.mark.parametrize("value", BAD.values(), ids=BAD)
+def test_a_checker_of_a_function_answers_junk_with_a_hint(name, value, capsys):
+    check = FUNCTION_CHECKERS[name]
+    assert_hint(check, value, capsys, "pass your function itself")
+    if not (value is None and name in NONE_IS_AN_ANSWER):
+        assert_hint(check, returning(value), capsys)
+
+
+@pytest.mark.parametrize("name", FUNCTION_CHECKERS)
+def test_a_checker_of_a_function_answers_a_stub_a_crash_or_a_hang(name, capsys):
+    check = FUNCTION_CHECKERS[name]
+    assert_hint(check, stub, capsys, "not solved yet")
+    assert_hint(check, raising, capsys, "raised ZeroDivisionError")
+    assert_hint(check, never_returns, capsys, " s")  # the limit it ran into, in seconds
+
+
+@pytest.mark.parametrize("name", ANSWER_CHECKERS)
+@pytest.mark.parametrize("value", BAD.values(), ids=BAD)
+def test_a_checker_of_an_answer_answers_junk_with_a_hint(name, value, capsys):
+    assert_hint(ANSWER_CHECKERS[name], value, capsys)

@@ -12,10 +12,9 @@
   bonus may instead say that it needs CUDA, as it does on the CPU that ran them). A solution
   may also show a tempting wrong answer and the checker's hint for it.
 - No committed output is a traceback: an unsolved exercise prints a hint.
-- A cell that runs the CPU graph simulator (tinyllm.lab.simgraph, or a decoder or `api` that
-  may be it) says, in its output or in the markdown right above it, what the simulator does
-  not model: no launch is saved, its timings mean nothing, there are no streams, and pools
-  are not shared.
+- A notebook that runs the CPU graph simulator (tinyllm.lab.simgraph, or a decoder or `api`
+  that may be it) says once, by its first such cell, what the simulator does not model: no
+  launch is saved, its timings mean nothing, there are no streams, and pools are not shared.
 - No notebook defines a function or class under a name that tinyllm already uses: a notebook
   shows the package's code and calls it, it never keeps a second copy. Exercise stubs and
   solutions are named `my_...`, and so is anything defined inside them.
@@ -191,39 +190,37 @@ SIMULATOR = re.compile(r"\bsimgraph\b|\bapi\.\w|graph_api=api\b")
 NOT_MODELLED = ("no launch is saved", "timings mean nothing", "no streams", "pools are not shared")
 
 
-def simulator_cells_without_caveats(nb: dict) -> list[str]:
-    """Cells that run the simulator with no word, above them or in their output, of some
-    of what it does not model."""
-    found, cells = [], nb["cells"]
-    for i, cell in enumerate(cells):
-        if cell["cell_type"] != "code" or not SIMULATOR.search(source(cell)):
-            continue
-        above = source(cells[i - 1]) if i and cells[i - 1]["cell_type"] == "markdown" else ""
-        said = " ".join((above + "\n" + output_text(cell)).replace("*", "").lower().split())
-        missing = [phrase for phrase in NOT_MODELLED if phrase not in said]
-        if missing:
-            found.append(f"cell {cell.get('id', i)} does not say {missing}")
-    return found
+def simulator_caveats_missing(nb: dict) -> list[str]:
+    """What a notebook that runs the simulator has not said, by its first simulator cell
+    (in the markdown or the outputs up to it), of what the simulator does not model."""
+    cells = nb["cells"]
+    first = next((i for i, c in enumerate(cells)
+                  if c["cell_type"] == "code" and SIMULATOR.search(source(c))), None)  # fmt: skip
+    if first is None:
+        return []
+    text = "\n".join(
+        source(c) if c["cell_type"] == "markdown" else output_text(c) for c in cells[: first + 1]
+    )
+    said = " ".join(text.replace("*", "").lower().split())
+    return [phrase for phrase in NOT_MODELLED if phrase not in said]
 
 
 @pytest.mark.parametrize("path", EVERY, ids=ids(EVERY))
-def test_simulator_cells_say_what_it_does_not_model(path):
-    found = simulator_cells_without_caveats(load(path))
-    assert not found, (
-        f"{path.name}: {found}; a cell that may run tinyllm.lab.simgraph says, in its output "
-        f"or the markdown right above it, what the simulator does not model"
+def test_a_notebook_that_runs_the_simulator_says_once_what_it_does_not_model(path):
+    missing = simulator_caveats_missing(load(path))
+    assert not missing, (
+        f"{path.name}: by its first cell that may run tinyllm.lab.simgraph it has not said "
+        f"{missing}: say once, before or in that cell, what the simulator does not model"
     )
 
 
-def test_a_simulator_cell_without_caveats_is_found():
+def test_a_notebook_without_the_caveats_is_found():
     caveat = {"cell_type": "markdown", "source": "No launch is saved, its *timings mean\nnothing*, "
               "there are no streams, and pools are not shared."}  # fmt: skip
     cell = {"cell_type": "code", "source": "g = api.CUDAGraph()", "outputs": []}
-    assert simulator_cells_without_caveats({"cells": [caveat, cell]}) == []
-    found = simulator_cells_without_caveats({"cells": [cell]})
-    assert len(found) == 1 and "no launch is saved" in found[0]
-    timed = {"cell_type": "markdown", "source": "Timings mean nothing here."}
-    assert "no streams" in simulator_cells_without_caveats({"cells": [timed, cell]})[0]
+    assert simulator_caveats_missing({"cells": [caveat, cell, cell]}) == []
+    assert "no launch is saved" in simulator_caveats_missing({"cells": [cell, caveat]})
+    assert simulator_caveats_missing({"cells": [caveat]}) == []  # no simulator: nothing to say
 
 
 # --- no second copy of package code ---------------------------------------------------------

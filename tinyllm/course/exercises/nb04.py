@@ -233,7 +233,7 @@ def check_capture_replay(fn, api=None) -> bool:
     example = torch.randn(256, device=device, generator=g)
     untouched = example.clone()
     watched = _Watched(api)
-    with time_limit(60.0, "it ran for 60 s: capture f once, then only replay"):
+    with time_limit(30.0, "it ran for 30 s: capture f once, then only replay"):
         run = call(fn, (watched.f, example, watched), "f and a (256,) example")
     if run is FAILED:
         return False
@@ -245,7 +245,7 @@ def check_capture_replay(fn, api=None) -> bool:
     n_events, first, previous, stale_at_0 = len(watched.events), None, example, False
     for i in range(3):
         x = torch.randn(256, device=device, generator=g)
-        with time_limit(60.0, "it ran for 60 s: run(x) should only copy x in and replay"):
+        with time_limit(30.0, "it ran for 30 s: run(x) should only copy x in and replay"):
             out = call(run, (x,), f"replay {i}")
         if out is FAILED:
             return False

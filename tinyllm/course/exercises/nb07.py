@@ -11,6 +11,7 @@ import math
 from numbers import Integral, Real
 
 from tinyllm.course.exercises.harness import FAILED, call, hint, ok, time_limit
+from tinyllm.course.exercises.harness import shown as shown_value
 from tinyllm.course.viz import sig3
 from tinyllm.graphs import bucket_for
 
@@ -49,7 +50,7 @@ def is_count(x) -> bool:
 
 def compile_count_mistake(got, start: int, steps: int, buckets) -> str:
     """The hint for a wrong count on one case: the mistake it matches, or the windows."""
-    shown = f"start={start}, steps={steps}, buckets={buckets}: you said {got!r}"
+    shown = f"start={start}, steps={steps}, buckets={buckets}: you said {shown_value(got)}"
     visited = sorted(windows_visited(start, steps, buckets))
     if got == steps:
         return (
@@ -100,7 +101,7 @@ def check_compile_count(fn) -> bool:
     if not is_count(got):
         return hint(
             f"start={start}, steps={steps}, buckets={buckets}: return an int (a number of "
-            f"graphs), not {type(got).__name__} {got!r}"
+            f"graphs), not {type(got).__name__} {shown_value(got)}"
         )
     return hint(compile_count_mistake(got, start, steps, buckets))
 
@@ -134,7 +135,7 @@ def check_compile_prediction(prediction, run, prompt_lens, buckets) -> bool:
     ):
         return hint(
             f"predict a pair of ints, (graphs with dynamic=False, graphs with dynamic=None), "
-            f"e.g. (4, 1); got {prediction!r}"
+            f"e.g. (4, 1); got {shown_value(prediction)}"
         )
     measured = []
     for dynamic in (False, None):
@@ -142,7 +143,9 @@ def check_compile_prediction(prediction, run, prompt_lens, buckets) -> bool:
         if got is FAILED:
             return False
         if not is_count(got):
-            return hint(f"run(dynamic={dynamic}) must return the number of graphs, got {got!r}")
+            return hint(
+                f"run(dynamic={dynamic}) must return the number of graphs, got {shown_value(got)}"
+            )
         measured.append(int(got))
     measured = tuple(measured)
     windows = [bucket_for(n + 1, buckets) for n in prompt_lens]
@@ -239,7 +242,9 @@ def check_predicted_us(fn, res: dict) -> bool:
             return False
         want = fit["a_us"] + fit["b_us_per_kernel"] * kernels
         if not isinstance(got, Real) or isinstance(got, bool):
-            return hint(f"on {shown}: return a number of µs, not {type(got).__name__} {got!r}")
+            return hint(
+                f"on {shown}: return a number of µs, not {type(got).__name__} {shown_value(got)}"
+            )
         try:
             got = float(got)
         except OverflowError:
