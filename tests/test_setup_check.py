@@ -8,8 +8,8 @@ import torch
 from tinyllm.course import setup_check
 from tinyllm.course.setup_check import (
     NO_GPU,
-    check_environment,
-    check_weights,
+    environment_report,
+    weights_item,
     print_report,
 )
 
@@ -17,7 +17,7 @@ from tinyllm.course.setup_check import (
 
 
 def test_check_environment_items():
-    items = check_environment()
+    items = environment_report()
     names = [name for name, _, _ in items]
     assert names == [
         "Python",
@@ -36,7 +36,7 @@ def test_check_environment_items():
 
 
 def test_weights_match_the_model_card():
-    name, ok, detail = check_weights()
+    name, ok, detail = weights_item()
     assert (name, ok) == ("weights", True)
     assert "matches MODEL_CARD.md" in detail
 
@@ -44,15 +44,15 @@ def test_weights_match_the_model_card():
 def test_weights_mismatch_fails(tmp_path):
     fake = tmp_path / "tiny.safetensors"
     fake.write_bytes(b"not the shipped weights")
-    name, ok, detail = check_weights(path=fake)
+    name, ok, detail = weights_item(path=fake)
     assert not ok and "differs from the model card" in detail
-    name, ok, detail = check_weights(path=tmp_path / "absent.safetensors")
+    name, ok, detail = weights_item(path=tmp_path / "absent.safetensors")
     assert not ok and "missing" in detail
 
 
 def test_no_gpu_is_ok(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    assert setup_check.check_device() == ("device", True, NO_GPU)
+    assert setup_check.device_item() == ("device", True, NO_GPU)
 
 
 def test_missing_package_fails(monkeypatch):
@@ -64,7 +64,7 @@ def test_missing_package_fails(monkeypatch):
         return real(name, *args)
 
     monkeypatch.setattr(setup_check.importlib, "import_module", fake_import)
-    name, ok, detail = setup_check.check_package("ipywidgets")
+    name, ok, detail = setup_check.package_item("ipywidgets")
     assert (name, ok) == ("ipywidgets", False)
     assert "make lab" in detail
 
@@ -73,7 +73,7 @@ def test_old_python_and_torch_fail(monkeypatch):
     assert setup_check.major_minor("2.13.0+cu130") == (2, 13)
     assert setup_check.major_minor("2.4.1") < setup_check.MIN_TORCH
     monkeypatch.setattr(torch, "__version__", "2.4.1+cpu")
-    assert setup_check.check_torch()[1] is False
+    assert setup_check.torch_item()[1] is False
 
 
 def test_print_report(capsys):
@@ -91,7 +91,7 @@ def test_print_report(capsys):
 
 def test_report_versions_are_masked_by_the_sanitizer(capsys):
     """Every version the report prints follows its name, the form nbval_sanitize.cfg masks."""
-    print_report(check_environment())
+    print_report(environment_report())
     out = capsys.readouterr().out
     for name in ("Python", "torch", "ipywidgets", "matplotlib", "safetensors"):
         assert re.search(rf"\b{name}\s+\d+\.\d+", out), name

@@ -1,7 +1,7 @@
 """Is this machine ready for the course? One [OK]/[FAIL] line per thing a learner needs.
 
-    from tinyllm.course.setup_check import check_environment, print_report
-    print_report(check_environment())
+    from tinyllm.course.setup_check import environment_report, print_report
+    print_report(environment_report())
 
 or, from a terminal, `python -m tinyllm.course.setup_check`. Notebook 00 calls it first.
 
@@ -31,13 +31,13 @@ def major_minor(version: str) -> tuple[int, int]:
     return (int(m.group(1)), int(m.group(2))) if m else (0, 0)
 
 
-def check_python() -> tuple[str, bool, str]:
+def python_item() -> tuple[str, bool, str]:
     v = sys.version_info
     need = ".".join(map(str, MIN_PYTHON))
     return "Python", v[:2] >= MIN_PYTHON, f"{v.major}.{v.minor}.{v.micro} ({need} or newer needed)"
 
 
-def check_torch() -> tuple[str, bool, str]:
+def torch_item() -> tuple[str, bool, str]:
     need = ".".join(map(str, MIN_TORCH))
     try:
         import torch
@@ -47,7 +47,7 @@ def check_torch() -> tuple[str, bool, str]:
     return "torch", ok, f"{torch.__version__} ({need} or newer needed)"
 
 
-def check_device() -> tuple[str, bool, str]:
+def device_item() -> tuple[str, bool, str]:
     """A working GPU, or the CPU: both are [OK]. A GPU that torch sees but cannot run on is not."""
     try:
         import torch
@@ -63,7 +63,7 @@ def check_device() -> tuple[str, bool, str]:
     return "device", True, f"CUDA GPU {name} (CUDA {torch.version.cuda})"
 
 
-def check_package(name: str) -> tuple[str, bool, str]:
+def package_item(name: str) -> tuple[str, bool, str]:
     try:
         module = importlib.import_module(name)
     except ImportError as e:
@@ -71,7 +71,7 @@ def check_package(name: str) -> tuple[str, bool, str]:
     return name, True, str(getattr(module, "__version__", "(version unknown)"))
 
 
-def check_weights(path=PRETRAINED, card=MODEL_CARD) -> tuple[str, bool, str]:
+def weights_item(path=PRETRAINED, card=MODEL_CARD) -> tuple[str, bool, str]:
     """The shipped weights are there and are the file the model card describes."""
     if not path.is_file():
         return "weights", False, f"{path.name} is missing: reinstall the tinyllm package"
@@ -92,14 +92,14 @@ def check_weights(path=PRETRAINED, card=MODEL_CARD) -> tuple[str, bool, str]:
     return "weights", True, f"{path.name} sha256 {actual[:12]}… matches {card.name}"
 
 
-def check_environment() -> list[tuple[str, bool, str]]:
+def environment_report() -> list[tuple[str, bool, str]]:
     """(name, ok, detail) for Python, torch, the device, each package, the shipped weights."""
     return [
-        check_python(),
-        check_torch(),
-        check_device(),
-        *(check_package(name) for name in PACKAGES),
-        check_weights(),
+        python_item(),
+        torch_item(),
+        device_item(),
+        *(package_item(name) for name in PACKAGES),
+        weights_item(),
     ]
 
 
@@ -118,6 +118,6 @@ def print_report(items) -> None:
 
 
 if __name__ == "__main__":
-    items = check_environment()
+    items = environment_report()
     print_report(items)
     sys.exit(0 if all(ok for _, ok, _ in items) else 1)

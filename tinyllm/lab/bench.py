@@ -244,7 +244,7 @@ def headline(res: dict) -> dict:
     }
 
 
-def run(args, command: str) -> dict:
+def record(args, command: str) -> dict:
     if not torch.cuda.is_available():
         raise SystemExit(
             "tinyllm.lab.bench measures a GPU and this machine has none; the "
@@ -348,7 +348,7 @@ def main(argv=None) -> None:
     )
     args = p.parse_args(argv)
     command = "python -m tinyllm.lab.bench " + " ".join(argv if argv is not None else sys.argv[1:])
-    run(args, command.strip())
+    record(args, command.strip())
 
 
 if __name__ == "__main__":
