@@ -2,7 +2,9 @@
 only the book's public names.
 
 - bench: `python -m tinyllm.lab.bench` (make bench), the GPU measurements behind results/;
-- timing: timing and profiling a step on a GPU; exactness: notebook 05's two comparisons;
+- prompts: the prompts every lesson and the bench decode from;
+- timing: timing a step on a GPU, and its one profiling set-up (traced_steps); exactness:
+  notebook 05's two comparisons;
 - peers: the course's steps beside gpt-fast and torch.compile, timed alike in one run;
 - anatomy: one decode step, op by op and kernel by kernel; results: recorded runs;
 - simgraph: CUDA graphs simulated on a CPU, for capture and replay without a GPU;
