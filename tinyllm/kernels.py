@@ -1,0 +1,199 @@
+"""The decode-attention kernel of the paged cache (notebook 08), written for the job.
+
+    out = paged_decode_attention(q, k_cache, v_cache, block_table, lens)
+
+q (B, H, D): one query per row. k_cache, v_cache (n_blocks, H_kv, block_size, D): one layer's
+pool of key and value blocks. block_table (B, max_blocks) int32: row b's keys are at positions
+0, 1, ... of its blocks block_table[b, 0], block_table[b, 1], ... lens (B,) int32: row b
+attends to its first lens[b] keys. Returns (B, H, D); query head h reads K/V head h // G, where
+G = H / H_kv query heads share each K/V head.
+
+Nothing in a call depends on a host value of the lengths or the block ids: the launch grid is
+(B, H_kv, n_splits), a function of the batch alone, and each program reads its row's length
+and block ids on the device. So one CUDA graph replays it at every length (FlashInfer's rule
+for graph-safe attention), with no window and no mask tensor.
+
+It is a torch custom op (torch.library), so that torch.compile, CUDA graphs and
+lab.simgraph each see one op:
+- on CUDA, Triton: split-K ("flash decoding"). Program (b, g, s) takes the s-th share of
+  row b's blocks, runs the online softmax over them for the G query heads of K/V head g, and
+  writes its unnormalised sum, its running max and its sum of weights; a second kernel,
+  program (b, h), combines the n_splits partials of query head h.
+- elsewhere, the PyTorch reference: gather every block of the row through the table, mask
+  the keys past its length, softmax. The same function, slower.
+The Triton kernels also run on a CPU under Triton's interpreter, for the tests and the lesson:
+interpreted_paged_decode_attention() builds them so, whatever TRITON_INTERPRET says (the
+variable is read once, when a kernel is decorated).
+"""
+
+import torch
+from torch import Tensor
+
+import contextlib
+
+try:  # Triton ships with torch's CUDA builds, and installs on Linux; elsewhere: the reference
+    import triton
+    import triton.language as tl
+    from triton.runtime.interpreter import InterpretedFunction
+    from triton.runtime.jit import JITFunction
+except ImportError:  # macOS, Windows: the kernels' bodies below are never run
+    triton = None
+
+    class tl:  # what their annotations name
+        constexpr = None
+
+
+N_SPLITS = 8  # shares of a row's blocks, each its own program: the grid's third axis
+
+
+def reference_paged_decode_attention(q, k_cache, v_cache, block_table, lens) -> Tensor:
+    """The same function in PyTorch: gather every block of each row, mask past its length."""
+    B, H, D = q.shape
+    _, H_kv, block_size, _ = k_cache.shape
+    G, L = H // H_kv, block_table.shape[1] * block_size
+    rows = block_table.long()
+    k = k_cache[rows].transpose(1, 2).reshape(B, H_kv, L, D)  # (B, H_kv, blocks·block_size, D)
+    v = v_cache[rows].transpose(1, 2).reshape(B, H_kv, L, D)
+    scores = torch.einsum("bhgd,bhtd->bhgt", q.view(B, H_kv, G, D).float(), k.float()) * D**-0.5
+    past = torch.arange(L, device=q.device) >= lens.view(B, 1, 1, 1)  # keys past the length
+    weights = torch.softmax(scores.masked_fill(past, float("-inf")), dim=-1)
+    return torch.einsum("bhgt,bhtd->bhgd", weights, v.float()).reshape(B, H, D).to(q.dtype)
+
+
+# --- the Triton kernels ---------------------------------------------------------------------
+
+
+def split_kernel_body(Q, K, V, TABLE, LENS, PART, MAX, SUM, scale,
+                      q_row, q_head, k_block, k_head, k_pos, table_row,
+                      part_row, part_head, part_split, max_row, max_head,
+                      G: tl.constexpr, G_PAD: tl.constexpr, D: tl.constexpr,
+                      BLOCK: tl.constexpr, N_SPLITS: tl.constexpr):  # fmt: skip
+    """Program (b, g, s): the online softmax of K/V head g's G query heads over the s-th share
+    of row b's blocks; its unnormalised sum, max and sum of weights into PART, MAX, SUM."""
+    b, g, s = tl.program_id(0), tl.program_id(1), tl.program_id(2)
+    n_keys = tl.load(LENS + b)  # read on the device: the grid does not depend on it
+    n_blocks = tl.cdiv(n_keys, BLOCK)
+    per_split = tl.cdiv(n_blocks, N_SPLITS)
+    first, last = s * per_split, tl.minimum((s + 1) * per_split, n_blocks)
+    heads = g * G + tl.arange(0, G_PAD)  # this K/V head's query heads (padded to a power of 2)
+    real = tl.arange(0, G_PAD) < G
+    d, t = tl.arange(0, D), tl.arange(0, BLOCK)
+    q = tl.load(Q + b * q_row + heads[:, None] * q_head + d[None, :], mask=real[:, None], other=0.0)
+    q = q.to(tl.float32) * scale
+    m = tl.full([G_PAD], float("-inf"), tl.float32)  # running max of the scores
+    w = tl.zeros([G_PAD], tl.float32)  # running sum of exp(score - m)
+    acc = tl.zeros([G_PAD, D], tl.float32)  # running sum of exp(score - m) · v
+    for i in range(first, last):
+        block = tl.load(TABLE + b * table_row + i)
+        at = block * k_block + g * k_head + t[:, None] * k_pos + d[None, :]
+        k = tl.load(K + at).to(tl.float32)  # (BLOCK, D)
+        v = tl.load(V + at).to(tl.float32)
+        scores = tl.sum(q[:, None, :] * k[None, :, :], axis=2)  # (G_PAD, BLOCK)
+        scores = tl.where((i * BLOCK + t)[None, :] < n_keys, scores, float("-inf"))
+        m_new = tl.maximum(m, tl.max(scores, axis=1))
+        rescale = tl.exp(m - m_new)
+        p = tl.exp(scores - m_new[:, None])
+        w = w * rescale + tl.sum(p, axis=1)
+        acc = acc * rescale[:, None] + tl.sum(p[:, :, None] * v[None, :, :], axis=1)
+        m = m_new
+    out = PART + b * part_row + heads[:, None] * part_head + s * part_split + d[None, :]
+    tl.store(out, acc, mask=real[:, None])
+    tl.store(MAX + b * max_row + heads * max_head + s, m, mask=real)
+    tl.store(SUM + b * max_row + heads * max_head + s, w, mask=real)
+
+
+def combine_kernel_body(PART, MAX, SUM, OUT, part_row, part_head, part_split, max_row,
+                        max_head, out_row, out_head, D: tl.constexpr,
+                        N_SPLITS: tl.constexpr):  # fmt: skip
+    """Program (b, h): query head h of row b from the n_splits partials (a split that had no
+    block has max -inf and weight 0, and counts for nothing)."""
+    b, h = tl.program_id(0), tl.program_id(1)
+    s, d = tl.arange(0, N_SPLITS), tl.arange(0, D)
+    m = tl.load(MAX + b * max_row + h * max_head + s)
+    w = tl.load(SUM + b * max_row + h * max_head + s)
+    scale = tl.exp(m - tl.max(m, axis=0))
+    part = tl.load(PART + b * part_row + h * part_head + s[:, None] * part_split + d[None, :])
+    out = tl.sum(scale[:, None] * part, axis=0) / tl.sum(scale * w, axis=0)
+    tl.store(OUT + b * out_row + h * out_head + d, out.to(OUT.dtype.element_ty))
+
+
+if triton is not None:
+    split_kernel, combine_kernel = triton.jit(split_kernel_body), triton.jit(combine_kernel_body)
+
+
+def triton_paged_decode_attention(q, k_cache, v_cache, block_table, lens, kernels=None,
+                                  n_splits: int = N_SPLITS, num_warps: int = 4) -> Tensor:  # fmt: skip
+    """Launch the two kernels (kernels: a (split, combine) pair, default the compiled ones)."""
+    split, combine = kernels or (split_kernel, combine_kernel)
+    B, H, D = q.shape
+    _, H_kv, block_size, _ = k_cache.shape
+    G = H // H_kv
+    part = torch.empty(B, H, n_splits, D, dtype=torch.float32, device=q.device)
+    m = torch.empty(B, H, n_splits, dtype=torch.float32, device=q.device)
+    w = torch.empty_like(m)
+    out = torch.empty_like(q)
+    split[(B, H_kv, n_splits)](
+        q, k_cache, v_cache, block_table, lens, part, m, w, D**-0.5,
+        q.stride(0), q.stride(1), k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
+        block_table.stride(0), part.stride(0), part.stride(1), part.stride(2),
+        m.stride(0), m.stride(1),
+        G=G, G_PAD=max(2, triton.next_power_of_2(G)), D=D, BLOCK=block_size, N_SPLITS=n_splits,
+        num_warps=num_warps,
+    )  # fmt: skip
+    combine[(B, H)](
+        part, m, w, out, part.stride(0), part.stride(1), part.stride(2), m.stride(0),
+        m.stride(1), out.stride(0), out.stride(1), D=D, N_SPLITS=n_splits, num_warps=1,
+    )  # fmt: skip
+    return out
+
+
+@contextlib.contextmanager
+def _library_interpreted():
+    """Triton's own library functions (tl.sum, tl.max, tl.cdiv, ...) are kernels too, built
+    when triton.language was imported: for the block, each is its interpreted twin, as it
+    would be had TRITON_INTERPRET=1 been set before that import."""
+    compiled = {n: f for n, f in vars(tl).items() if isinstance(f, JITFunction)}
+    try:
+        for name, f in compiled.items():
+            setattr(tl, name, InterpretedFunction(f.fn))
+        yield
+    finally:
+        for name, f in compiled.items():
+            setattr(tl, name, f)
+
+
+def interpreted_paged_decode_attention(q, k_cache, v_cache, block_table, lens) -> Tensor:
+    """The Triton kernels run by Triton's interpreter, on CPU tensors (tests and notebook 08),
+    whatever TRITON_INTERPRET said when this module was imported."""
+    if triton is None:
+        raise RuntimeError("Triton is not installed here (it installs on Linux): the "
+                           "reference runs instead")  # fmt: skip
+    if isinstance(split_kernel, InterpretedFunction):  # TRITON_INTERPRET=1 at import: already
+        return triton_paged_decode_attention(q, k_cache, v_cache, block_table, lens)
+    kernels = (InterpretedFunction(split_kernel_body), InterpretedFunction(combine_kernel_body))
+    with _library_interpreted():
+        return triton_paged_decode_attention(q, k_cache, v_cache, block_table, lens, kernels)
+
+
+# --- the custom op ---------------------------------------------------------------------------
+
+
+@torch.library.custom_op("tinyllm::paged_decode_attention", mutates_args=())
+def paged_decode_attention(
+    q: Tensor, k_cache: Tensor, v_cache: Tensor, block_table: Tensor, lens: Tensor
+) -> Tensor:
+    """Decode attention over a paged cache (the module docstring); the reference here, the
+    Triton kernels on CUDA."""
+    return reference_paged_decode_attention(q, k_cache, v_cache, block_table, lens)
+
+
+if triton is not None:
+
+    @paged_decode_attention.register_kernel("cuda")
+    def _(q, k_cache, v_cache, block_table, lens):
+        return triton_paged_decode_attention(q, k_cache, v_cache, block_table, lens)
+
+
+@paged_decode_attention.register_fake
+def _(q, k_cache, v_cache, block_table, lens):
+    return torch.empty_like(q)
