@@ -35,21 +35,23 @@ from torch import Tensor
 from tinyllm.generation import decode_n_tokens
 from tinyllm.kv_cache import SlotKVCache, StaticKVCache
 from tinyllm.model import Transformer
+from tinyllm.paged import PagedKVCache
 from tinyllm.precision import activation_dtype, precision
 from tinyllm.validate import (
     LIMITS,
     is_int,
     validate_buckets,
     validate_cache,
+    validate_capture_sizes,
     validate_compile,
     validate_generate_args,
     validate_ids,
     validate_int,
+    validate_keys,
     validate_limits,
     validate_model,
     validate_prompt,
     validate_use_graph,
-    validate_windows,
 )
 
 # --- buckets (notebook 03) -----------------------------------------------------------------
@@ -138,36 +140,39 @@ def compile_step(model: Transformer, compile):
 
 
 class Decoder:
-    """What both decoders are: the static step on static buffers (a fixed cache and the
-    input token `tok`), run eagerly or replayed from one graph per window, all in one memory
-    pool. One construction and one step; GraphDecoder and SlotGraphDecoder differ only in
-    the cache they decode. The pool is made at the first capture, so use_graph=False needs no
-    CUDA."""
+    """What every decoder is: the static step on static buffers (a fixed cache and the input
+    token `tok`), run eagerly or replayed from one graph per *graph key*, all in one memory
+    pool. The key is what the step's shapes depend on: its window (a bucket) for the static
+    and the slot cache, its capture size (the rows it runs) for the paged one; graph_keys is
+    the list of them (the buckets, or the capture sizes). One construction and one step;
+    GraphDecoder and SlotGraphDecoder differ only in the cache they decode. The pool is made
+    at the first capture, so use_graph=False needs no CUDA."""
 
-    def __init__(self, model: Transformer, cache, buckets, use_graph, compile, graph_api):
+    def __init__(self, model: Transformer, cache, graph_keys, use_graph, compile, graph_api):
         device = validate_model(model)
         self.use_graph = validate_use_graph(use_graph, device, graph_api)
         validate_compile(compile, device)
         validate_cache(cache, model)
-        self.buckets = resolve_buckets(buckets, cache.max_len)
+        self.graph_keys = graph_keys
         cfg = model.cfg
         cache.allocate(cfg.n_kv_heads, cfg.head_dim, activation_dtype(model))
         self.model, self.cache, self.graph_api = model, cache, graph_api
         self.tok = torch.zeros(cache.shape[0], 1, dtype=torch.long, device=device)
         self.step_model = compile_step(model, compile)
-        self.graphs: dict[int, tuple] = {}  # window -> (graph, its static output logits)
+        self.graphs: dict[int, tuple] = {}  # graph key -> (graph, its static output logits)
         self.pool = None
 
     @torch.no_grad()
-    def forward(self, window: int) -> Tensor:
-        """The static step itself: one token per row from self.tok, over `window` keys."""
+    def forward(self, key: int) -> Tensor:
+        """The static step itself: one token per row from self.tok, for graph key `key`."""
+        step = self.cache.decoding(key)
         with precision(self.model):
-            logits, _ = self.step_model(self.tok, cache=self.cache.decoding(window), check=False)
+            logits, _ = self.step_model(self.tok[: step.rows], cache=step, check=False)
         return logits
 
-    def capture_window(self, window: int) -> tuple:
-        """Record the step over `window` keys as a graph into the shared pool, and keep it
-        (self.graphs[window]); returns (graph, static logits). Kept, not only returned: once
+    def capture_graph(self, key: int) -> tuple:
+        """Record the step of graph key `key` as a graph into the shared pool, and keep it
+        (self.graphs[key]); returns (graph, static logits). Kept, not only returned: once
         every graph of a pool has been freed, PyTorch refuses the next capture into that pool
         (an internal assert in its caching allocator, hit on the H200 by a graph thrown away)."""
         api, cache = self.graph_api, self.cache
@@ -181,62 +186,63 @@ class Decoder:
             side = api.Stream()
             side.wait_stream(api.current_stream())
             with api.stream(side):
-                self.forward(window)
+                self.forward(key)
             api.current_stream().wait_stream(side)
         finally:
             cache.restore(saved)
         graph = api.CUDAGraph()
         with api.graph(graph, pool=self.pool):
-            out = self.forward(window)  # recorded, not run: nothing moves until replay()
-        self.graphs[window] = graph, out
+            out = self.forward(key)  # recorded, not run: nothing moves until replay()
+        self.graphs[key] = graph, out
         return graph, out
 
     @torch.no_grad()
-    def capture(self, windows: tuple[int, ...] | None = None) -> float:
-        """Capture graphs ahead of time (default: every bucket), so that no decode step pays
-        for it. Largest first, as the serving engines do (the smaller graphs can reuse the
-        memory the pool already holds). Returns the seconds it took."""
-        windows = validate_windows(windows, self.buckets)
+    def capture(self, keys: tuple[int, ...] | None = None) -> float:
+        """Capture graphs ahead of time (default: one per graph key), so that no decode step
+        pays for it. Largest first, as the serving engines do (the smaller graphs can reuse
+        the memory the pool already holds). Returns the seconds it took."""
+        keys = validate_keys(keys, self.graph_keys)
         validate_use_graph(True, self.tok.device, self.graph_api)
         self.validate_room()
         t0 = time.perf_counter()
-        for w in sorted(windows, reverse=True):
-            if w not in self.graphs:
-                self.capture_window(w)
+        for key in sorted(keys, reverse=True):
+            if key not in self.graphs:
+                self.capture_graph(key)
         self.graph_api.synchronize()
         return time.perf_counter() - t0
 
-    def replay(self, window: int) -> Tensor:
-        """One decode step over `window` keys: its graph replayed, or (use_graph=False) the
+    def replay(self, key: int) -> Tensor:
+        """One decode step of graph key `key`: its graph replayed, or (use_graph=False) the
         same step run eagerly. The host positions are the caller's to advance."""
         if not self.use_graph:
-            return self.forward(window)
-        graph, out = self.graphs[window]
+            return self.forward(key)
+        graph, out = self.graphs[key]
         graph.replay()
         return out
 
     @torch.no_grad()
     def step(self, tok: Tensor, check: bool = True) -> Tensor:
-        """tok (rows, 1) → logits (rows, 1, V). With graphs, the result is a static buffer
-        that the next step overwrites: read it (or sample from it) first. check=False skips
-        the checks of tok (a device read), for tokens the caller sampled itself."""
+        """tok (rows, 1) → logits (rows, 1, V) (the first rows only, for a paged cache's
+        capture size). With graphs, the result is a static buffer that the next step
+        overwrites: read it (or sample from it) first. check=False skips the checks of tok
+        (a device read), for tokens the caller sampled itself."""
         if check:
             self.validate_step(tok)
-        window = self.window()
-        if self.use_graph and window not in self.graphs:
-            self.capture_window(window)  # the first step over this window records its graph
-        self.tok.copy_(tok)  # into the static input
+        key = self.graph_key()
+        if self.use_graph and key not in self.graphs:
+            self.capture_graph(key)  # the first step of this key records its graph
+        self.tok[: tok.shape[0]].copy_(tok)  # into the static input
         with self.cache.transaction():  # if the step does not finish, the positions go back
-            out = self.replay(window)
+            self.cache.grow()  # the paged cache hands out the blocks the step will write
+            out = self.replay(key)
             self.cache.advance_host()  # the step moved the device positions; the host follows
         return out
 
-    def window(self) -> int:
-        """The window of the next step: the smallest bucket that holds its keys, picked on
-        the host, with no device read. An error, never a write, past max_len."""
+    def graph_key(self) -> int:
+        """The next step's graph key (window or capture size), picked on the host, with no
+        device read. An error, never a write, past max_len."""
         self.validate_room()
-        n_keys = self.cache.keys_needed()
-        return next(b for b in self.buckets if b >= n_keys)
+        return self.cache.graph_key(self.graph_keys)
 
     def validate_step(self, tok: Tensor) -> None:
         """tok must be ids in the vocabulary, one per row of the static input."""
@@ -252,9 +258,42 @@ class Decoder:
             )
 
 
+def default_capture_sizes(n_rows: int) -> tuple[int, ...]:
+    """1, 2, 4, 8, then steps of 8 up to n_rows, and n_rows itself (as vLLM and SGLang
+    list theirs)."""
+    sizes = [c for c in (1, 2, 4) if c < n_rows] + list(range(8, n_rows, 8))
+    return (*sizes, n_rows)
+
+
+def resolve_capture_sizes(capture_sizes, n_rows: int) -> tuple[int, ...]:
+    if capture_sizes is None:
+        return default_capture_sizes(n_rows)
+    return validate_capture_sizes(capture_sizes, n_rows)
+
+
+def decode_cache(kind: str, model: Transformer, rows: int, max_len: int, limits, buckets,
+                 capture_sizes):  # fmt: skip
+    """The cache a decoder of `rows` rows decodes (kv "static", "slots" or "paged") and its
+    graph keys: buckets for the windowed caches, capture sizes for the paged one."""
+    cfg, device = model.cfg, validate_model(model)
+    if kind == "paged":
+        if buckets is not None:
+            raise ValueError("buckets are windows of kv='static' and kv='slots'; a paged "
+                             "step needs none (capture_sizes picks its graphs)")  # fmt: skip
+        cache = PagedKVCache(cfg.n_layers, rows, max_len, device, limits=limits)
+        return cache, resolve_capture_sizes(capture_sizes, rows)
+    if capture_sizes is not None:
+        raise ValueError(f"capture_sizes are for kv='paged', not kv={kind!r} (its graphs "
+                         f"are one per bucket)")  # fmt: skip
+    make = {"static": StaticKVCache, "slots": SlotKVCache}[kind]
+    return make(cfg.n_layers, rows, max_len, device, limits), resolve_buckets(buckets, max_len)
+
+
 class GraphDecoder(Decoder):
     """Prefill eagerly, then decode one token per row with one CUDA-graph replay per step.
 
+    kv="static": the windowed StaticKVCache, one graph per bucket (notebooks 02-05);
+    kv="paged": a PagedKVCache, one graph for the batch, valid at every length (notebook 08).
     Reusable: prefill() resets the cache, and graphs captured for one request serve the
     next (same batch size). use_graph=False runs the identical static step eagerly, on any
     device: the reference that replay must match bit for bit. compile: False, True, or a
@@ -263,17 +302,26 @@ class GraphDecoder(Decoder):
 
     def __init__(self, model: Transformer, batch: int, max_len: int | None = None,
                  buckets: tuple[int, ...] | None = None, use_graph: bool = True,
-                 compile=False, graph_api=torch.cuda, limits=LIMITS):  # fmt: skip
-        device = validate_model(model)
+                 compile=False, graph_api=torch.cuda, kv: str = "static",
+                 capture_sizes: tuple[int, ...] | None = None, limits=LIMITS):  # fmt: skip
+        validate_model(model)
         max_len = model.cfg.max_seq_len if max_len is None else max_len
         validate_int("max_len", max_len, hi=model.cfg.max_seq_len)
-        cache = StaticKVCache(model.cfg.n_layers, batch, max_len, device, limits)
-        super().__init__(model, cache, buckets, use_graph, compile, graph_api)
+        if kv not in ("static", "paged"):
+            raise ValueError(f"kv must be 'static' or 'paged', got {kv!r}")
+        if kv == "paged" and capture_sizes not in (None, (batch,)):
+            raise ValueError(f"a GraphDecoder runs all its {batch} rows: its one capture size "
+                             f"is its batch, got capture_sizes={capture_sizes!r}")  # fmt: skip
+        sizes = None if kv == "static" else (batch,)
+        cache, keys = decode_cache(kv, model, batch, max_len, limits, buckets, sizes)
+        super().__init__(model, cache, keys, use_graph, compile, graph_api)
+        self.kv = kv
+        self.buckets = keys if kv == "static" else None
         self.prefilled = False
 
     @property
     def batch(self) -> int:
-        return self.cache.batch
+        return self.cache.shape[0]
 
     @property
     def max_len(self) -> int:
@@ -281,14 +329,26 @@ class GraphDecoder(Decoder):
 
     @torch.no_grad()
     def prefill(self, idx: Tensor, pad_lens: Tensor | None = None) -> Tensor:
-        """idx (B, T), left-padded by pad_lens (B,) if given. Returns logits (B, T, V)."""
+        """idx (B, T), left-padded by pad_lens (B,) if given (kv="static" only: a paged row
+        has a length of its own). Returns logits (B, T, V)."""
         validate_prompt(idx, self.model, 0, pad_lens, self.max_len)
         if idx.shape[0] != self.batch:
             raise ValueError(f"batch {idx.shape[0]} != decoder batch {self.batch}")
+        if pad_lens is not None and self.kv == "paged":
+            raise ValueError(
+                "pad_lens are for kv='static': with pages each row has its own length, so "
+                "prefill rows of one length, or use the engine"
+            )
         self.prefilled = False  # until this prefill has finished
-        self.cache.reset(pad_lens)
+        if self.kv == "paged":
+            for row in range(self.batch):
+                self.cache.release(row)
+            step = self.cache.prefilling(range(self.batch))
+        else:
+            self.cache.reset(pad_lens)
+            step = self.cache.prefilling()
         with precision(self.model):
-            logits, _ = self.model(idx, cache=self.cache.prefilling(), check=False)
+            logits, _ = self.model(idx, cache=step, check=False)
         self.prefilled = True
         return logits
 
@@ -313,24 +373,39 @@ class GraphDecoder(Decoder):
 
 
 class SlotGraphDecoder(Decoder):
-    """The continuous engine's decode step (one token per SlotKVCache slot) as CUDA graphs
-    (notebook 06). Admission, release and prefill stay eager in the engine.
+    """The continuous engine's decode step, one token per row of its cache, as CUDA graphs
+    (notebooks 06 and 08). Admission, release and prefill stay eager in the engine.
 
-    Why it can be a graph: the batch is always n_slots rows (free slots compute too), and
-    slot lengths and active flags live in fixed device tensors that prefill and release
-    update in place. The one changing shape is the attention window, so the cache gets a
-    fixed window from the length buckets, with keys past each slot's length masked.
+    With a SlotKVCache: the batch is always n_slots rows (free slots compute too), slot
+    lengths and active flags live in fixed device tensors that prefill and release update in
+    place, and the one changing shape is the attention window: a graph per bucket, the
+    smallest that holds the longest slot + 1, with keys past each slot's length masked.
+    With a PagedKVCache: no window; the engine keeps its requests in the first rows, and a
+    graph per capture size runs the smallest that holds them, at every length.
 
-    Each step writes the token into a static buffer and replays the graph for the smallest
-    bucket that holds the longest slot + 1. The step advances the device lengths; the host
-    lengths follow in advance_host(), after the step, replayed or eager. use_graph=False
-    runs the identical windowed step eagerly, the reference that replay must match bit
-    for bit.
+    The step advances the device lengths; the host lengths follow in advance_host(), after
+    the step, replayed or eager. use_graph=False runs the identical step eagerly, the
+    reference that replay must match bit for bit.
     """
 
-    def __init__(self, model: Transformer, slots: SlotKVCache,
-                 buckets: tuple[int, ...] | None = None, use_graph: bool = True,
-                 compile=False, graph_api=torch.cuda):  # fmt: skip
-        if not isinstance(slots, SlotKVCache):
-            raise ValueError(f"SlotGraphDecoder decodes a SlotKVCache, got {type(slots).__name__}")
-        super().__init__(model, slots, buckets, use_graph, compile, graph_api)
+    def __init__(self, model: Transformer, slots, buckets: tuple[int, ...] | None = None,
+                 use_graph: bool = True, compile=False, graph_api=torch.cuda,
+                 capture_sizes: tuple[int, ...] | None = None):  # fmt: skip
+        if isinstance(slots, SlotKVCache):
+            if capture_sizes is not None:
+                raise ValueError("capture_sizes are for a PagedKVCache; a SlotKVCache's "
+                                 "graphs are one per bucket")  # fmt: skip
+            keys = resolve_buckets(buckets, slots.max_len)
+            self.buckets = keys
+        elif isinstance(slots, PagedKVCache):
+            if buckets is not None:
+                raise ValueError("buckets are windows of a SlotKVCache; a PagedKVCache's "
+                                 "graphs are one per capture size")  # fmt: skip
+            keys = resolve_capture_sizes(capture_sizes, slots.n_rows)
+            self.capture_sizes = keys
+        else:
+            raise ValueError(
+                f"SlotGraphDecoder decodes a SlotKVCache or a PagedKVCache, got "
+                f"{type(slots).__name__}"
+            )
+        super().__init__(model, slots, keys, use_graph, compile, graph_api)

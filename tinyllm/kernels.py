@@ -26,10 +26,10 @@ interpreted_paged_decode_attention() builds them so, whatever TRITON_INTERPRET s
 variable is read once, when a kernel is decorated).
 """
 
+import contextlib
+
 import torch
 from torch import Tensor
-
-import contextlib
 
 try:  # Triton ships with torch's CUDA builds, and installs on Linux; elsewhere: the reference
     import triton
@@ -121,8 +121,9 @@ if triton is not None:
     split_kernel, combine_kernel = triton.jit(split_kernel_body), triton.jit(combine_kernel_body)
 
 
-def triton_paged_decode_attention(q, k_cache, v_cache, block_table, lens, kernels=None,
-                                  n_splits: int = N_SPLITS, num_warps: int = 4) -> Tensor:  # fmt: skip
+def triton_paged_decode_attention(
+    q, k_cache, v_cache, block_table, lens, kernels=None, n_splits=N_SPLITS, num_warps=4
+) -> Tensor:
     """Launch the two kernels (kernels: a (split, combine) pair, default the compiled ones)."""
     split, combine = kernels or (split_kernel, combine_kernel)
     B, H, D = q.shape

@@ -185,15 +185,16 @@ class KVCache:
         self.n += T
 
 
-# --- fixed shapes: the static and the slot cache -------------------------------------------
+# --- fixed shapes: the static, the slot and the paged cache ---------------------------------
 
 
 class FixedCache:
-    """What the static and the slot cache share: K/V buffers of fixed shape and the decode
-    mask as a bias (rows, kv_heads, max_len), all allocated at the first write (or by
-    allocate()); snapshot, restore and the transaction around a step."""
+    """What every fixed-shape cache shares (the static and the slot cache here, the paged one
+    in paged.py): its sizes, K/V buffers made once (allocate(), which each kind shapes), its
+    positions on the host and the device with snapshot() and restore(), and the transaction
+    around a step."""
 
-    def __init__(self, n_layers: int, rows: int, max_len: int, device, limits: Limits):
+    def __init__(self, n_layers: int, max_len: int, device, limits: Limits):
         validate_limits(limits)
         validate_int("n_layers", n_layers, hi=limits.layers)
         validate_int("max_len", max_len, hi=limits.seq_len)
@@ -201,45 +202,12 @@ class FixedCache:
         self.n_layers, self.max_len = n_layers, max_len
         self.k: list[Tensor | None] = [None] * n_layers
         self.v: list[Tensor | None] = [None] * n_layers
-        self.bias: Tensor | None = None
-        self.shape = (rows, max_len)  # rows × positions of every buffer
         self.saved: dict | None = None  # the positions before the open transaction
-
-    def allocate(self, kv_heads: int, head_dim: int, dtype: torch.dtype) -> None:
-        """Make every layer's K/V buffers (rows, kv_heads, max_len, head_dim) and the decode
-        bias, which opens key 0 alone in every row until a prefill sets it. The decoders
-        call it at construction, so that a graph can be captured before any prefill; else
-        the first write makes them."""
-        if self.k[0] is not None:
-            return
-        rows, max_len = self.shape
-        shape = (rows, kv_heads, max_len, head_dim)
-        self.k = [torch.zeros(shape, dtype=dtype, device=self.device) for _ in self.k]
-        self.v = [torch.zeros(shape, dtype=dtype, device=self.device) for _ in self.v]
-        self.bias = torch.full(shape[:3], float("-inf"), dtype=dtype, device=self.device)
-        self.bias[..., 0] = 0.0
-        self.restore(self.snapshot())  # the bias of the positions held now
 
     def buffers(self, i: int, k: Tensor) -> tuple[Tensor, Tensor]:
         """Layer i's K/V buffers, made at the first write if allocate() has not made them."""
         self.allocate(k.shape[1], k.shape[3], k.dtype)
         return self.k[i], self.v[i]
-
-    def set_bias(self, rows, mask: Tensor) -> None:
-        """Set the bias of some rows (an index or slice) from a boolean (rows, max_len) mask,
-        the same for every K/V head."""
-        if self.bias is not None:
-            self.bias[rows] = additive(mask, self.bias.dtype)[..., None, :]
-
-    def decode_bias(self, window: int) -> Tensor:
-        """The bias as a decode step's attn_mask: (rows · kv_heads, 1, 1, window), a view,
-        one batch row per K/V head as model.attend folds them."""
-        R, H_kv, L = self.bias.shape
-        return self.bias.view(R * H_kv, 1, 1, L)[..., :window]
-
-    def validate_window(self, window) -> None:
-        if not is_int(window) or not 1 <= window <= self.max_len:
-            raise ValueError(f"window {window!r} outside [1, max_len {self.max_len}]")
 
     def validate_snapshot(self, state) -> None:
         if not isinstance(state, dict) or state.keys() != self.snapshot().keys():
@@ -269,7 +237,59 @@ class FixedCache:
         return sum(t.numel() * t.element_size() for t in self.k + self.v if t is not None)
 
 
-class StaticKVCache(FixedCache):
+class WindowCache(FixedCache):
+    """The static and the slot cache: rows of max_len positions, every layer's K/V in buffers
+    (rows, kv_heads, max_len, head_dim), and the decode mask as a bias (rows, kv_heads,
+    max_len). A decode step attends over a window of the first keys, a bucket wide: its
+    graph is the window's (graph_key)."""
+
+    def __init__(self, n_layers: int, rows: int, max_len: int, device, limits: Limits):
+        super().__init__(n_layers, max_len, device, limits)
+        self.bias: Tensor | None = None
+        self.shape = (rows, max_len)  # rows × positions of every buffer
+
+    def allocate(self, kv_heads: int, head_dim: int, dtype: torch.dtype) -> None:
+        """Make every layer's K/V buffers (rows, kv_heads, max_len, head_dim) and the decode
+        bias, which opens key 0 alone in every row until a prefill sets it. The decoders
+        call it at construction, so that a graph can be captured before any prefill; else
+        the first write makes them."""
+        if self.k[0] is not None:
+            return
+        rows, max_len = self.shape
+        shape = (rows, kv_heads, max_len, head_dim)
+        self.k = [torch.zeros(shape, dtype=dtype, device=self.device) for _ in self.k]
+        self.v = [torch.zeros(shape, dtype=dtype, device=self.device) for _ in self.v]
+        self.bias = torch.full(shape[:3], float("-inf"), dtype=dtype, device=self.device)
+        self.bias[..., 0] = 0.0
+        self.restore(self.snapshot())  # the bias of the positions held now
+
+    def set_bias(self, rows, mask: Tensor) -> None:
+        """Set the bias of some rows (an index or slice) from a boolean (rows, max_len) mask,
+        the same for every K/V head."""
+        if self.bias is not None:
+            self.bias[rows] = additive(mask, self.bias.dtype)[..., None, :]
+
+    def decode_bias(self, window: int) -> Tensor:
+        """The bias as a decode step's attn_mask: (rows · kv_heads, 1, 1, window), a view,
+        one batch row per K/V head as model.attend folds them."""
+        R, H_kv, L = self.bias.shape
+        return self.bias.view(R * H_kv, 1, 1, L)[..., :window]
+
+    def validate_window(self, window) -> None:
+        if not is_int(window) or not 1 <= window <= self.max_len:
+            raise ValueError(f"window {window!r} outside [1, max_len {self.max_len}]")
+
+    def graph_key(self, buckets: tuple[int, ...]) -> int:
+        """The next decode step's window: the smallest bucket that holds its keys, picked on
+        the host (no device read)."""
+        n_keys = self.keys_needed()
+        return next(b for b in buckets if b >= n_keys)
+
+    def grow(self) -> None:
+        """Before a decode step: nothing to hand out, every position has its place."""
+
+
+class StaticKVCache(WindowCache):
     """Shared-position cache with fixed shapes: batch rows of max_len positions.
 
     reset(pad_lens) empties it for a new request; then prefilling() is the prompt's one model
@@ -373,7 +393,7 @@ class StaticDecode:
     position, so a CUDA graph can replay it."""
 
     def __init__(self, cache: StaticKVCache, window: int):
-        self.cache, self.window = cache, window
+        self.cache, self.window, self.rows = cache, window, cache.batch
         self.attn_kwargs: dict = {}
 
     def begin_step(self, T: int, rope) -> tuple[Tensor, Tensor]:
@@ -396,7 +416,7 @@ class StaticDecode:
         self.cache.pos.add_(1)  # device work only: advance_host() moves n
 
 
-class SlotKVCache(FixedCache):
+class SlotKVCache(WindowCache):
     """n_slots rows of max_len positions; each slot holds one request at its own length.
 
     prefilling(slot) is the step of one prompt's model call (1, T) into a free slot, which
@@ -507,7 +527,7 @@ class SlotDecode:
     but do not advance."""
 
     def __init__(self, cache: SlotKVCache, window: int):
-        self.cache, self.window = cache, window
+        self.cache, self.window, self.rows = cache, window, cache.n_slots
         self.attn_kwargs: dict = {}
 
     def begin_step(self, T: int, rope) -> tuple[Tensor, Tensor]:

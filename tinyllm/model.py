@@ -15,6 +15,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from tinyllm.config import ModelConfig
+from tinyllm.kernels import paged_decode_attention
 from tinyllm.validate import LIMITS, validate_ids, validate_size
 
 
@@ -76,6 +77,14 @@ def attend(q: Tensor, k: Tensor, v: Tensor, attn_kwargs: dict) -> Tensor:
     return y.reshape(B, 1, H * D)
 
 
+def attend_paged(q: Tensor, k: Tensor, v: Tensor, attn_kwargs: dict) -> Tensor:
+    """A paged cache's decode step: q (B, H, 1, D) over the block pools k, v through the
+    step's block table and lengths (kernels.paged_decode_attention); returns (B, 1, H·D)."""
+    B, H, _, D = q.shape
+    table, lens = attn_kwargs["block_table"], attn_kwargs["lens"]
+    return paged_decode_attention(q[:, :, 0], k, v, table, lens).reshape(B, 1, H * D)
+
+
 class Attention(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
@@ -97,7 +106,8 @@ class Attention(nn.Module):
         else:
             k, v = kv.update(k, v)
             attn_kwargs = kv.attn_kwargs
-        return self.wo(attend(q, k, v, attn_kwargs))
+        attention = attend_paged if "block_table" in attn_kwargs else attend  # paged: no SDPA
+        return self.wo(attention(q, k, v, attn_kwargs))
 
 
 class FeedForward(nn.Module):

@@ -318,16 +318,31 @@ def validate_buckets(buckets, max_len: int, limits: Limits = LIMITS) -> tuple[in
     return buckets
 
 
-def validate_windows(windows, buckets: tuple[int, ...]) -> tuple[int, ...]:
-    if windows is None:
-        return buckets
-    if isinstance(windows, (int, str, dict, set)) or not hasattr(windows, "__iter__"):
-        raise ValueError(f"windows must be a tuple of buckets, got {windows!r}")
-    windows = tuple(windows)
-    unknown = [w for w in windows if not is_int(w) or w not in buckets]
+def validate_keys(keys, graph_keys: tuple[int, ...]) -> tuple[int, ...]:
+    """Graph keys to capture: None (all of them) or some of graph_keys (windows or capture
+    sizes)."""
+    if keys is None:
+        return graph_keys
+    if isinstance(keys, (int, str, dict, set)) or not hasattr(keys, "__iter__"):
+        raise ValueError(f"keys must be a tuple of graph keys, got {keys!r}")
+    keys = tuple(keys)
+    unknown = [k for k in keys if not is_int(k) or k not in graph_keys]
     if unknown:
-        raise ValueError(f"window {unknown[0]!r} is not one of the buckets {buckets}")
-    return windows
+        raise ValueError(f"graph key {unknown[0]!r} is not one of {graph_keys}")
+    return keys
+
+
+def validate_capture_sizes(capture_sizes, n_rows: int) -> tuple[int, ...]:
+    """Capture sizes: positive ints, sorted here, the largest n_rows (every row can run)."""
+    if isinstance(capture_sizes, (int, str, dict, set)) or not hasattr(capture_sizes, "__iter__"):
+        raise ValueError(f"capture_sizes must be a tuple of positive ints, got {capture_sizes!r}")
+    sizes = tuple(capture_sizes)
+    if not sizes or any(not is_int(c) or c < 1 for c in sizes):
+        raise ValueError(f"capture_sizes must be positive ints, got {sizes}")
+    sizes = tuple(sorted(set(sizes)))
+    if sizes[-1] != n_rows:
+        raise ValueError(f"the largest capture size {sizes[-1]} must be the rows, {n_rows}")
+    return sizes
 
 
 # --- failure: a step is undone whole ---------------------------------------------------------

@@ -1,0 +1,255 @@
+"""The paged KV cache: what every serving engine decodes from (notebook 08).
+
+Keys and values live in a pool of blocks, each `block_size` positions of every K/V head, per
+layer: (n_blocks, kv_heads, block_size, head_dim). A row (a request) owns a list of blocks,
+its block table; its position p is at offset p % block_size of its block p // block_size.
+The block table (n_rows, max_len / block_size) and the lengths (n_rows,) live on the device,
+int32, with host twins, in fixed buffers updated in place: the decode step's shapes depend
+only on how many rows it runs, never on a length. So one CUDA graph per number of rows (a
+*capture size*), captured once at any length, replays at every length: no window, no bucket,
+no mask (kernels.paged_decode_attention reads each row's length and blocks on the device).
+
+Blocks are handed out on the host, between steps, from a free list: a row's prompt blocks
+when it is prefilled, and one more when its next position crosses into a new block
+(grow()). release(row) returns them. Block 0 is the scratch block: a row that holds no
+request has length 0 and a table of zeros, so a step that computes it too (a padded row of
+a capture size) writes its key there and attends to that one key, finite and ignored.
+A row is an index into the block table: move(src, dst) moves a request's table row and
+length, never its K/V.
+
+    cache = PagedKVCache(n_layers, n_rows, max_len, device)
+    model(idx, cache=cache.prefilling(rows))     # the prompts of those rows, one length
+    cache.grow(); model(tok, cache=cache.decoding(n)); cache.advance_host()   # rows 0..n-1
+"""
+
+import torch
+from torch import Tensor
+
+from tinyllm.kernels import paged_decode_attention
+from tinyllm.kv_cache import FixedCache, LayerKV, causal_kwargs
+from tinyllm.validate import LIMITS, interrupts_held, is_int, validate_int, validate_limits
+
+SCRATCH = 0  # the block a row without a request points at
+
+
+class PagedKVCache(FixedCache):
+    """n_rows rows of up to max_len positions, in a pool of n_blocks blocks of block_size
+    positions (default: enough for every row at max_len, and the scratch block).
+
+    Host twins: lens (each row's length), active (whether it holds a request), tables (each
+    row's blocks) and free (the blocks no row holds); device: lens_dev, active_dev and
+    block_table. A decode step's end_step advances only lens_dev; advance_host() then lens.
+    """
+
+    def __init__(self, n_layers: int, n_rows: int, max_len: int, device, block_size: int = 16,
+                 n_blocks: int | None = None, limits=LIMITS):  # fmt: skip
+        validate_int("n_rows", n_rows, hi=validate_limits(limits).rows)
+        validate_int("block_size", block_size, hi=1024)
+        super().__init__(n_layers, max_len, device, limits)
+        self.n_rows, self.block_size = n_rows, block_size
+        self.shape = (n_rows, max_len)  # rows × positions, as the other fixed caches
+        self.max_blocks = -(-max_len // block_size)  # blocks of a row at max_len
+        n_blocks = n_rows * self.max_blocks + 1 if n_blocks is None else n_blocks
+        validate_int("n_blocks", n_blocks, lo=2, hi=n_rows * self.max_blocks + 1)
+        self.n_blocks = n_blocks
+        self.lens, self.active = [0] * n_rows, [False] * n_rows
+        self.tables: list[list[int]] = [[] for _ in range(n_rows)]
+        self.free = list(range(1, n_blocks))
+        self.lens_dev = torch.zeros(n_rows, dtype=torch.int32, device=self.device)
+        self.active_dev = torch.zeros(n_rows, dtype=torch.int32, device=self.device)
+        self.block_table = torch.zeros(n_rows, self.max_blocks, dtype=torch.int32,
+                                       device=self.device)  # fmt: skip
+
+    def allocate(self, kv_heads: int, head_dim: int, dtype: torch.dtype) -> None:
+        """Make every layer's pools (n_blocks, kv_heads, block_size, head_dim)."""
+        if self.k[0] is not None:
+            return
+        shape = (self.n_blocks, kv_heads, self.block_size, head_dim)
+        self.k = [torch.zeros(shape, dtype=dtype, device=self.device) for _ in self.k]
+        self.v = [torch.zeros(shape, dtype=dtype, device=self.device) for _ in self.v]
+
+    # --- the host's moves, between steps ------------------------------------------------
+
+    def validate_row(self, row) -> None:
+        if not is_int(row) or not 0 <= row < self.n_rows:
+            raise ValueError(f"row {row!r} outside [0, {self.n_rows})")
+
+    def blocks_for(self, n_positions: int) -> int:
+        return -(-n_positions // self.block_size)
+
+    def prefilling(self, rows) -> "PagedPrefill":
+        """The step of one prefill call whose idx holds the prompts of `rows` (free rows, in
+        that order), all of one length; each row takes its blocks when the call ends."""
+        if isinstance(rows, int) or not hasattr(rows, "__iter__"):
+            raise ValueError(f"rows must be a list of rows, got {rows!r}")
+        rows = list(rows)
+        for row in rows:
+            self.validate_row(row)
+            if self.active[row]:
+                raise ValueError(f"row {row} is in use: release it first")
+        if not rows or len(set(rows)) != len(rows):
+            raise ValueError(f"rows must be distinct, and at least one, got {rows}")
+        return PagedPrefill(self, rows)
+
+    def decoding(self, n: int) -> "PagedDecode":
+        """The step of one decode call over rows 0..n-1, one token each."""
+        validate_int("rows", n, hi=self.n_rows)
+        return PagedDecode(self, n)
+
+    def take(self, row: int, n_positions: int) -> None:
+        """Hand row `row` the blocks it lacks for n_positions positions, from the free list."""
+        need = self.blocks_for(n_positions) - len(self.tables[row])
+        if need > len(self.free):
+            raise ValueError(
+                f"row {row} needs {need} more blocks, {len(self.free)} are free: release a row"
+            )
+        for _ in range(need):
+            block = self.free.pop()
+            self.block_table[row, len(self.tables[row])] = block
+            self.tables[row].append(block)
+
+    def grow(self) -> None:
+        """Before a decode step: every active row whose next position crosses into a new
+        block takes it."""
+        for row in range(self.n_rows):
+            if self.active[row]:
+                self.take(row, self.lens[row] + 1)
+
+    def release(self, row: int) -> None:
+        """Free a row: its blocks go back to the free list, its table to the scratch block."""
+        self.validate_row(row)
+        self.free += reversed(self.tables[row])
+        self.tables[row] = []
+        self.set_row(row, 0, False, [])
+
+    def move(self, src: int, dst: int) -> None:
+        """Move the request of row src to the free row dst: its table row and its length."""
+        self.validate_row(src)
+        self.validate_row(dst)
+        if self.active[dst] or not self.active[src]:
+            raise ValueError(f"move needs a request in row {src} and row {dst} free")
+        self.set_row(dst, self.lens[src], True, self.tables[src])
+        self.tables[src] = []
+        self.set_row(src, 0, False, [])
+
+    def set_row(self, row: int, length: int, active: bool, blocks: list[int]) -> None:
+        """One row's length, active flag and blocks, on the host and on the device."""
+        self.lens[row], self.active[row], self.tables[row] = length, active, list(blocks)
+        self.lens_dev[row], self.active_dev[row] = length, int(active)
+        self.block_table[row] = SCRATCH
+        if blocks:
+            self.block_table[row, : len(blocks)] = torch.tensor(blocks, dtype=torch.int32)
+
+    def rows_in_use(self) -> int:
+        """One more than the last row that holds a request (rows are kept compact)."""
+        return max((r + 1 for r in range(self.n_rows) if self.active[r]), default=0)
+
+    def keys_needed(self) -> int:
+        """Keys the next decode step attends over, in its longest row."""
+        return max(self.lens) + 1
+
+    def graph_key(self, capture_sizes: tuple[int, ...]) -> int:
+        """The next decode step's capture size: the smallest that holds the rows in use."""
+        n = max(self.rows_in_use(), 1)
+        return next(c for c in capture_sizes if c >= n)
+
+    def advance_host(self) -> None:
+        """After a decode step: advance the host lengths of active rows, as end_step did on
+        the device."""
+        self.lens = [n + a for n, a in zip(self.lens, self.active)]
+
+    def snapshot(self) -> dict:
+        return {"lens": list(self.lens), "active": list(self.active),
+                "tables": [list(t) for t in self.tables], "free": list(self.free)}  # fmt: skip
+
+    def restore(self, state: dict) -> None:
+        """Put back the positions and blocks of a snapshot(), on the host and the device."""
+        self.validate_snapshot(state)
+        lens, active, tables = list(state["lens"]), list(state["active"]), state["tables"]
+        held = sorted(b for t in tables for b in t)
+        if (
+            len(lens) != self.n_rows
+            or len(tables) != self.n_rows
+            or any(not is_int(n) or not 0 <= n <= self.max_len for n in lens)
+            or sorted(held + list(state["free"])) != list(range(1, self.n_blocks))
+        ):
+            raise ValueError("restore takes a snapshot() of this cache: rows, lengths or "
+                             "blocks do not add up")  # fmt: skip
+        with interrupts_held():
+            self.free = list(state["free"])
+            for row in range(self.n_rows):
+                self.set_row(row, lens[row], bool(active[row]), tables[row])
+
+
+class PagedPrefill:
+    """A PagedKVCache as one prefill call sees it: the prompts (len(rows), T) written at
+    positions 0..T-1 of their rows' blocks, causal; at the end each row holds its request,
+    at length T."""
+
+    def __init__(self, cache: PagedKVCache, rows: list[int]):
+        self.cache, self.rows = cache, rows
+        self.attn_kwargs: dict = {}
+
+    def begin_step(self, T: int, rope) -> tuple[Tensor, Tensor]:
+        c = self.cache
+        for row in self.rows:  # the prompt's blocks, handed out before any is written
+            c.take(row, T)
+        blocks = torch.tensor([c.tables[r] for r in self.rows], device=c.device)
+        pos = torch.arange(T, device=c.device)
+        self.where = blocks[:, pos // c.block_size], pos % c.block_size  # (rows, T) each
+        cos, sin = rope(T, 0)
+        self.attn_kwargs = causal_kwargs(0, T, cos.device)
+        return cos, sin
+
+    def layer(self, i: int) -> LayerKV:
+        return LayerKV(self, i)
+
+    def update(self, i: int, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        kc, vc = self.cache.buffers(i, k)
+        blocks, offsets = self.where
+        kc[blocks, :, offsets] = k.transpose(1, 2)  # (rows, T, kv_heads, D) into the pool
+        vc[blocks, :, offsets] = v.transpose(1, 2)
+        return k, v  # the prompt attends to its own keys, as a plain causal forward
+
+    def end_step(self, T: int) -> None:
+        c = self.cache
+        for row in self.rows:
+            c.set_row(row, T, True, c.tables[row])
+
+
+class PagedDecode:
+    """A PagedKVCache as one decode step sees it: rows 0..n-1, one token each. Row b writes
+    its new K/V at position lens_dev[b] (block block_table[b, lens_dev[b] // block_size],
+    offset lens_dev[b] % block_size) and attends to its first lens_dev[b] + 1 keys through
+    kernels.paged_decode_attention; rows that hold no request compute too, on the scratch
+    block, and do not advance. Nothing here reads a host value: a CUDA graph replays it at
+    every length."""
+
+    def __init__(self, cache: PagedKVCache, n: int):
+        self.cache, self.rows = cache, n
+        self.attn_kwargs: dict = {}
+
+    def begin_step(self, T: int, rope) -> tuple[Tensor, Tensor]:
+        c, n = self.cache, self.rows
+        pos = c.lens_dev[:n].long()
+        table = c.block_table[:n]
+        self.where = table.gather(1, (pos // c.block_size)[:, None])[:, 0], pos % c.block_size
+        self.attn_kwargs = {"block_table": table, "lens": c.lens_dev[:n] + 1}
+        return rope.cos[pos][:, None], rope.sin[pos][:, None]  # each row at its own position
+
+    def layer(self, i: int) -> LayerKV:
+        return LayerKV(self, i)
+
+    def update(self, i: int, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        kc, vc = self.cache.buffers(i, k)
+        blocks, offsets = self.where
+        kc[blocks, :, offsets] = k[:, :, 0]  # (n, kv_heads, D) at each row's block and offset
+        vc[blocks, :, offsets] = v[:, :, 0]
+        return kc, vc  # the pools: attend() reads them through the block table
+
+    def end_step(self, T: int) -> None:
+        n = self.rows
+        self.cache.lens_dev[:n].add_(self.cache.active_dev[:n])  # advance_host() moves lens
+
+
+__all__ = ["PagedKVCache", "paged_decode_attention"]
