@@ -6,6 +6,12 @@ active slots by one token together, through SlotGraphDecoder (a CUDA graph per w
 a GPU, or the same step eagerly). A request leaves its slot when it emits eos_id or
 reaches its max_new_tokens, and the slot is free for the next one at once.
 
+kv="slots" (notebook 06): a SlotKVCache, every step over all n_slots rows through the
+window of the longest. kv="paged" (notebook 08): a PagedKVCache; the requests are kept in
+the first rows (a request that finishes leaves its row to the last one, moved there: its
+table row and length, never its K/V), and each step runs the graph of the smallest capture
+size that holds them, at every length.
+
     engine = Engine(model, n_slots=8)
     rid = engine.submit(tokenizer.encode("The for statement"), max_new_tokens=50)
     out = engine.run()[rid]
@@ -22,6 +28,7 @@ from tinyllm.generation import make_generator, prefill, sample
 from tinyllm.graphs import SlotGraphDecoder
 from tinyllm.kv_cache import SlotKVCache
 from tinyllm.model import Transformer
+from tinyllm.paged import PagedKVCache
 from tinyllm.validate import (
     LIMITS,
     validate_eos,
@@ -58,15 +65,22 @@ class Engine:
     def __init__(self, model: Transformer, n_slots: int, max_len: int | None = None,
                  use_graph: bool | None = None, eos_id: int | None = None,
                  buckets: tuple[int, ...] | None = None, compile=False,
-                 graph_api=torch.cuda, limits=LIMITS):  # fmt: skip
+                 graph_api=torch.cuda, kv: str = "slots",
+                 capture_sizes: tuple[int, ...] | None = None, limits=LIMITS):  # fmt: skip
         device, cfg = validate_model(model), model.cfg
+        if kv not in ("slots", "paged"):
+            raise ValueError(f"kv must be 'slots' or 'paged', got {kv!r}")
         max_len = cfg.max_seq_len if max_len is None else max_len
         validate_int("max_len", max_len, lo=2, hi=cfg.max_seq_len)
         validate_eos(eos_id, cfg.vocab_size)
         use_graph = validate_use_graph(use_graph, device, graph_api)  # None: graphs on CUDA
         self.model, self.eos_id, self.device = model, eos_id, device
-        self.slots = SlotKVCache(cfg.n_layers, n_slots, max_len, device, limits)
-        self.decoder = SlotGraphDecoder(model, self.slots, buckets, use_graph, compile, graph_api)
+        cache = SlotKVCache if kv == "slots" else PagedKVCache
+        self.kv, self.slots = kv, cache(cfg.n_layers, n_slots, max_len, device, limits=limits)
+        self.n_slots = n_slots
+        self.decoder = SlotGraphDecoder(
+            model, self.slots, buckets, use_graph, compile, graph_api, capture_sizes
+        )
         self.queue: deque[Request] = deque()
         self.running: dict[int, Request] = {}  # slot → request
         self.stats: list[dict] = []  # one entry per decode step
@@ -122,7 +136,7 @@ class Engine:
             req = self.queue[0]
             with self.transaction([req]):
                 self.queue.popleft()
-                kv = self.slots.prefilling(slot)
+                kv = self.slots.prefilling(slot if self.kv == "slots" else [slot])
                 idx = torch.tensor([req.prompt], device=self.device)
                 try:
                     logits = prefill(self.model, idx, kv, check=False)  # checked at submit
@@ -142,11 +156,11 @@ class Engine:
     def step(self) -> None:
         """One decode step for every slot at once (free slots compute and are ignored)."""
         t0 = time.perf_counter()
-        n = self.slots.n_slots
+        n = self.n_slots
         holders = [self.running[s].rid if s in self.running else None for s in range(n)]
         last = [self.running[s].out[-1] if s in self.running else 0 for s in range(n)]
         tok = torch.tensor(last, device=self.device)[:, None]
-        window = self.decoder.window()
+        key = self.decoder.graph_key()
         failure = None
         with self.transaction(self.running.values()):
             logits = self.decoder.step(tok, check=False)[:, -1]  # ids checked or sampled
@@ -165,7 +179,10 @@ class Engine:
                     failure = failure or e
                     continue
                 self.emit(s, req, t)
-        self.stats.append({"step": len(self.stats), "window": window, "slots": holders,
+            if self.kv == "paged":
+                self.compact()
+        shape = "window" if self.kv == "slots" else "capture_size"
+        self.stats.append({"step": len(self.stats), shape: key, "slots": holders,
                            "n_active": n - holders.count(None),
                            "step_s": time.perf_counter() - t0})  # fmt: skip
         if failure is not None:
@@ -178,6 +195,16 @@ class Engine:
             self.finished[req.rid] = req.out
             del self.running[slot]
             self.slots.release(slot)
+
+    def compact(self) -> None:
+        """Keep the requests in the first rows: each free row below the last request takes
+        that request (kv="paged": its table row and length move, not its K/V)."""
+        while True:
+            free, last = self.slots.free_slots(), max(self.running, default=-1)
+            if not free or free[0] > last:
+                return
+            self.slots.move(last, free[0])
+            self.running[free[0]] = self.running.pop(last)
 
     def sample_for(self, req: Request, logits) -> int:
         """The request's next token from its logits (1, V), with its own sampling."""

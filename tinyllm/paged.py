@@ -140,6 +140,10 @@ class PagedKVCache(FixedCache):
         if blocks:
             self.block_table[row, : len(blocks)] = torch.tensor(blocks, dtype=torch.int32)
 
+    def free_slots(self) -> list[int]:
+        """The rows that hold no request (the engine's slots)."""
+        return [r for r in range(self.n_rows) if not self.active[r]]
+
     def rows_in_use(self) -> int:
         """One more than the last row that holds a request (rows are kept compact)."""
         return max((r + 1 for r in range(self.n_rows) if self.active[r]), default=0)
