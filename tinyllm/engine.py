@@ -130,10 +130,8 @@ class Engine:
     def admit(self) -> None:
         """Move queued requests into free slots: prefill each prompt alone, eagerly, into
         its slot, and sample its first token."""
-        for slot in self.slots.free_slots():
-            if not self.queue:
-                return
-            req = self.queue[0]
+        while self.queue and self.slots.free_slots():
+            slot, req = self.slots.free_slots()[0], self.queue[0]  # the lowest free slot
             with self.transaction([req]):
                 self.queue.popleft()
                 kv = self.slots.prefilling(slot if self.kv == "slots" else [slot])

@@ -163,17 +163,20 @@ def _library_interpreted():
             setattr(tl, name, f)
 
 
-def interpreted_paged_decode_attention(q, k_cache, v_cache, block_table, lens) -> Tensor:
+def interpreted_paged_decode_attention(q, k_cache, v_cache, block_table, lens,
+                                       n_splits: int = N_SPLITS) -> Tensor:  # fmt: skip
     """The Triton kernels run by Triton's interpreter, on CPU tensors (tests and notebook 08),
     whatever TRITON_INTERPRET said when this module was imported."""
     if triton is None:
         raise RuntimeError("Triton is not installed here (it installs on Linux): the "
                            "reference runs instead")  # fmt: skip
-    if isinstance(split_kernel, InterpretedFunction):  # TRITON_INTERPRET=1 at import: already
-        return triton_paged_decode_attention(q, k_cache, v_cache, block_table, lens)
     kernels = (InterpretedFunction(split_kernel_body), InterpretedFunction(combine_kernel_body))
+    if isinstance(split_kernel, InterpretedFunction):  # TRITON_INTERPRET=1 at import: already
+        kernels = None
     with _library_interpreted():
-        return triton_paged_decode_attention(q, k_cache, v_cache, block_table, lens, kernels)
+        return triton_paged_decode_attention(
+            q, k_cache, v_cache, block_table, lens, kernels, n_splits=n_splits
+        )
 
 
 # --- the custom op ---------------------------------------------------------------------------

@@ -1,0 +1,145 @@
+"""kernels.paged_decode_attention: the Triton kernels (run by Triton's interpreter on the CPU)
+against the PyTorch reference, at block boundaries, lengths 1 and max_len, padded rows and
+several head groupings; the custom op seen as one op by the graph simulator and by Dynamo."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from tinyllm import kernels
+from tinyllm.lab import simgraph
+
+triton_needed = pytest.mark.skipif(kernels.triton is None, reason="Triton installs on Linux")
+
+
+def inputs(lens, H=4, H_kv=2, D=16, block=16, max_len=64, seed=0):
+    """q, pools, a shuffled block table (block 0 left as the scratch) and lens."""
+    g = torch.Generator().manual_seed(seed)
+    B, per_row = len(lens), -(-max_len // block)
+    n_blocks = B * per_row + 1
+    k = torch.randn(n_blocks, H_kv, block, D, generator=g)
+    v = torch.randn(n_blocks, H_kv, block, D, generator=g)
+    table = (torch.randperm(n_blocks - 1, generator=g)[: B * per_row] + 1).view(B, per_row)
+    q = torch.randn(B, H, D, generator=g)
+    return q, k, v, table.int(), torch.tensor(lens, dtype=torch.int32)
+
+
+def naive(q, k, v, table, lens):
+    """Row by row, head by head: the keys of the row gathered in order, softmax, weights."""
+    out = torch.empty_like(q)
+    B, H, D = q.shape
+    H_kv, block = k.shape[1], k.shape[2]
+    for b in range(B):
+        n = int(lens[b])
+        pos = torch.arange(n)
+        blocks = table[b].long()[pos // block]
+        for h in range(H):
+            keys = k[blocks, h // (H // H_kv), pos % block]
+            vals = v[blocks, h // (H // H_kv), pos % block]
+            w = torch.softmax(keys @ q[b, h] * D**-0.5, dim=0)
+            out[b, h] = w @ vals
+    return out
+
+
+CASES = {  # name → (lens, other inputs, whether the last row is a padded one)
+    "one key, a block, a block and one": ([1, 16, 17], {}, False),
+    "max_len, and one short of it": ([64, 63, 33], {}, False),
+    "a padded row: the scratch block, length 1": ([40, 1], {}, True),
+    "one query head per K/V head": ([20, 5], {"H": 2, "H_kv": 2}, False),
+    "four query heads per K/V head": ([20, 37], {"H": 8, "H_kv": 2}, False),
+    "blocks of 32": ([31, 32, 33], {"block": 32}, False),
+}
+
+
+def case_inputs(case):
+    lens, kw, padded = CASES[case]
+    q, k, v, table, lens_t = inputs(lens, **kw)
+    if padded:
+        table[-1] = 0  # a row without a request: every entry the scratch block
+    return q, k, v, table, lens_t
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_the_reference_is_attention_over_each_rows_keys(case):
+    q, k, v, table, lens = case_inputs(case)
+    got = kernels.reference_paged_decode_attention(q, k, v, table, lens)
+    torch.testing.assert_close(got, naive(q, k, v, table, lens), atol=1e-5, rtol=1e-5)
+
+
+@triton_needed
+@pytest.mark.parametrize("case", CASES)
+def test_the_triton_kernels_compute_the_reference(case):
+    q, k, v, table, lens_t = case_inputs(case)
+    want = kernels.reference_paged_decode_attention(q, k, v, table, lens_t)
+    got = kernels.interpreted_paged_decode_attention(q, k, v, table, lens_t, n_splits=2)
+    assert ((got - want).norm() / want.norm()) < 1e-5, case
+
+
+@triton_needed
+@pytest.mark.parametrize("n_splits", [1, kernels.N_SPLITS])
+def test_any_number_of_splits_computes_the_same(n_splits):
+    """More splits than a row has blocks leave some programs idle: they count for nothing."""
+    q, k, v, table, lens = inputs([40, 3], H=2, H_kv=1)
+    want = kernels.reference_paged_decode_attention(q, k, v, table, lens)
+    got = kernels.interpreted_paged_decode_attention(q, k, v, table, lens, n_splits=n_splits)
+    assert ((got - want).norm() / want.norm()) < 1e-5
+
+
+@triton_needed
+def test_the_kernel_runs_under_triton_interpret_set_before_import():
+    """TRITON_INTERPRET=1 is read when a kernel is decorated: in its own process, set before
+    tinyllm.kernels is imported, the module's own kernels are the interpreted ones."""
+    code = (
+        "import torch; from tinyllm import kernels as K;"
+        "from triton.runtime.interpreter import InterpretedFunction as I;"
+        "assert isinstance(K.split_kernel, I);"
+        "g = torch.Generator().manual_seed(0);"
+        "k = torch.randn(5, 2, 16, 16, generator=g); v = torch.randn(5, 2, 16, 16, generator=g);"
+        "q = torch.randn(2, 4, 16, generator=g); t = torch.tensor([[1, 2], [3, 4]]).int();"
+        "n = torch.tensor([20, 3]).int();"
+        "a = K.triton_paged_decode_attention(q, k, v, t, n);"
+        "b = K.reference_paged_decode_attention(q, k, v, t, n);"
+        "assert (a - b).norm() / b.norm() < 1e-5; print('ok')"
+    )
+    env = dict(os.environ, TRITON_INTERPRET="1")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]
+
+
+def test_the_op_is_the_reference_on_the_cpu():
+    q, k, v, table, lens = inputs([40, 7])
+    assert torch.equal(
+        kernels.paged_decode_attention(q, k, v, table, lens),
+        kernels.reference_paged_decode_attention(q, k, v, table, lens),
+    )
+
+
+def test_the_graph_simulator_records_one_op_and_replays_it():
+    q, k, v, table, lens = inputs([40, 7])
+    g = simgraph.CUDAGraph()
+    with simgraph.graph(g):
+        out = kernels.paged_decode_attention(q, k, v, table, lens)
+    names = [str(func) for func, *_ in g._capture.ops]
+    assert names.count("tinyllm.paged_decode_attention.default") == 1, names
+    lens += 9  # a longer length, in place: the replay reads it
+    g.replay()
+    assert torch.equal(out, kernels.reference_paged_decode_attention(q, k, v, table, lens))
+
+
+def test_dynamo_sees_one_op():
+    graphs = []
+
+    def backend(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    torch._dynamo.reset()
+    f = torch.compile(lambda *a: kernels.paged_decode_attention(*a) * 2, backend=backend)
+    q, k, v, table, lens = inputs([40, 7])
+    torch.testing.assert_close(f(q, k, v, table, lens), 2 * naive(q, k, v, table, lens))
+    (gm,) = graphs
+    calls = [n for n in gm.graph.nodes if "paged_decode_attention" in str(n.target)]
+    assert len(calls) == 1

@@ -1,0 +1,131 @@
+"""The paged cache and its decoders on the CPU: the blocks' bookkeeping, the paged step against
+eager generate(), replay (simulated) bit-identical to the same step run eagerly at every
+length and capture size, and the paged engine's tokens."""
+
+import random
+
+import pytest
+import torch
+
+from tinyllm import Engine, GraphDecoder, generate
+from tinyllm.graphs import SlotGraphDecoder, default_capture_sizes
+from tinyllm.lab import simgraph
+from tinyllm.paged import SCRATCH, PagedKVCache
+
+
+def held(cache):
+    return sorted(b for t in cache.tables for b in t)
+
+
+def check_twins(cache):
+    """Host and device agree, and every block is held by one row or free."""
+    assert cache.lens == cache.lens_dev.tolist()
+    assert cache.active == [bool(a) for a in cache.active_dev.tolist()]
+    for row, blocks in enumerate(cache.tables):
+        table = cache.block_table[row].tolist()
+        assert table[: len(blocks)] == blocks and set(table[len(blocks) :]) <= {SCRATCH}
+    assert sorted(held(cache) + cache.free) == list(range(1, cache.n_blocks))
+
+
+def test_blocks_are_handed_out_at_prefill_and_at_each_block_boundary(toy_model):
+    cache = PagedKVCache(toy_model.cfg.n_layers, 3, 64, "cpu", block_size=16)
+    assert cache.n_blocks == 3 * 4 + 1 and cache.free == list(range(1, 13))
+    toy_model(torch.randint(0, 256, (2, 17)), cache=cache.prefilling([2, 0]))
+    assert [len(t) for t in cache.tables] == [2, 0, 2] and cache.lens == [17, 0, 17]
+    check_twins(cache)
+    for step in range(16):  # positions 17..32: the step at 32 needs a third block
+        cache.grow()
+        toy_model(torch.zeros(3, 1, dtype=torch.long), cache=cache.decoding(3))
+        cache.advance_host()
+        check_twins(cache)
+        assert len(cache.tables[0]) == (2 if step < 15 else 3), step
+    assert cache.lens == [33, 0, 33]
+    cache.release(2)
+    assert cache.tables[2] == [] and cache.lens[2] == 0 and len(cache.free) == 12 - 3
+    cache.move(0, 1)  # a request moves rows: its table row and length, not its K/V
+    assert cache.lens == [0, 33, 0] and len(cache.tables[1]) == 3
+    check_twins(cache)
+    saved = cache.snapshot()
+    cache.release(1)
+    cache.restore(saved)
+    assert cache.snapshot() == saved
+    check_twins(cache)
+
+
+def test_a_row_without_a_request_writes_to_the_scratch_block_and_stays_finite(toy_model):
+    cache = PagedKVCache(toy_model.cfg.n_layers, 2, 32, "cpu")
+    toy_model(torch.randint(0, 256, (1, 5)), cache=cache.prefilling([0]))
+    logits, _ = toy_model(torch.zeros(2, 1, dtype=torch.long), cache=cache.decoding(2))
+    assert torch.isfinite(logits).all() and cache.lens_dev.tolist() == [6, 0]
+    blocks = set(cache.tables[0])
+    assert all(torch.equal(cache.k[0][b], cache.k[0][b]) for b in blocks)  # own blocks only
+
+
+@pytest.fixture(scope="module")
+def prompts(doc_ids):
+    return torch.tensor([doc_ids[s : s + 37] for s in (1000, 5000, 9000)])
+
+
+def test_the_paged_step_generates_the_eager_tokens(shipped_model, prompts):
+    eager = generate(shipped_model, prompts, 60)
+    paged = GraphDecoder(shipped_model, 3, max_len=128, kv="paged", use_graph=False)
+    assert torch.equal(paged.generate(prompts, 60), eager)
+    assert paged.graph_keys == (3,) and paged.buckets is None
+
+
+def test_replay_is_the_eager_paged_step_at_every_length(shipped_model, prompts, doc_ids):
+    """One graph, captured once at a short context, replays a 40-key step and, after a new
+    prefill of 1000 tokens, a 1000-key step, bit for bit as the same step run eagerly."""
+    kw = {"kv": "paged", "graph_api": simgraph}
+    graph = GraphDecoder(shipped_model, 3, use_graph=True, **kw)
+    eager = GraphDecoder(shipped_model, 3, use_graph=False, **kw)
+    long = torch.tensor([doc_ids[s : s + 1000] for s in (0, 20000, 40000)])
+    for idx, steps in ((prompts, 20), (long, 20)):
+        tok = eager.prefill(idx)[:, -1:].argmax(-1)
+        graph.prefill(idx)
+        for _ in range(steps):  # across block boundaries (37 + 11 = 48, 1000 + 8 = 1008)
+            a, b = graph.step(tok), eager.step(tok)
+            assert torch.equal(a, b)
+            tok = b[:, -1].argmax(-1, keepdim=True)
+    assert list(graph.graphs) == [3]  # one graph, captured at position 37, for both
+
+
+def test_the_paged_engine_serves_requests_like_each_alone(shipped_model, doc_ids):
+    rng = random.Random(3)
+    reqs = [(doc_ids[s : s + rng.randint(1, 30)], rng.randint(1, 20))
+            for s in rng.sample(range(len(doc_ids) - 40), 24)]  # fmt: skip
+    engine = Engine(shipped_model, 5, max_len=64, use_graph=False, kv="paged")
+    rids = [engine.submit(p, n) for p, n in reqs]
+    out = engine.run()
+    for rid, (p, n) in zip(rids, reqs):
+        assert out[rid] == generate(shipped_model, torch.tensor([p]), n)[0].tolist(), rid
+    sizes = [s["capture_size"] for s in engine.stats]
+    assert set(sizes) <= set(default_capture_sizes(5)) == {1, 2, 4, 5} and 5 in sizes
+    for s in engine.stats:  # the requests sit in the first rows: the step runs no free row
+        held = [r for r in s["slots"] if r is not None]
+        assert s["slots"][: len(held)] == held and s["capture_size"] >= len(held)
+    check_twins(engine.slots)
+
+
+def test_the_paged_engine_replays_a_graph_per_capture_size(shipped_model, doc_ids):
+    """Simulated graphs, one per capture size that the run visits, and the same tokens."""
+    reqs = [(doc_ids[s : s + 9], n) for s, n in ((100, 12), (900, 3), (1700, 8))]
+    tokens = []
+    for use_graph in (False, True):
+        engine = Engine(shipped_model, 4, max_len=64, use_graph=use_graph, kv="paged",
+                        graph_api=simgraph)  # fmt: skip
+        rids = [engine.submit(p, n) for p, n in reqs]
+        out = engine.run()
+        tokens.append([out[r] for r in rids])
+    assert tokens[0] == tokens[1]
+    assert sorted(engine.decoder.graphs) == [1, 2, 4]  # 3 requests in 4, then 1: no graph 3
+
+
+def test_the_slot_decoder_takes_a_paged_cache(shipped_model):
+    cache = PagedKVCache(shipped_model.cfg.n_layers, 8, 64, "cpu")
+    dec = SlotGraphDecoder(shipped_model, cache, use_graph=False, capture_sizes=(2, 8))
+    assert dec.capture_sizes == dec.graph_keys == (2, 8)
+    shipped_model(torch.randint(0, 256, (1, 4)), cache=cache.prefilling([0]))
+    assert dec.graph_key() == 2
+    out = dec.step(torch.zeros(8, 1, dtype=torch.long), check=False)
+    assert out.shape == (2, 1, 258) and cache.lens == [5] + [0] * 7
