@@ -76,7 +76,7 @@ def test_slot_lengths_agree_on_host_and_device(shipped_model, doc_ids):
         for s, (_, last, _) in running.items():
             tok[s, 0] = last
         before = list(slots.lens)
-        windows.add(dec.window())
+        windows.add(dec.graph_key())
         out = dec.step(tok)
         steps += 1
         assert slots.lens == slots.lens_dev.tolist(), f"step {steps}"
@@ -238,7 +238,7 @@ POINTS = {  # where a fault is injected: (object, attribute) → the calls to fa
     "admission": (lambda e: e.slots, "prefilling", (1, 3, 5)),
     "prefill": (lambda e: engine_module, "prefill", (1, 2, 6)),
     "sample": (lambda e: engine_module, "sample", (1, 4, 13)),
-    "decode step": (lambda e: e.decoder, "step", (1, 5, 9)),
+    "decode step": (lambda e: e.decoder, "step", (1, 5, 8)),
     "release": (lambda e: e.slots, "release", (1, 3)),
     "host advance": (lambda e: e.slots, "advance_host", (2, 7)),
 }
@@ -306,7 +306,7 @@ def test_a_request_whose_sampling_fails_leaves_alone(shipped_model, doc_ids, uni
 
 def test_results_of_a_run_that_raised_come_with_the_next(shipped_model, doc_ids, monkeypatch):
     engine, rids = fault_engine(shipped_model, doc_ids)
-    fault = Fault(engine.decoder.step, 9, KeyboardInterrupt())
+    fault = Fault(engine.decoder.step, 7, KeyboardInterrupt())
     monkeypatch.setattr(engine.decoder, "step", fault)
     with pytest.raises(KeyboardInterrupt):
         engine.run()

@@ -54,7 +54,7 @@ def lockstep(graph, eager, idx, pad_lens, steps, label=""):
     tok = le[:, -1:].argmax(-1)
     windows = []
     for i in range(steps):
-        windows.append(eager.window())
+        windows.append(eager.graph_key())
         g = graph.step(tok)
         e = eager.step(tok)
         if not torch.equal(g, e):
@@ -140,7 +140,7 @@ def test_slot_replay_equals_the_eager_slot_step(gpu_model, doc_ids):
         tok = torch.zeros(n_slots, 1, dtype=torch.long, device=DEVICE)
         for s, (last, _) in running.items():
             tok[s, 0] = last
-        windows.add(eager.window())
+        windows.add(eager.graph_key())
         g = graph.step(tok)
         e = eager.step(tok)
         if not torch.equal(g, e):
@@ -211,7 +211,7 @@ def test_capture_makes_one_graph_per_bucket_in_one_pool(gpu_model, doc_ids):
 
 
 def test_a_window_captured_alone_is_kept_and_the_pool_takes_more(gpu_model, doc_ids):
-    """capture_window's result thrown away (as notebook 04 does): the decoder keeps the graph,
+    """capture_graph's result thrown away (as notebook 04 does): the decoder keeps the graph,
     so the shared pool stays in use and the later captures into it succeed (with the graph
     freed, PyTorch's caching allocator asserts on the next capture into the pool)."""
     idx, _ = prompts(doc_ids, 1, 20, False)
@@ -219,7 +219,7 @@ def test_a_window_captured_alone_is_kept_and_the_pool_takes_more(gpu_model, doc_
     twin = GraphDecoder(gpu_model, 1, buckets=(32, 64, 1024), use_graph=False)
     dec.prefill(idx)
     twin.prefill(idx)
-    dec.capture_window(32)
+    dec.capture_graph(32)
     assert list(dec.graphs) == [32]
     dec.capture()
     assert sorted(dec.graphs) == [32, 64, 1024]

@@ -224,7 +224,7 @@ def test_the_static_decode_mask_is_window_mask_at_every_step(toy_model):
     dec.prefill(idx, torch.tensor(pads))
     tok = idx[:, -1:]
     for _ in range(30):  # positions 20..49, windows 24, 32 and 64
-        pos, window = dec.cache.n, dec.window()
+        pos, window = dec.cache.n, dec.graph_key()
         logits = dec.step(tok)
         mask = decode_mask(dec.cache, toy_model.cfg.n_kv_heads, window)
         assert mask.shape == (3, bucket_for(pos + 1, dec.buckets))
@@ -241,7 +241,7 @@ def test_the_slot_decode_mask_is_slot_mask_at_every_step(toy_model):
     for step in range(30):
         if step == 10:  # a slot leaves: its row is free again (key 0 alone)
             slots.release(3)
-        lens, window = slots.lens_dev.clone(), dec.window()
+        lens, window = slots.lens_dev.clone(), dec.graph_key()
         dec.step(torch.randint(0, 256, (4, 1)))
         mask = decode_mask(slots, toy_model.cfg.n_kv_heads, window)
         assert torch.equal(mask, slot_mask(lens, mask.shape[1])), step

@@ -256,7 +256,7 @@ def python_source(cell: dict) -> str:
 
 def test_package_names_are_found():
     names = package_names()
-    assert {"GraphDecoder", "capture_window", "bucket_for", "Engine", "timeline_figure"} <= names
+    assert {"GraphDecoder", "capture_graph", "bucket_for", "Engine", "timeline_figure"} <= names
 
 
 @pytest.mark.parametrize("path", EVERY, ids=ids(EVERY))

@@ -269,13 +269,13 @@ def test_toy_model_forward_replays_bit_exact(toy_model):
 @torch.no_grad()
 def test_the_course_decode_step_replays_like_its_eager_reference(toy_model):
     """GraphDecoder's static step (position in a device tensor, K/V written with index_copy_,
-    a masked window), captured with its own capture_window instead of on a GPU."""
+    a masked window), captured with its own capture_graph instead of on a GPU."""
     idx = torch.randint(0, toy_model.cfg.vocab_size, (2, 7))
     ref = GraphDecoder(toy_model, 2, max_len=32, buckets=(16, 32), use_graph=False)
     sim = GraphDecoder(toy_model, 2, max_len=32, buckets=(16, 32), graph_api=api)
     ref.prefill(idx)
     sim.prefill(idx)
-    g, out = sim.capture_window(16)
+    g, out = sim.capture_graph(16)
     assert sim.cache.pos.item() == 7  # recorded, not run
     tok = idx[:, -1:]
     for _ in range(8):

@@ -720,16 +720,16 @@ DOORS = {  # door → [(what the user passed, set-up, call, message)]
             r"tok holds token id -1",
         ),
         (
-            "capture(windows=128)",
+            "capture(keys=128)",
             static,
             lambda d: d.capture(128),
-            r"windows must be a tuple of buckets, got 128",
+            r"keys must be a tuple of graph keys, got 128",
         ),
         (
-            "capture(windows=(100,))",
+            "capture(keys=(100,))",
             static,
             lambda d: d.capture((100,)),
-            r"window 100 is not one of the buckets \(32, 64\)",
+            r"graph key 100 is not one of \(32, 64\)",
         ),
         (
             "capture on the CPU",

@@ -41,7 +41,7 @@ def compare_replay(
             twin.prefill(idx, pad_lens)
         tok = a[:, -1:].argmax(-1)
         for s in range(steps):
-            windows.add(fast.window())
+            windows.add(fast.graph_key())
             a, b = ref.step(tok), fast.step(tok)
             n += 1
             if first is None and not torch.equal(a, b):

@@ -188,7 +188,7 @@ def _setup_problem(events) -> str | None:
     if not warm:
         return (
             "no warm-up: run f once on the static input before the capture, on a side "
-            "stream, as GraphDecoder.capture_window does"
+            "stream, as GraphDecoder.capture_graph does"
         )
     side = [i for i in warm if before[i][2]]
     if not side:

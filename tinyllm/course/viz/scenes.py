@@ -91,7 +91,7 @@ def static_cache_step(
     for _ in range(steps):
         dec.step(tok)
     cache = dec.cache
-    pos, window = int(cache.pos), dec.window()
+    pos, window = int(cache.pos), dec.graph_key()
     keys_before = cache.k[0].clone()
     dec.step(tok)
     return {
