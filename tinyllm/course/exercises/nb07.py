@@ -26,10 +26,10 @@ def call_in_time(fn, args: tuple, shown: str):
 
 # --- exercise 1: one compiled graph per window ---------------------------------------------
 
-COMPILE_CASES = [  # (start, steps, buckets)
-    (10, 100, (32, 64, 128, 256)),
-    (0, 1, (128, 1024)),
+COMPILE_CASES = [  # (start, steps, buckets): the edge of a bucket before position 0, so that
+    (10, 100, (32, 64, 128, 256)),  # counting p keys instead of p + 1 gets its own hint
     (31, 2, (32, 64, 128)),
+    (0, 1, (128, 1024)),
     (31, 1, (32, 64, 128)),
     (127, 2, (128, 256)),
     (40, 300, (64, 128, 256, 512)),
