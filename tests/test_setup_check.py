@@ -9,8 +9,8 @@ from tinyllm.course import setup_check
 from tinyllm.course.setup_check import (
     NO_GPU,
     environment_report,
-    weights_item,
     print_report,
+    weights_item,
 )
 
 # --- the environment report ------------------------------------------------------------------

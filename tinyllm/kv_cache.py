@@ -460,10 +460,11 @@ class SlotKVCache(WindowCache):
 
     def set_lens(self, slot: int, length: int, active: bool) -> None:
         """One slot's length and active flag, on the host and on the device, and its decode
-        bias: keys 0..length-1 (a free slot: key 0)."""
+        bias: slot_mask at its last key, keys 0..length-1 (a free slot: key 0)."""
         self.lens[slot], self.active[slot] = length, active
         self.lens_dev[slot], self.active_dev[slot] = length, int(active)
-        self.set_bias(slot, torch.arange(self.max_len, device=self.device) <= max(length - 1, 0))
+        last = torch.tensor([max(length - 1, 0)], device=self.device)  # its last key
+        self.set_bias(slot, slot_mask(last, self.max_len)[0])
 
     def keys_needed(self) -> int:
         """Keys the next decode step attends over: the longest slot's, and its own."""

@@ -86,9 +86,18 @@ def validate_size(cfg, limits: Limits = LIMITS) -> None:
             )
 
 
+def canonical(device) -> torch.device:
+    """A device with its index: "cuda" is the current GPU, cuda:0 on one GPU, so that it
+    compares equal to the device a tensor reports."""
+    device = torch.device(device)
+    if device.type == "cuda" and device.index is None:
+        return torch.device("cuda", torch.cuda.current_device())
+    return device
+
+
 def validate_device(device) -> torch.device:
-    """`device` as a torch.device that holds tensors here: the CPU, or CUDA when torch sees
-    a GPU (meta holds no weights)."""
+    """`device` as a torch.device that holds tensors here (canonical: "cuda" is cuda:0 on one
+    GPU): the CPU, or CUDA when torch sees a GPU (meta holds no weights)."""
     try:
         device = torch.device(device)
     except (RuntimeError, TypeError):
@@ -97,7 +106,7 @@ def validate_device(device) -> torch.device:
         raise ValueError(f"device {device}: torch sees no CUDA device")
     if device.type not in ("cpu", "cuda"):
         raise ValueError(f"device {device}: the course runs on 'cpu' or 'cuda'")
-    return device
+    return canonical(device)
 
 
 def validate_model(model) -> torch.device:
@@ -128,7 +137,7 @@ def validate_ids(idx, vocab_size: int, device, name: str = "idx") -> None:
     validate_tensor(idx, name)
     if idx.dtype.is_floating_point or idx.dtype.is_complex or idx.dtype == torch.bool:
         raise ValueError(f"{name} must hold integer token ids, got dtype {idx.dtype}")
-    if idx.device != torch.device(device):
+    if idx.device != canonical(device):
         raise ValueError(f"{name} is on {idx.device}, the model on {device}: move it first")
     if idx.numel():
         lo, hi = (int(x) for x in torch.aminmax(idx))  # a reduction reads ids, never indexes
@@ -174,7 +183,7 @@ def validate_pad_lens(pad_lens, B: int | None = None, T: int | None = None, devi
         or pad_lens.dtype == torch.bool
     ):
         raise ValueError(f"pad_lens must be integers, got dtype {pad_lens.dtype}")
-    if device is not None and pad_lens.device != torch.device(device):
+    if device is not None and pad_lens.device != canonical(device):
         raise ValueError(f"pad_lens is on {pad_lens.device}, idx on {device}")
     if pad_lens.numel():
         lo, hi = (int(x) for x in torch.aminmax(pad_lens))
@@ -253,7 +262,7 @@ def validate_cache(cache, model, protocol: bool = False) -> int | None:
     max_len = getattr(owner, "max_len", None)
     if max_len is None:
         return None
-    if owner.device != device:
+    if canonical(owner.device) != device:
         raise ValueError(f"the cache is on {owner.device}, the model on {device}")
     if max_len > model.cfg.max_seq_len:
         raise ValueError(f"cache max_len {max_len} > max_seq_len {model.cfg.max_seq_len}")
