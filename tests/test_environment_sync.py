@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 REQUIREMENTS = ROOT / "requirements.txt"
 ENVIRONMENT = ROOT / "environment.yml"
 
-PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s;#]+)$")
+PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s;#]+)\s*(?:;\s*(.+))?$")
 
 
 def normalize(name):
@@ -27,11 +27,13 @@ def normalize(name):
 
 
 def parse_pin(text, where):
-    """`name==version` -> (normalized name, version); anything looser is an error."""
+    """`name==version` or `name==version; marker` -> (normalized name, version with its
+    marker, if any); anything looser is an error."""
     m = PIN.match(text)
     if m is None:
         raise ValueError(f"{where}: {text!r} is not an exact pin 'name==version'")
-    return normalize(m.group(1)), m.group(2)
+    marker = f"; {m.group(3).strip()}" if m.group(3) else ""
+    return normalize(m.group(1)), m.group(2) + marker
 
 
 def add_pin(pins, name, version, where):
@@ -130,6 +132,6 @@ def test_pins_satisfy_pyproject():
             problems.append(
                 f"{name}: a dependency in pyproject.toml, not pinned in requirements.txt"
             )
-        elif not spec.specifier.contains(pins[name], prereleases=True):
+        elif not spec.specifier.contains(pins[name].split(";")[0], prereleases=True):
             problems.append(f"{name}: pinned {pins[name]}, pyproject.toml asks {spec.specifier}")
     assert not problems, "\n".join(problems)

@@ -43,7 +43,11 @@ except ImportError:  # macOS, Windows: the kernels' bodies below are never run
         constexpr = None
 
 
-N_SPLITS = 8  # shares of a row's blocks, each its own program: the grid's third axis
+# Shares of a row's blocks, each its own program (the grid's third axis), and the warps of a
+# program: the fastest of 8 or 16 shares and 2 or 4 warps for 16-position blocks in the
+# shipped model's step on the H200 (results/probes/, 2026-12-01: 16 and 2).
+N_SPLITS = 16
+NUM_WARPS = 2
 
 
 def reference_paged_decode_attention(q, k_cache, v_cache, block_table, lens) -> Tensor:
@@ -122,7 +126,7 @@ if triton is not None:
 
 
 def triton_paged_decode_attention(
-    q, k_cache, v_cache, block_table, lens, kernels=None, n_splits=N_SPLITS, num_warps=4
+    q, k_cache, v_cache, block_table, lens, kernels=None, n_splits=N_SPLITS, num_warps=NUM_WARPS
 ) -> Tensor:
     """Launch the two kernels (kernels: a (split, combine) pair, default the compiled ones)."""
     split, combine = kernels or (split_kernel, combine_kernel)
