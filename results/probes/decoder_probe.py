@@ -22,10 +22,20 @@ def replayed_us(dec, idx, n_steps=40, repeats=5):
     per = []
     for _ in range(repeats):
         dec.prefill(idx)
-        per.append(statistics.median(step_times(lambda t: dec.step(t, check=False), tok, n_steps, warmup=2)))
+        per.append(
+            statistics.median(
+                step_times(lambda t: dec.step(t, check=False), tok, n_steps, warmup=2)
+            )
+        )
     dec.prefill(idx)
     k = kernel_summary(profile_steps(lambda t: dec.step(t, check=False), tok))
-    return round(statistics.median(per), 1), round(min(per), 1), round(max(per), 1), k["kernels"], round(k["kernel_us"], 1)
+    return (
+        round(statistics.median(per), 1),
+        round(min(per), 1),
+        round(max(per), 1),
+        k["kernels"],
+        round(k["kernel_us"], 1),
+    )
 
 
 def main():
@@ -61,12 +71,24 @@ def main():
                 dec.capture()
                 setup = round(time.time() - ts0, 2)
                 us = replayed_us(dec, short)
-                emit(kind="step", kv=kv, compile=compile, B=B, positions="32-71", us=us, setup_s=setup)
+                emit(
+                    kind="step",
+                    kv=kv,
+                    compile=compile,
+                    B=B,
+                    positions="32-71",
+                    us=us,
+                    setup_s=setup,
+                )
                 long = prompt_batch(B, 1000, "cuda")
                 us = replayed_us(dec, long, n_steps=20)
                 emit(kind="step", kv=kv, compile=compile, B=B, positions="1000-1019", us=us)
-    emit(kind="done", seconds=round(time.time() - t0, 1), torch=torch.__version__,
-         gpu=torch.cuda.get_device_name())
+    emit(
+        kind="done",
+        seconds=round(time.time() - t0, 1),
+        torch=torch.__version__,
+        gpu=torch.cuda.get_device_name(),
+    )
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ import torch
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
 import kernel_v2 as V  # noqa: E402
+
 from tinyllm import GraphDecoder, kernels, load_pretrained  # noqa: E402
 from tinyllm.lab.prompts import prompt_batch  # noqa: E402
 from tinyllm.lab.timing import kernel_summary, profile_steps, step_times  # noqa: E402
@@ -50,7 +51,10 @@ def main():
     for name, f in VARIANTS.items():
         kernels.triton_paged_decode_attention = lambda q, k, v, t, n, f=f: f(q, k, v, t, n)
         idx = prompt_batch(3, 37, "cuda")
-        g, e = GraphDecoder(model, 3, kv="paged"), GraphDecoder(model, 3, kv="paged", use_graph=False)
+        g, e = (
+            GraphDecoder(model, 3, kv="paged"),
+            GraphDecoder(model, 3, kv="paged", use_graph=False),
+        )
         g.prefill(idx)
         tok = e.prefill(idx)[:, -1:].argmax(-1)
         equal = True

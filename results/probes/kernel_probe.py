@@ -5,12 +5,10 @@ over a gathered window and FlexAttention. One JSON line per result."""
 
 import json
 import statistics
-import sys
 import time
 
 import torch
 import torch.nn.functional as F
-
 
 from tinyllm import kernels as K  # noqa: E402
 
@@ -88,22 +86,38 @@ def main():
             v = torch.randn_like(k)
             bias = torch.zeros(B * H_KV, 1, 1, n, device=DEV, dtype=DT)
             bias[..., n // 2 :] = float("-inf")
-            emit(kind="sdpa_window", B=B, keys=n,
-                 us=graph_time(lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=bias)))
+            emit(
+                kind="sdpa_window",
+                B=B,
+                keys=n,
+                us=graph_time(lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=bias)),
+            )
             for BS in (16, 32):
                 qp, kc, vc, table, lens = paged_inputs(B, BS, n)
                 for ns in (4, 8, 16):
                     for nw in (1, 2, 4):
-                        emit(kind="paged_triton", B=B, keys=n, BS=BS, splits=ns, warps=nw,
-                             us=graph_time(lambda: K.triton_paged_decode_attention(
-                                 qp, kc, vc, table, lens, n_splits=ns, num_warps=nw)))
+                        emit(
+                            kind="paged_triton",
+                            B=B,
+                            keys=n,
+                            BS=BS,
+                            splits=ns,
+                            warps=nw,
+                            us=graph_time(
+                                lambda: K.triton_paged_decode_attention(
+                                    qp, kc, vc, table, lens, n_splits=ns, num_warps=nw
+                                )
+                            ),
+                        )
                 nb = (n + BS - 1) // BS
 
                 def gathered():
                     rows = table[:, :nb].long()
                     kk = kc[rows].transpose(1, 2).reshape(B * H_KV, 1, nb * BS, D)
                     vv = vc[rows].transpose(1, 2).reshape(B * H_KV, 1, nb * BS, D)
-                    return F.scaled_dot_product_attention(q, kk, vv, attn_mask=bias[..., :1].expand(-1, -1, -1, nb * BS))
+                    return F.scaled_dot_product_attention(
+                        q, kk, vv, attn_mask=bias[..., :1].expand(-1, -1, -1, nb * BS)
+                    )
 
                 emit(kind="sdpa_gathered", B=B, keys=n, BS=BS, us=graph_time(gathered))
     try:  # FlexAttention's decoding path, over a contiguous cache with the length as a mask
@@ -121,12 +135,20 @@ def main():
                     return kv_idx < lens_dev[b]
 
                 bm = create_block_mask(keep, B, None, 1, 1024, device=DEV)
-                emit(kind="flex", B=B, keys=n,
-                     us=graph_time(lambda: flex(qf, kf, vf, block_mask=bm, enable_gqa=True)))
+                emit(
+                    kind="flex",
+                    B=B,
+                    keys=n,
+                    us=graph_time(lambda: flex(qf, kf, vf, block_mask=bm, enable_gqa=True)),
+                )
     except Exception as e:  # noqa: BLE001
         emit(kind="flex_failed", error=repr(e)[:300])
-    emit(kind="done", seconds=round(time.time() - t0, 1), torch=torch.__version__,
-         gpu=torch.cuda.get_device_name())
+    emit(
+        kind="done",
+        seconds=round(time.time() - t0, 1),
+        torch=torch.__version__,
+        gpu=torch.cuda.get_device_name(),
+    )
 
 
 if __name__ == "__main__":

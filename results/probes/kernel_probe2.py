@@ -12,6 +12,7 @@ import torch
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
 import kernel_v2 as V  # noqa: E402
+
 from tinyllm import kernels as K  # noqa: E402
 
 DEV, DT = "cuda", torch.bfloat16
@@ -75,9 +76,15 @@ def main():
     for name, f in VARIANTS.items():
         worst, moved = 0.0, 0
         for trial in range(60):
-            B, BS, n = (1, 8)[trial % 2], (16, 32)[trial // 2 % 2], (1, 17, 128, 1000, 1024)[trial % 5]
+            B, BS, n = (
+                (1, 8)[trial % 2],
+                (16, 32)[trial // 2 % 2],
+                (1, 17, 128, 1000, 1024)[trial % 5],
+            )
             q, kc, vc, table, lens = inputs(B, BS, n, gen)
-            want = K.reference_paged_decode_attention(q.float(), kc.float(), vc.float(), table, lens)
+            want = K.reference_paged_decode_attention(
+                q.float(), kc.float(), vc.float(), table, lens
+            )
             a = f(q, kc, vc, table, lens, ns=16, nw=2)
             b = f(q, kc, vc, table, lens, ns=16, nw=2)
             moved += not torch.equal(a, b)
