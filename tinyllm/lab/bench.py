@@ -34,14 +34,14 @@ from torch.nn.attention import SDPBackend
 from tinyllm import Engine, GraphDecoder, Tokenizer, default_buckets, load_pretrained
 from tinyllm.generation import left_pad
 from tinyllm.graphs import COURSE_COMPILE
-from tinyllm.lab import gptfast, peers
+from tinyllm.lab import gptfast, pages, peers
 from tinyllm.lab.exactness import compare_eager_static, compare_replay
 from tinyllm.lab.prompts import PROMPT, prompt_batch, prompt_ids
 from tinyllm.lab.timing import copy_bandwidth_GBps, pool_bytes, step_times
 from tinyllm.precision import ATTENTION_BACKENDS
 
 RESULTS = Path(__file__).resolve().parents[2] / "results"
-SECTIONS = ("steps", "capture", "exactness", "engine", "peers", "sweep", "windows")
+SECTIONS = ("steps", "capture", "exactness", "engine", "peers", "sweep", "windows", "paged")
 
 
 def gpu_slug(name: str) -> str:
@@ -226,13 +226,31 @@ def counters_clear() -> None:
     counters.clear()
 
 
+def measure_paged(model, repeats: int) -> dict:
+    """Notebook 08's measurements: the steps on equal footing (lab.pages: gpt-fast's kernels
+    and the course's, each replayed from a graph with one token copy per step), the attention
+    call against length, the paged step against position, the capture sizes' graphs, and
+    replay against the eager paged step."""
+    idx = prompt_batch(1, 32, "cuda")
+    extra = {k: v for k, v in COURSE_COMPILE["options"].items()
+             if k not in gptfast.GENERATE_PY_INDUCTOR}  # fmt: skip
+    torch._dynamo.reset()
+    rows = peers.measure(pages.equal_footing(model, idx, extra), repeats=repeats)
+    sweep = pages.paged_sweep(model, idx)
+    return {"batch": 1, "positions": [32, 75], "rows": rows, "gpt_fast_extra": extra,
+            "gpt_fast_cache": 32 + 256, "attention": pages.attention_times(cfg=model.cfg),
+            "sweep": sweep, "capture": pages.capture_sizes(model),
+            "exactness": pages.paged_exactness(model)}  # fmt: skip
+
+
 def headline(res: dict) -> dict:
     """Batch 1, window 128: the course's graph and fused steps against gpt-fast in its
-    strongest form (peers.strongest_gptfast), eager, and the engine."""
+    strongest form (peers.strongest_gptfast), eager, and the engine; with the paged section,
+    the steps on an ideal host (lab.pages) and the paged step's flatness."""
     rows = {r["name"]: r for r in res["fusion"]["rows"]}
     best = rows["fused kernels in bucketed graphs"]
     gptfast = peers.strongest_gptfast(res["fusion"]["rows"])["step_us"]["median"]
-    return {
+    out = {
         "graph_step_us": rows["graph"]["step_us"]["median"],
         "graph_kernels": rows["graph"]["kernels"],
         "fused_step_us": best["step_us"]["median"],
@@ -242,6 +260,24 @@ def headline(res: dict) -> dict:
         "eager_step_us": rows["eager"]["step_us"]["median"],
         "engine_speedup_32_slots": res["engine"]["speedup"],
     }
+    if "paged" in res:
+        p = res["paged"]
+        ideal = {r["name"]: r for r in p["rows"]}
+        extra = ", ".join(f"{k}={v}" for k, v in p["gpt_fast_extra"].items())
+        gpt = ideal[f"gpt-fast, ideal host, {extra}"]["step_us"]["median"]
+        fused = ideal["fused kernels in bucketed graphs, ideal host"]["step_us"]["median"]
+        paged, paged_fused = ideal["paged, ideal host"], ideal["paged fused, ideal host"]
+        out |= {
+            "gptfast_ideal_us": gpt,
+            "fused_over_gptfast_ideal": round(fused / gpt, 3),
+            "paged_step_us": paged["step_us"]["median"],
+            "paged_kernels": paged["kernels"],
+            "paged_fused_step_us": paged_fused["step_us"]["median"],
+            "paged_fused_kernels": paged_fused["kernels"],
+            "paged_over_gptfast_ideal": round(paged_fused["step_us"]["median"] / gpt, 3),
+            "paged_long_over_short": pages.long_over_short(p["sweep"], "paged fused"),
+        }
+    return out
 
 
 def record(args, command: str) -> dict:
@@ -299,6 +335,8 @@ def record(args, command: str) -> dict:
         res["host_breakdown"] = res["fusion"].pop("host_breakdown")
     if "sweep" in sections and built:
         res["position_sweep"] = peers.measure_sweep(model, built, prompt_batch(1, 32, "cuda"))
+    if "paged" in sections:
+        res["paged"] = measure_paged(model, repeats)
     if "windows" in sections:
         res["window_times"] = {
             str(B): peers.window_times(model, prompt_batch(B, 32, "cuda"), repeats) for B in (1, 8)

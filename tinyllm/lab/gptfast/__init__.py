@@ -33,7 +33,9 @@ Not guaranteed: bit-equality with the course: the attention kernels differ, and 
 computes RoPE and its norms in fp32 between bf16 tensors; in fp32 on the CPU the logits
 agree to ~1e-5 (tests/test_gptfast.py). Also offered, and named so: static_tables, the
 one-line change that keeps torch 2.11's CUDAGraph Trees from copying freqs_cis and
-causal_mask (plain attributes in model.py) at every replay; and extra Inductor settings.
+causal_mask (plain attributes in model.py) at every replay; extra Inductor settings; and
+make_ideal_step, its compiled forward replayed from a graph captured by hand (an ideal host:
+no guards, no input copies), the footing on which its kernels meet the course's.
 gpt-fast's newest generate.py (meta-pytorch 05f7c16) attends with FlexAttention block
 masks instead; that variant is not reproduced here.
 """
@@ -52,6 +54,7 @@ from tinyllm.lab.gptfast.generate import (
     logits_to_probs,
     make_decode_step,
     make_forward_step,
+    make_ideal_step,
     model_forward,
     multinomial_sample_one_no_sync,
     own_copy,
@@ -88,6 +91,7 @@ __all__ = [
     "logits_to_probs",
     "make_decode_step",
     "make_forward_step",
+    "make_ideal_step",
     "model_forward",
     "ModelArgs",
     "multinomial_sample_one_no_sync",

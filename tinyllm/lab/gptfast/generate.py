@@ -296,3 +296,58 @@ def make_forward_step(
         run, gf, idx, max_new_tokens, GENERATE_PY_INDUCTOR | (extra_inductor or {}), static_tables
     )
     return step, _clock() - t0
+
+
+def make_ideal_step(model, idx: Tensor, max_new_tokens: int, *, extra_inductor: dict | None = None):
+    """gpt-fast's model forward compiled with generate.py's Inductor settings (then
+    extra_inductor), its kernels replayed from a CUDA graph captured by hand: the host's work
+    per step is one token copy and one launch, an ideal host, where Dynamo's guards and
+    CUDAGraph Trees' input copies are gone. Its cache is the one generate.py sizes,
+    min(T + max_new_tokens, block_size) positions. step(tok) → logits (B, 1, V), valid until
+    the next call; the position advances inside the graph. Returns (step, setup_s)."""
+    _check_args(model, idx, max_new_tokens, 0.0, None, extra_inductor)
+    t0 = _clock()
+    gf = from_course(model)
+    forward = torch.compile(own_copy(model_forward), fullgraph=True, dynamic=False)
+    B, T = idx.shape
+    input_pos = torch.tensor([T], device=idx.device, dtype=torch.int)
+    with torch.no_grad():
+        gf.setup_caches(
+            max_batch_size=B, max_seq_length=min(T + max_new_tokens, gf.config.block_size)
+        )
+        tok = prefill(gf, idx, torch.arange(0, T, device=idx.device)).clone()  # (B, 1) int32
+        with (
+            inductor_settings(GENERATE_PY_INDUCTOR | (extra_inductor or {})),
+            sdpa_kernel(GENERATE_PY_SDPA),
+        ):
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):  # compile and warm up, as any capture needs
+                for _ in range(WARMUP_CALLS):
+                    forward(gf, tok, input_pos)
+            torch.cuda.current_stream().wait_stream(side)
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                logits = forward(gf, tok, input_pos)
+                input_pos += 1
+    input_pos.fill_(T)
+    n_taken = 0
+
+    def step(new_tok: Tensor) -> Tensor:
+        nonlocal n_taken
+        if n_taken == max_new_tokens:
+            raise ValueError(
+                f"step {n_taken + 1} would write past the cache of {T + max_new_tokens}"
+            )
+        n_taken += 1
+        tok.copy_(new_tok)
+        graph.replay()
+        return logits
+
+    def reset() -> None:
+        nonlocal n_taken
+        input_pos.fill_(T)
+        n_taken = 0
+
+    step.reset = reset
+    return step, _clock() - t0

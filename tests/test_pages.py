@@ -1,0 +1,53 @@
+"""The paged section's arithmetic, on a made-up recording in the bench's schema: the headline
+keys of the steps on equal footing, and the paged step's flatness from its sweep."""
+
+import pytest
+from conftest import peer_results
+
+from tinyllm.lab import bench, pages
+
+
+def paged_section() -> dict:
+    def row(name, median, kernels):
+        return {"name": name, "step_us": {"median": median, "min": median, "max": median, "n": 5},
+                "kernels": kernels}  # fmt: skip
+
+    return {
+        "gpt_fast_extra": {"triton.enable_pdl": True},
+        "rows": [
+            row("gpt-fast, ideal host", 90.0, 61),
+            row("gpt-fast, ideal host, triton.enable_pdl=True", 80.0, 61),
+            row("graph, ideal host", 170.0, 75),
+            row("fused kernels in bucketed graphs, ideal host", 84.0, 49),
+            row("paged, ideal host", 130.0, 70),
+            row("paged fused, ideal host", 60.0, 40),
+        ],
+        "sweep": {
+            "positions": [32, 48, 64, 992, 1008],
+            "bin_size": 16,
+            "paged_us": [130.0, 131.0, 132.0, 140.0, 141.0],
+            "paged fused_us": [60.0, 61.0, 62.0, 66.0, 68.0],
+        },
+    }
+
+
+def test_the_headline_reads_the_steps_on_equal_footing():
+    res = peer_results()
+    res["paged"] = paged_section()
+    h = bench.headline(res)
+    assert h["gptfast_ideal_us"] == 80.0  # with the course's settings (PDL)
+    assert h["fused_over_gptfast_ideal"] == pytest.approx(84 / 80, abs=1e-3)
+    assert (h["paged_step_us"], h["paged_kernels"]) == (130.0, 70)
+    assert (h["paged_fused_step_us"], h["paged_fused_kernels"]) == (60.0, 40)
+    assert h["paged_over_gptfast_ideal"] == 0.75
+    assert h["paged_long_over_short"] == round(68.0 / 61.0, 3)  # bins from 1000 over 32-75
+    assert h["best_over_gptfast"] == peer_results()["headline"]["best_over_gptfast"]
+
+
+def test_a_recording_without_the_paged_section_keeps_its_headline():
+    assert "gptfast_ideal_us" not in bench.headline(peer_results())
+
+
+def test_long_over_short_takes_medians_of_its_positions():
+    sweep = {"positions": [32, 48, 64, 80, 1000, 1016], "x_us": [10, 11, 30, 50, 12, 14]}
+    assert pages.long_over_short(sweep, "x") == round(13 / 11, 3)

@@ -1,0 +1,195 @@
+"""The paged step measured, and its peers on equal footing (notebook 08, bench.py).
+
+Equal footing: every step below is replayed from a CUDA graph with one token copy and one
+launch per step, nothing else on the host (an ideal host): gpt-fast's compiled forward in a
+graph captured by hand (gptfast.make_ideal_step), with generate.py's Inductor settings and
+with the course's extra one (PDL); the course's windowed and paged steps, unfused and
+compiled, their decoders' graphs replayed directly. Then the kernels, not the host, set
+every time, and the ratio of two of them says which kernels are faster.
+
+Also: the attention call alone against the number of keys (SDPA in the course's window form
+and kernels.paged_decode_attention, each inside a graph, calls back to back); the paged step
+against position (the windowed step climbs its bucket staircase, the paged one should stay
+flat); every capture size's capture time and the pool they share; replay against the eager
+paged step, bit for bit. All need CUDA.
+"""
+
+import statistics
+import time
+from functools import partial
+
+import torch
+import torch.nn.functional as F
+
+from tinyllm import Engine, GraphDecoder, kernels
+from tinyllm.graphs import default_capture_sizes
+from tinyllm.lab import gptfast
+from tinyllm.lab.peers import Variant, position_sweep
+from tinyllm.lab.prompts import prompt_batch
+from tinyllm.lab.timing import pool_bytes
+
+
+def _clock() -> float:
+    torch.cuda.synchronize()
+    return time.perf_counter()
+
+
+def replayed(model, idx, name: str, kv: str = "static", compile=False, room: int = 96) -> Variant:
+    """A GraphDecoder's step as an ideal host runs it: copy the token in, replay the graph of
+    the step's key (its window, or its batch for kv="paged"), nothing else. reset() prefills
+    idx again (and, paged, hands the rows the blocks of `room` more positions up front, since
+    nothing between replays grows them)."""
+    t0 = _clock()
+    dec = GraphDecoder(model, idx.shape[0], kv=kv, compile=compile)
+
+    def reset():
+        dec.prefill(idx)
+        if kv == "paged":
+            for row in range(dec.batch):
+                dec.cache.take(row, idx.shape[1] + room)
+
+    reset()
+    key = dec.graph_key()
+    dec.capture((key,))
+    setup_s = _clock() - t0
+
+    def step(tok):
+        dec.tok.copy_(tok)
+        return dec.replay(key)
+
+    return Variant(name, reset, step, idx[:, -1:].clone(), setup_s)
+
+
+def ideal_gptfast(model, idx, max_new_tokens: int, name: str, extra=None) -> Variant:
+    step, setup_s = gptfast.make_ideal_step(model, idx, max_new_tokens, extra_inductor=extra)
+    return Variant(name, step.reset, step, idx[:, -1:].int(), setup_s)
+
+
+def equal_footing(model, idx, extra: dict, max_new_tokens: int = 256) -> list[Variant]:
+    """The steps compared on an ideal host (the module docstring), at idx's operating point:
+    gpt-fast's cache of T + max_new_tokens positions, as generate.py sizes it for the bench."""
+    pdl = ", ".join(f"{k}={v}" for k, v in extra.items())
+    return [
+        ideal_gptfast(model, idx, max_new_tokens, "gpt-fast, ideal host"),
+        ideal_gptfast(model, idx, max_new_tokens, f"gpt-fast, ideal host, {pdl}", extra),
+        replayed(model, idx, "graph, ideal host"),
+        replayed(model, idx, "fused kernels in bucketed graphs, ideal host", compile=True),
+        replayed(model, idx, "paged, ideal host", kv="paged"),
+        replayed(model, idx, "paged fused, ideal host", kv="paged", compile=True),
+    ]
+
+
+def attention_times(lengths=(40, 128, 256, 512, 1024), batches=(1, 8), calls: int = 20,
+                    repeats: int = 30, cfg=None) -> dict:  # fmt: skip
+    """µs per call of decode attention alone, in a CUDA graph of `calls` calls back to back
+    (the median of `repeats` replays): SDPA in the course's window form ((B·H_kv, 1, G, D)
+    over a window of n keys, an additive bias) and the paged kernel over n keys in blocks of
+    16, for the shipped model's heads, in bf16."""
+    H, H_kv, D = (8, 4, 32) if cfg is None else (cfg.n_heads, cfg.n_kv_heads, cfg.head_dim)
+    dev, dt, gen = "cuda", torch.bfloat16, torch.Generator(device="cuda").manual_seed(0)
+
+    def per_call(fn) -> float:
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            fn()
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            for _ in range(calls):
+                fn()
+        times = []
+        for _ in range(repeats):
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record()
+            graph.replay()
+            b.record()
+            b.synchronize()
+            times.append(a.elapsed_time(b) * 1e3 / calls)
+        return round(statistics.median(times), 2)
+
+    out = {"lengths": list(lengths), "calls": calls, "block_size": 16}
+    for B in batches:
+        sdpa, paged = [], []
+        for n in lengths:
+            q = torch.randn(B * H_kv, 1, H // H_kv, D, device=dev, dtype=dt, generator=gen)
+            k = torch.randn(B * H_kv, 1, n, D, device=dev, dtype=dt, generator=gen)
+            v = torch.randn(B * H_kv, 1, n, D, device=dev, dtype=dt, generator=gen)
+            bias = torch.zeros(B * H_kv, 1, 1, n, device=dev, dtype=dt)
+            sdpa.append(per_call(partial(F.scaled_dot_product_attention, q, k, v, attn_mask=bias)))
+            blocks = -(-n // 16)
+            pool = torch.randn(B * blocks + 1, H_kv, 16, D, device=dev, dtype=dt, generator=gen)
+            table = (torch.arange(B * blocks, device=dev, dtype=torch.int32) + 1).view(B, blocks)
+            lens = torch.full((B,), n, device=dev, dtype=torch.int32)
+            qp = torch.randn(B, H, D, device=dev, dtype=dt, generator=gen)
+            paged.append(
+                per_call(partial(kernels.paged_decode_attention, qp, pool, pool, table, lens))
+            )
+        out[str(B)] = {"sdpa_window_us": sdpa, "paged_kernel_us": paged}
+    return out
+
+
+def paged_sweep(model, idx, bin_size: int = 16) -> dict:
+    """The replayed step against position, 32 to max_len - 1, for the paged step unfused and
+    compiled (each decoder's own step, as in lab.peers.measure_sweep): medians per bin."""
+    n = model.cfg.max_seq_len - idx.shape[1]
+    out = {"positions": list(range(idx.shape[1], idx.shape[1] + n, bin_size)), "bin_size": bin_size}
+    for name, compile in (("paged", False), ("paged fused", True)):
+        dec = GraphDecoder(model, idx.shape[0], kv="paged", compile=compile)
+        dec.prefill(idx)
+        dec.capture()
+        variant = Variant(name, lambda d=dec: d.prefill(idx), lambda tok, d=dec: d.step(tok, False),
+                          idx[:, -1:].clone(), 0.0)  # fmt: skip
+        times = position_sweep(variant, n)
+        out[f"{name}_us"] = [round(statistics.median(b), 1) for b in
+                             (times[i : i + bin_size] for i in range(0, n, bin_size))]  # fmt: skip
+    return out
+
+
+def long_over_short(sweep: dict, name: str, short=(32, 75), long_from: int = 1000) -> float:
+    """The median step at positions >= long_from over the median at `short` positions."""
+    rows = list(zip(sweep["positions"], sweep[f"{name}_us"]))
+    s = [t for p, t in rows if short[0] <= p <= short[1]]
+    ell = [t for p, t in rows if p >= long_from]
+    return round(statistics.median(ell) / statistics.median(s), 3)
+
+
+def capture_sizes(model, n_slots: int = 32, max_len: int = 512) -> dict:
+    """The paged engine's graphs, one per default capture size, captured into one pool
+    (largest first): seconds and the pool's bytes; and the same for the slot engine's
+    buckets, beside it."""
+    out = {"n_slots": n_slots, "capture_sizes": list(default_capture_sizes(n_slots))}
+    for kv in ("paged", "slots"):
+        engine = Engine(model, n_slots, max_len=max_len, use_graph=True, kv=kv)
+        seconds = engine.decoder.capture()
+        out[kv] = {"capture_s": round(seconds, 3), "pool_bytes": pool_bytes(engine.decoder.pool),
+                   "graphs": sorted(engine.decoder.graphs)}  # fmt: skip
+    return out
+
+
+@torch.no_grad()
+def paged_exactness(model, steps: int = 200, batches=(1, 3, 8)) -> dict:
+    """Replay against the same paged step run eagerly, bit for bit, batch by batch, from a
+    37-token prompt (block boundaries every 16 positions) and again after a 900-token one
+    (the graph captured at the first, replayed at the second); and the share of greedy
+    tokens the paged step agrees on with the windowed step, over 256 steps at batch 8."""
+    out = {"batches": list(batches), "steps": 0, "all_equal": True, "first_difference": None}
+    for B in batches:
+        graph = GraphDecoder(model, B, kv="paged")
+        eager = GraphDecoder(model, B, kv="paged", use_graph=False)
+        for T, n in ((37, steps), (900, min(steps, model.cfg.max_seq_len - 900))):
+            idx = prompt_batch(B, T, "cuda")
+            graph.prefill(idx)
+            tok = eager.prefill(idx)[:, -1:].argmax(-1)
+            for s in range(n):
+                a, b = graph.step(tok), eager.step(tok)
+                out["steps"] += 1
+                if out["all_equal"] and not torch.equal(a, b):
+                    out["all_equal"] = False
+                    out["first_difference"] = {"batch": B, "prompt": T, "step": s}
+                tok = b[:, -1].argmax(-1, keepdim=True)
+    idx = prompt_batch(8, 32, "cuda")
+    windowed = GraphDecoder(model, 8).generate(idx, 256)
+    paged = GraphDecoder(model, 8, kv="paged").generate(idx, 256)
+    out["greedy_agreement_with_windowed"] = round((windowed == paged).float().mean().item(), 4)
+    return out
