@@ -225,3 +225,31 @@ def test_each_build_compiles_its_own_copy():
         assert gptfast.own_copy(f)(x).equal(f(x))
     finally:
         torch._dynamo.reset()
+
+
+@pytest.mark.cuda
+def test_the_ideal_host_step_outlives_the_memory_it_reads(doc_ids):
+    """make_ideal_step's graph reads gpt-fast's weights and cache: with the caching
+    allocator's free memory handed back and reused, its logits still follow the eager ones."""
+    import gc
+
+    from tinyllm import load_pretrained
+
+    model = load_pretrained("cuda")
+    idx = torch.tensor([doc_ids[1000:1032]], device="cuda")
+    ref, _ = gptfast.make_forward_step(model, idx, 16, compile_mode=None)
+    torch._dynamo.reset()
+    try:
+        step, _ = gptfast.make_ideal_step(model, idx, 16)
+        gc.collect()
+        torch.cuda.empty_cache()
+        junk = torch.full((64, 2**20), float("nan"), device="cuda")  # reuses what was freed
+        tok = idx[:, -1:].int()
+        for _ in range(16):
+            a, b = step(tok).float(), ref(tok).float()
+            assert rel_diff(a, b) < 2e-2  # bf16, different kernels
+            tok = b[:, -1:].argmax(-1).int()
+        torch.cuda.synchronize()
+        del junk
+    finally:
+        torch._dynamo.reset()

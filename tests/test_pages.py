@@ -51,3 +51,12 @@ def test_a_recording_without_the_paged_section_keeps_its_headline():
 def test_long_over_short_takes_medians_of_its_positions():
     sweep = {"positions": [32, 48, 64, 80, 1000, 1016], "x_us": [10, 11, 30, 50, 12, 14]}
     assert pages.long_over_short(sweep, "x") == round(13 / 11, 3)
+
+
+def test_the_recorded_paged_section_carries_its_own_headline():
+    from tinyllm.lab.results import load_paged
+
+    rec = load_paged()
+    assert rec["provenance"]["gpu"] == "NVIDIA H200" and rec["provenance"]["commit"]
+    assert rec["headline"] == bench.paged_headline(rec["paged"])  # no figure typed in by hand
+    assert rec["paged"]["exactness"]["all_equal"] is True

@@ -62,6 +62,15 @@ def load_diet(gpu: str = SHIPPED) -> dict | None:
     return _read(path) if path.exists() else None
 
 
+def load_paged(gpu: str = SHIPPED) -> dict | None:
+    """results/<gpu>_paged.json, the bench's paged section (bench.measure_paged: the steps on
+    equal footing, the attention call against length, the paged step against position, the
+    capture sizes, replay against the eager paged step) with its headline keys, or None if
+    it was not recorded."""
+    path = results_dir() / f"{gpu}_paged.json"
+    return _read(path) if path.exists() else None
+
+
 def own_results() -> dict | None:
     """The newest recording other than the shipped one (a learner's `make bench`, by the
     date in its provenance), or None."""

@@ -350,5 +350,5 @@ def make_ideal_step(model, idx: Tensor, max_new_tokens: int, *, extra_inductor: 
         n_taken = 0
 
     step.reset = reset
-    step.model = gf  # the graph reads gf's weights and cache: they live as long as the step
+    step.gf = gf  # the graph reads gf's weights and cache: they must live as long as the step
     return step, _clock() - t0

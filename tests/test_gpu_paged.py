@@ -1,0 +1,75 @@
+"""The paged cache on a GPU: the Triton kernels against the reference in bf16, one graph per
+capture size replayed bit for bit as the same paged step run eagerly at every length, and
+the paged engine's tokens with graphs equal to its tokens without. Marked cuda: skipped
+where torch sees no GPU (conftest.py)."""
+
+import random
+
+import pytest
+import torch
+
+from tinyllm import Engine, GraphDecoder, kernels, load_pretrained
+
+pytestmark = pytest.mark.cuda
+
+
+@pytest.fixture(scope="module")
+def gpu_model():
+    return load_pretrained("cuda")
+
+
+@pytest.mark.parametrize("lens", [[1, 16, 17, 200], [1023, 1024, 5, 64]], ids=["short", "long"])
+@pytest.mark.parametrize("heads", [(8, 4), (8, 2), (4, 4)], ids=lambda h: f"{h[0]}q{h[1]}kv")
+def test_the_triton_kernels_compute_the_reference_in_bf16(lens, heads):
+    H, H_kv = heads
+    g = torch.Generator(device="cuda").manual_seed(0)
+    B, D, block, per_row = len(lens), 32, 16, 64
+    n_blocks = B * per_row + 1
+    k, v = (torch.randn(n_blocks, H_kv, block, D, device="cuda", generator=g,
+                        dtype=torch.bfloat16) for _ in "kv")  # fmt: skip
+    table = (torch.randperm(n_blocks - 1, device="cuda", generator=g) + 1)[: B * per_row]
+    table = table.view(B, per_row).int()
+    q = torch.randn(B, H, D, device="cuda", generator=g, dtype=torch.bfloat16)
+    lens_t = torch.tensor(lens, device="cuda", dtype=torch.int32)
+    out = kernels.paged_decode_attention(q, k, v, table, lens_t)
+    ref = kernels.reference_paged_decode_attention(q, k, v, table, lens_t)
+    assert out.dtype == torch.bfloat16 and out.shape == q.shape
+    assert (out.float() - ref.float()).abs().max() <= 2e-2 * ref.float().abs().max()
+
+
+@pytest.mark.parametrize("batch", [1, 3, 8])
+def test_one_graph_replays_the_eager_paged_step_at_every_length(gpu_model, doc_ids, batch):
+    """Captured once, after a 37-token prefill; replayed across block boundaries there and,
+    after a 900-token prefill, at 900 keys and on: torch.equal with the eager paged step."""
+    graph = GraphDecoder(gpu_model, batch, kv="paged")
+    eager = GraphDecoder(gpu_model, batch, kv="paged", use_graph=False)
+    for T, steps in ((37, 40), (900, 40)):
+        idx = torch.tensor([doc_ids[s : s + T] for s in range(0, 997 * batch, 997)], device="cuda")
+        tok = eager.prefill(idx)[:, -1:].argmax(-1)
+        assert torch.equal(graph.prefill(idx)[:, -1:].argmax(-1), tok)
+        for i in range(steps):
+            a, b = graph.step(tok), eager.step(tok)
+            assert torch.equal(a, b), f"prompt {T}, step {i}"
+            tok = b[:, -1].argmax(-1, keepdim=True)
+    assert list(graph.graphs) == [batch]  # the one graph, captured at the first step
+
+
+def test_the_paged_engine_with_graphs_gives_the_tokens_without(gpu_model, doc_ids):
+    rng = random.Random(5)
+    reqs = [(doc_ids[s : s + rng.randint(1, 60)], rng.randint(1, 40))
+            for s in rng.sample(range(len(doc_ids) - 80), 40)]  # fmt: skip
+    outs = []
+    for use_graph in (False, True):
+        engine = Engine(gpu_model, 8, max_len=256, use_graph=use_graph, kv="paged")
+        rids = [engine.submit(p, n) for p, n in reqs]
+        out = engine.run()
+        outs.append([out[r] for r in rids])
+        assert [len(t) for t in outs[-1]] == [n for _, n in reqs]
+    assert outs[0] == outs[1]
+    assert set(engine.decoder.graphs) <= {1, 2, 4, 8} and engine.decoder.graphs
+
+
+def test_capture_makes_one_graph_per_capture_size_in_one_pool(gpu_model):
+    engine = Engine(gpu_model, 32, max_len=512, use_graph=True, kv="paged")
+    seconds = engine.decoder.capture()
+    assert sorted(engine.decoder.graphs) == [1, 2, 4, 8, 16, 24, 32] and seconds > 0
