@@ -31,6 +31,7 @@ import pytest
 import torch
 
 from tinyllm import Tokenizer, Transformer, get_config, load_pretrained
+from tinyllm.course.exercises.harness import Verdict
 
 TOY_SEED = 1234
 
@@ -305,12 +306,22 @@ def raising(*args):
     return 1 / 0
 
 
+def passed(verdict) -> bool:
+    """A checker's answer was [OK]: a Verdict that is true (not a bare True, not None)."""
+    return isinstance(verdict, Verdict) and verdict.passed
+
+
+def failed(verdict) -> bool:
+    """A checker's answer was a hint: a Verdict that is false (not a bare False, not None)."""
+    return isinstance(verdict, Verdict) and not verdict.passed
+
+
 def assert_hint(check, answer, capsys, *needles) -> str:
     """check(answer) prints one [HINT] line that holds every needle, no traceback and no
     [OK], and returns False. Returns the line."""
     result = check(answer)
     out = capsys.readouterr().out
-    assert result is False, f"{out!r}: the checker returned {result!r}"
+    assert failed(result), f"{out!r}: the checker returned {result!r}"
     assert out.startswith("[HINT] ") and out.count("\n") == 1, out
     assert "Traceback" not in out and "[OK]" not in out, out
     for needle in needles:
@@ -321,4 +332,4 @@ def assert_hint(check, answer, capsys, *needles) -> str:
 def assert_ok(check, answer, capsys) -> None:
     result = check(answer)
     out = capsys.readouterr().out
-    assert result is True and out.startswith("[OK] ") and out.count("\n") == 1, out
+    assert passed(result) and out.startswith("[OK] ") and out.count("\n") == 1, out

@@ -16,7 +16,9 @@ from conftest import (
     HostileList,
     assert_hint,
     assert_ok,
+    failed,
     never_returns,
+    passed,
     raising,
     recorded_results,
     returning,
@@ -52,30 +54,30 @@ FUNCTION_CHECKS = [name for name, (_, good, _) in CHECKS.items() if callable(goo
 @pytest.mark.parametrize("name", CHECKS)
 def test_correct_answer_passes(name, capsys):
     check, good, _ = CHECKS[name]
-    assert check(good) is True
+    assert passed(check(good))
     assert capsys.readouterr().out.startswith("[OK]")
 
 
 @pytest.mark.parametrize("name", CHECKS)
 def test_wrong_answer_gets_a_hint(name, capsys):
     check, _, bad = CHECKS[name]
-    assert check(bad) is False
+    assert failed(check(bad))
     out = capsys.readouterr().out
     assert out.startswith("[HINT]") and "Traceback" not in out
 
 
 @pytest.mark.parametrize("name", FUNCTION_CHECKS)
 def test_stub_gets_a_hint(name, capsys):
-    assert CHECKS[name][0](stub) is False
+    assert failed(CHECKS[name][0](stub))
     assert "not solved yet" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("name", ["bandwidth"])
 def test_a_crash_or_a_missing_return_is_a_hint(name, capsys):
     check = CHECKS[name][0]
-    assert check(lambda *a: 1 / 0) is False
+    assert failed(check(lambda *a: 1 / 0))
     assert "ZeroDivisionError" in capsys.readouterr().out
-    assert check(lambda *a: None) is False
+    assert failed(check(lambda *a: None))
     assert "returned None" in capsys.readouterr().out
 
 
@@ -85,7 +87,7 @@ def test_unit_slip_is_named(capsys):
 
 
 def test_stale_reads_without_an_answer_gives_nothing_away(capsys):
-    assert ex.check_stale_reads(None) is False
+    assert failed(ex.check_stale_reads(None))
     out = capsys.readouterr().out
     assert out.startswith("[HINT] no answer that reads as letters yet") and "is stale" not in out
 
@@ -108,7 +110,7 @@ POOL_WRONG = {  # a wrong answer → what its hint must say
 
 @pytest.mark.parametrize("answer", POOL_WRONG, ids=repr)
 def test_pool_choice_wrong_answers_get_a_hint(answer, capsys):
-    assert ex.check_pool_choice(answer) is False
+    assert failed(ex.check_pool_choice(answer))
     out = capsys.readouterr().out
     assert out.startswith("[HINT]") and out.count("\n") == 1, out
     assert POOL_WRONG[answer] in out, out
@@ -118,14 +120,14 @@ def test_pool_choice_follows_the_measurement_it_is_given(recorded, capsys):
     """The right letters are the ones the measurement passed in shows: had the shared pool
     grown when captured smallest first, (c) and (e) would hold instead of (d)."""
     cap = recorded["capture"]
-    assert ex.check_pool_choice("bd", cap) is True
+    assert passed(ex.check_pool_choice("bd", cap))
     grown = dict(cap, smallest_first_pool_bytes=[2**21, 2**21, 2**22, 2**22])
-    assert ex.check_pool_choice("bd", grown) is False
+    assert failed(ex.check_pool_choice("bd", grown))
     assert "(c): the measurement shows it too" in capsys.readouterr().out
-    assert ex.check_pool_choice("bce", grown) is True
+    assert passed(ex.check_pool_choice("bce", grown))
     no_order = {k: v for k, v in cap.items() if not k.endswith("_first_pool_bytes")}
-    assert ex.check_pool_choice("b", no_order) is True
-    assert ex.check_pool_choice("bd", no_order) is False
+    assert passed(ex.check_pool_choice("b", no_order))
+    assert failed(ex.check_pool_choice("bd", no_order))
     assert "no capture-order rows" in capsys.readouterr().out
 
 
@@ -133,7 +135,7 @@ def test_pool_choice_follows_the_measurement_it_is_given(recorded, capsys):
     "capture", [[1, 2], {}, {"separate_pools_bytes": "8", "shared_pool_bytes": 2}, "cap"]
 )
 def test_pool_choice_given_junk_for_the_measurement_gives_a_hint(capture, capsys):
-    assert ex.check_pool_choice("bd", capture) is False
+    assert failed(ex.check_pool_choice("bd", capture))
     out = capsys.readouterr().out
     assert out.startswith("[HINT] capture must be the pool measurement") and "Traceback" not in out
 
@@ -261,14 +263,14 @@ def wrong(**changed):
 
 
 def test_capture_replay_solved_on_a_cpu(capsys):
-    assert ex.check_capture_replay(my_capture_replay, api=simgraph) is True
+    assert passed(ex.check_capture_replay(my_capture_replay, api=simgraph))
     assert capsys.readouterr().out.startswith("[OK] a warm-up on a side stream")
 
 
 def test_capture_replay_picks_the_simulator_without_cuda(capsys):
     if torch.cuda.is_available():
         pytest.skip("with CUDA the checker captures real graphs")
-    assert ex.check_capture_replay(my_capture_replay) is True
+    assert passed(ex.check_capture_replay(my_capture_replay))
 
 
 def prints_inside_capture(f, example, api):
@@ -304,7 +306,7 @@ CAPTURE_REPLAY_WRONG = {  # a wrong answer → what its hint must say
 @pytest.mark.parametrize("case", CAPTURE_REPLAY_WRONG)
 def test_capture_replay_wrong_answers_get_a_hint(case, capsys):
     answer, says = CAPTURE_REPLAY_WRONG[case]
-    assert ex.check_capture_replay(answer, api=simgraph) is False
+    assert failed(ex.check_capture_replay(answer, api=simgraph))
     out = capsys.readouterr().out
     assert out.startswith("[HINT]") and out.count("\n") == 1 and "Traceback" not in out
     assert says in out, out
@@ -312,17 +314,17 @@ def test_capture_replay_wrong_answers_get_a_hint(case, capsys):
 
 def test_capture_replay_leaves_no_capture_open(capsys):
     """A learner's capture that fails leaves the process working: later checks still pass."""
-    assert ex.check_capture_replay(prints_inside_capture, api=simgraph) is False
+    assert failed(ex.check_capture_replay(prints_inside_capture, api=simgraph))
     assert repr(torch.ones(1)) == "tensor([1.])"
-    assert ex.check_capture_replay(my_capture_replay, api=simgraph) is True
+    assert passed(ex.check_capture_replay(my_capture_replay, api=simgraph))
 
 
 @pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_capture_replay_on_a_gpu(capsys):
-    assert ex.check_capture_replay(my_capture_replay, api=torch.cuda) is True
+    assert passed(ex.check_capture_replay(my_capture_replay, api=torch.cuda))
     for case in ("calls f in run", "rebinds the input", "returns a fresh tensor", "no warm-up"):
-        assert ex.check_capture_replay(CAPTURE_REPLAY_WRONG[case][0], api=torch.cuda) is False
+        assert failed(ex.check_capture_replay(CAPTURE_REPLAY_WRONG[case][0], api=torch.cuda))
         assert CAPTURE_REPLAY_WRONG[case][1] in capsys.readouterr().out
 
 
@@ -393,3 +395,14 @@ def test_a_checker_of_a_function_answers_a_stub_a_crash_or_a_hang(name, capsys):
 @pytest.mark.parametrize("value", BAD.values(), ids=BAD)
 def test_a_checker_of_an_answer_answers_junk_with_a_hint(name, value, capsys):
     assert_hint(ANSWER_CHECKERS[name], value, capsys)
+
+
+def test_a_verdict_is_not_echoed_by_a_notebook():
+    """A cell that ends with a check shows its [OK] or [HINT] line and nothing after it."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    from tinyllm.course.exercises.harness import Verdict
+
+    formatter = InteractiveShell.instance().display_formatter
+    assert formatter.format(Verdict(True)) == ({}, {}) == formatter.format(Verdict(False))
+    assert Verdict(True) and not Verdict(False)

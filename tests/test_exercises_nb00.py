@@ -7,7 +7,7 @@ traceback), and say "[OK]" only when it returns True.
 import numpy as np
 import pytest
 import torch
-from conftest import JUNK_VALUES, Hostile, HostileList, assert_hint, assert_ok
+from conftest import JUNK_VALUES, Hostile, HostileList, assert_hint, assert_ok, failed, passed
 
 from tinyllm import Tokenizer, load_pretrained
 from tinyllm.course.exercises import check_param_split, check_token_count
@@ -23,13 +23,13 @@ ATTN, FFN = 196_608, 589_824  # one block of the shipped "tiny" model
 def test_token_count_right(capsys):
     n = len(Tokenizer().encode(TEXT))
     assert n == 24
-    assert check_token_count(n, TEXT) is True
+    assert passed(check_token_count(n, TEXT))
     assert capsys.readouterr().out.startswith("[OK]")
 
 
 @pytest.mark.parametrize("answer", [None, len(TEXT), 23, 25, 0, -1, "24", 24.0, True])
 def test_token_count_wrong(answer, capsys):
-    assert check_token_count(answer, TEXT) is False
+    assert failed(check_token_count(answer, TEXT))
     out = capsys.readouterr().out
     assert out.startswith("[HINT]") and "[OK]" not in out
 
@@ -49,7 +49,7 @@ def test_token_count_characters_hint(capsys):
 
 
 def test_token_count_ascii():
-    assert check_token_count(5, "hello") is True
+    assert passed(check_token_count(5, "hello"))
 
 
 # --- exercise 2: attention vs feed-forward ---------------------------------------------------
@@ -69,7 +69,7 @@ def test_param_split_matches_the_model():
 
 @pytest.mark.parametrize("answer", [(ATTN, FFN), [ATTN, FFN], (np.int64(ATTN), torch.tensor(FFN))])
 def test_param_split_right(answer, capsys):
-    assert check_param_split(answer) is True
+    assert passed(check_param_split(answer))
     assert capsys.readouterr().out.startswith("[OK]")
 
 
@@ -90,7 +90,7 @@ def test_param_split_right(answer, capsys):
     ],
 )
 def test_param_split_wrong(answer, hint, capsys):
-    assert check_param_split(answer) is False
+    assert failed(check_param_split(answer))
     out = capsys.readouterr().out
     assert out.startswith("[HINT]") and hint in out and "[OK]" not in out
 

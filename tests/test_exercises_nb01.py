@@ -11,7 +11,9 @@ import torch
 from conftest import (
     HostileList,
     assert_hint,
+    failed,
     never_returns,
+    passed,
     recorded_results,
     returning,
 )
@@ -32,10 +34,10 @@ def test_the_static_steps_extra_ops_are_counted_live(extra):
 
 
 def test_the_right_set_passes(shipped_model, capsys):
-    assert ex.check_static_extra_ops(set(EXTRA), shipped_model) is True
+    assert passed(ex.check_static_extra_ops(set(EXTRA), shipped_model))
     out = capsys.readouterr().out
     assert out.startswith("[OK]") and "index_fill_" in out
-    assert ex.check_static_extra_ops(["aten::" + op for op in EXTRA], shipped_model) is True
+    assert passed(ex.check_static_extra_ops(["aten::" + op for op in EXTRA], shipped_model))
 
 
 @pytest.mark.parametrize(
@@ -53,7 +55,7 @@ def test_the_right_set_passes(shipped_model, capsys):
     ],
 )
 def test_a_wrong_set_gets_a_hint(shipped_model, answer, hint, capsys):
-    assert ex.check_static_extra_ops(answer, shipped_model) is False
+    assert failed(ex.check_static_extra_ops(answer, shipped_model))
     out = capsys.readouterr().out
     assert out.startswith("[HINT]") and hint in out and "[OK]" not in out
 
@@ -66,7 +68,7 @@ def my_launch_bound(res):
 def test_a_right_launch_bound_function_passes(capsys):
     res = recorded_results()
     assert my_launch_bound(res) == launch_bound_batches(res)
-    assert ex.check_launch_bound(my_launch_bound, res) is True
+    assert passed(ex.check_launch_bound(my_launch_bound, res))
     assert capsys.readouterr().out.startswith("[OK]")
 
 
@@ -116,7 +118,7 @@ def the_recordings_answer(res):  # the set for the recording, whatever the times
 )
 def test_a_wrong_launch_bound_function_gets_a_hint(fn, hint, capsys):
     res = recorded_results()
-    assert ex.check_launch_bound(fn, res) is False
+    assert failed(ex.check_launch_bound(fn, res))
     out = capsys.readouterr().out
     assert out.startswith("[HINT]") and hint in out and "[OK]" not in out
 
@@ -139,7 +141,7 @@ def floor_us(n, b, bw):
     ids=["numpy float32", "float32 tensor", "float16 tensor", "numpy float64"],
 )
 def test_bandwidth_floor_in_any_number_type(answer, capsys):
-    assert ex.check_bandwidth_floor(answer) is True
+    assert passed(ex.check_bandwidth_floor(answer))
     assert capsys.readouterr().out.startswith("[OK]")
 
 

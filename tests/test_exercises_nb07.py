@@ -7,7 +7,7 @@ teaches is also checked against what Dynamo really does, on the toy model.
 
 import pytest
 import torch
-from conftest import peer_results
+from conftest import failed, passed, peer_results
 
 from tinyllm import GraphDecoder
 from tinyllm.course.exercises import (
@@ -57,14 +57,14 @@ def test_compile_count_cases_by_hand():
 
 
 def test_compile_count_right(capsys):
-    assert check_compile_count(my_compile_count) is True
+    assert passed(check_compile_count(my_compile_count))
     assert capsys.readouterr().out == "[OK] one compiled graph per window the decode visits\n"
 
 
 def test_compile_count_accepts_any_integer_type(capsys):
     import numpy as np
 
-    assert check_compile_count(lambda *c: np.int64(my_compile_count(*c))) is True
+    assert passed(check_compile_count(lambda *c: np.int64(my_compile_count(*c))))
     assert capsys.readouterr().out.startswith("[OK]")
 
 
@@ -95,13 +95,13 @@ def test_compile_count_accepts_any_integer_type(capsys):
     ],
 )
 def test_compile_count_wrong(wrong, says, capsys):
-    assert check_compile_count(wrong) is False
+    assert failed(check_compile_count(wrong))
     assert says in one_hint(capsys)
 
 
 @pytest.mark.parametrize("answer", NOT_FUNCTIONS)
 def test_compile_count_needs_a_function(answer, capsys):
-    assert check_compile_count(answer) is False
+    assert failed(check_compile_count(answer))
     assert "pass your function itself" in one_hint(capsys)
 
 
@@ -133,7 +133,7 @@ def test_the_rule_by_hand():
 @pytest.mark.parametrize("prediction", [(3, 2), [3, 2]])
 def test_prediction_right(prediction, capsys):
     run = counted()
-    assert check_compile_prediction(prediction, run, LENS, BUCKETS) is True
+    assert passed(check_compile_prediction(prediction, run, LENS, BUCKETS))
     out = capsys.readouterr().out
     assert (
         out.startswith("[OK] windows [128, 256, 128, 512, 256]: 3 graphs") and out.count("\n") == 1
@@ -143,9 +143,9 @@ def test_prediction_right(prediction, capsys):
 
 def test_prediction_is_judged_against_what_ran(capsys):
     """The rule is for the hints; the count is what the run measured."""
-    assert check_compile_prediction((4, 2), counted(false=4), LENS, BUCKETS) is True
+    assert passed(check_compile_prediction((4, 2), counted(false=4), LENS, BUCKETS))
     assert capsys.readouterr().out.startswith("[OK]")
-    assert check_compile_prediction((3, 2), counted(false=4), LENS, BUCKETS) is False
+    assert failed(check_compile_prediction((3, 2), counted(false=4), LENS, BUCKETS))
     one_hint(capsys)
 
 
@@ -163,7 +163,7 @@ def test_prediction_is_judged_against_what_ran(capsys):
     ],
 )
 def test_prediction_wrong(prediction, says, capsys):
-    assert check_compile_prediction(prediction, counted(), LENS, BUCKETS) is False
+    assert failed(check_compile_prediction(prediction, counted(), LENS, BUCKETS))
     assert says in one_hint(capsys)
 
 
@@ -173,14 +173,14 @@ def test_prediction_wrong(prediction, says, capsys):
 )  # fmt: skip
 def test_prediction_wrong_type(prediction, capsys):
     run = counted()
-    assert check_compile_prediction(prediction, run, LENS, BUCKETS) is False
+    assert failed(check_compile_prediction(prediction, run, LENS, BUCKETS))
     assert "pair of ints" in one_hint(capsys)
     assert run.calls == []  # nothing compiles before a prediction
 
 
 def test_no_prediction_runs_nothing(capsys):
     run = counted()
-    assert check_compile_prediction(None, run, LENS, BUCKETS) is False
+    assert failed(check_compile_prediction(None, run, LENS, BUCKETS))
     assert "not answered yet" in one_hint(capsys)
     assert run.calls == []
 
@@ -196,7 +196,7 @@ def test_no_prediction_runs_nothing(capsys):
     ],
 )
 def test_prediction_with_a_broken_run(run, says, capsys):
-    assert check_compile_prediction((3, 2), run, LENS, BUCKETS) is False
+    assert failed(check_compile_prediction((3, 2), run, LENS, BUCKETS))
     assert says in one_hint(capsys)
 
 
@@ -239,7 +239,7 @@ def res():
 
 
 def test_predicted_us_right(res, capsys):
-    assert check_predicted_us(my_predicted_us, res) is True
+    assert passed(check_predicted_us(my_predicted_us, res))
     out = capsys.readouterr().out
     assert out.startswith("[OK] µs = a_us + b_us_per_kernel × kernels") and out.count("\n") == 1
     fit = res["cost_model"]["fit"]
@@ -250,7 +250,7 @@ def test_predicted_us_right(res, capsys):
 
 def test_predicted_us_without_the_fused_row(res, capsys):
     res["fusion"]["rows"] = [r for r in res["fusion"]["rows"] if "bucketed" not in r["name"]]
-    assert check_predicted_us(my_predicted_us, res) is True
+    assert passed(check_predicted_us(my_predicted_us, res))
     assert capsys.readouterr().out == "[OK] µs = a_us + b_us_per_kernel × kernels\n"
 
 
@@ -273,13 +273,13 @@ def test_predicted_us_without_the_fused_row(res, capsys):
     ],
 )
 def test_predicted_us_wrong(wrong, says, res, capsys):
-    assert check_predicted_us(wrong, res) is False
+    assert failed(check_predicted_us(wrong, res))
     assert says in one_hint(capsys)
 
 
 @pytest.mark.parametrize("answer", NOT_FUNCTIONS)
 def test_predicted_us_needs_a_function(answer, res, capsys):
-    assert check_predicted_us(answer, res) is False
+    assert failed(check_predicted_us(answer, res))
     assert "pass your function itself" in one_hint(capsys)
 
 
@@ -289,7 +289,7 @@ def test_predicted_us_cannot_change_the_fit(res, capsys):
         fit["a_us"] = 0.0  # a learner's function that writes into what it was given
         return out
 
-    assert check_predicted_us(greedy, res) is True
+    assert passed(check_predicted_us(greedy, res))
     assert res["cost_model"]["fit"]["a_us"] != 0.0
     capsys.readouterr()
 
@@ -319,13 +319,13 @@ def test_a_function_that_never_returns_gets_a_hint(check, monkeypatch, capsys):
 
     monkeypatch.setattr(nb07, "TIME_LIMIT_S", 0.5, raising=False)
     start = time.perf_counter()
-    assert check(sleeps) is False
+    assert failed(check(sleeps))
     assert time.perf_counter() - start < 2.5
     assert "did not finish within 0.5 s" in one_hint(capsys)
 
 
 @pytest.mark.parametrize("huge", [10**400, -(10**400)], ids=["1e400", "-1e400"])
 def test_predicted_us_too_large_for_a_float(huge, res, capsys):
-    assert check_predicted_us(lambda k, fit: huge, res) is False
+    assert failed(check_predicted_us(lambda k, fit: huge, res))
     out = one_hint(capsys)
     assert "too large" in out and len(out) < 300

@@ -2,11 +2,11 @@
 shared harness.
 
 Each checker compares the learner's answer with what the package really does, on edge
-cases and random ones. It prints "[OK] ..." and returns True, or prints one "[HINT] ..."
-naming the input it failed on and returns False: a stub that still raises
-NotImplementedError, a crash, a wrong type or a wrong value all give a hint, never a
-traceback. A GPU-only bonus (none is left: notebook 04 checks capture and replay on a CPU
-with tinyllm.lab.simgraph) would return None without CUDA.
+cases and random ones. It prints "[OK] ..." or one "[HINT] ..." naming the input it failed
+on, and returns a harness.Verdict, true for [OK], which a notebook does not echo: a stub that
+still raises NotImplementedError, a crash, a wrong type or a wrong value all give a hint,
+never a traceback. A GPU-only bonus (none is left: notebook 04 checks capture and replay on
+a CPU with tinyllm.lab.simgraph) would return None without CUDA.
 """
 
 from tinyllm.course.exercises.nb00 import check_param_split, check_token_count

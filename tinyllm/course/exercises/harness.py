@@ -1,13 +1,15 @@
 """What every checker shares: run the learner's code safely and answer with one line.
 
-A checker prints "[OK] ..." and returns True, or prints one "[HINT] ..." naming the input it
-failed on and returns False: a stub that still raises NotImplementedError, a crash, a function
-that never returns, a wrong type or a wrong value all give a hint, never a traceback or a
-hang. Whatever a learner hands in is read through the helpers below, which never raise:
-`as_int`, `as_number`, `items`, `choices`, `shown`, `shown_type`.
+A checker prints "[OK] ..." or one "[HINT] ..." naming the input it failed on, and returns a
+Verdict (`checker`), true for [OK], which a notebook does not echo: a stub that still raises
+NotImplementedError, a crash, a function that never returns, a wrong type or a wrong value
+all give a hint, never a traceback or a hang. Whatever a learner hands in is read through
+the helpers below, which never raise: `as_int`, `as_number`, `items`, `choices`, `shown`,
+`shown_type`.
 """
 
 import contextlib
+import functools
 import math
 import numbers
 import operator
@@ -50,6 +52,37 @@ def time_limit(seconds: float, hint: str):
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+
+
+class Verdict:
+    """A checker's answer: true after "[OK]", false after a hint. The line is printed already,
+    so a notebook cell that ends with the check shows nothing more (no echoed True/False)."""
+
+    __slots__ = ("passed",)
+
+    def __init__(self, passed: bool):
+        self.passed = passed
+
+    def __bool__(self) -> bool:
+        return self.passed
+
+    def __repr__(self) -> str:
+        return f"Verdict(passed={self.passed})"
+
+    def _ipython_display_(self) -> None:
+        pass
+
+
+def checker(fn):
+    """A notebook's checker: what it returns (True, False, or None for a GPU-only bonus run
+    without CUDA) handed back as a Verdict, or None."""
+
+    @functools.wraps(fn)
+    def check(*args, **kwargs):
+        out = fn(*args, **kwargs)
+        return None if out is None else Verdict(bool(out))
+
+    return check
 
 
 def ok(message: str) -> bool:

@@ -1,11 +1,21 @@
 """Checkers of notebook 00 · setup."""
 
 from tinyllm.config import get_config
-from tinyllm.course.exercises.harness import as_int, hint, items, ok, shown, shown_type
+from tinyllm.course.exercises.harness import (
+    Verdict,
+    as_int,
+    checker,
+    hint,
+    items,
+    ok,
+    shown,
+    shown_type,
+)
 from tinyllm.model import Block
 
 
-def check_token_count(answer, text: str) -> bool:
+@checker
+def check_token_count(answer, text: str) -> Verdict:
     """Exercise: how many ids does Tokenizer().encode(text) return? One per UTF-8 byte.
     The answer is an int (numpy's and a one-element integer tensor count, as in every
     checker: harness.as_int)."""
@@ -42,7 +52,8 @@ def param_split(config: str = "tiny") -> tuple[int, int]:
     )
 
 
-def check_param_split(answer) -> bool:
+@checker
+def check_param_split(answer) -> Verdict:
     """Exercise: (attention, feed_forward) parameter counts of one block of the shipped model."""
     if answer is None:
         hint("Not answered yet: set `answer = (attention, feed_forward)`, two ints.")

@@ -5,10 +5,12 @@ import math
 from tinyllm.course.exercises.harness import (
     FAILED,
     TooSlow,
+    Verdict,
     as_int,
     as_number,
     call,
     check_cases,
+    checker,
     hint,
     items,
     kind,
@@ -38,7 +40,8 @@ def _close_in_us(got, want) -> str | None:
     return unequal(got, value, want, " µs") + units
 
 
-def check_bandwidth_floor(fn) -> bool:
+@checker
+def check_bandwidth_floor(fn) -> Verdict:
     """fn(n_params, bytes_per_param, bandwidth_GBps) → µs to read every weight once."""
     cases = [
         ((3_280_128, 2, 4000.0), "the tiny model in bf16 at 4000 GB/s"),
@@ -86,7 +89,8 @@ def static_extra_ops(model=None) -> set[str]:
     return {op for op, n in static.items() if n > eager.get(op, 0)}
 
 
-def check_static_extra_ops(answer, model=None) -> bool:
+@checker
+def check_static_extra_ops(answer, model=None) -> Verdict:
     """answer: the set of op names the static step runs (more often) than eager decode."""
     if answer is None:
         return hint("not answered yet: set answer to a set of op names, e.g. {'mul', 'add'}")
@@ -130,7 +134,8 @@ def _batch_sizes(got) -> list[int] | str:
     return f"returned {shown(got)}: {expected}" if None in batches else batches
 
 
-def check_launch_bound(fn, res: dict | None = None) -> bool | None:
+@checker
+def check_launch_bound(fn, res: dict | None = None) -> Verdict | None:
     """fn(res) → the set of batch sizes at which eager decode is launch-bound (the CPU's issue
     time at least the GPU's kernel time), checked on the recording and on altered copies of
     it: a faster CPU, a slower GPU, and one where the two times are equal at a batch size."""

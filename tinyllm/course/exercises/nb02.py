@@ -7,7 +7,9 @@ import torch
 
 from tinyllm.course.exercises.harness import (
     TooSlow,
+    Verdict,
     check_cases,
+    checker,
     hint,
     ok,
     same_mask,
@@ -68,7 +70,8 @@ def python_loop(fn) -> str | None:
     return None
 
 
-def check_window_mask(fn) -> bool:
+@checker
+def check_window_mask(fn) -> Verdict:
     """fn(pos, window, first_valid (B,)) → bool (B, window), StaticKVCache's decode mask,
     built without a Python loop, as the exercise asks."""
     where = python_loop(fn) if callable(fn) else None
@@ -169,7 +172,8 @@ def _changed(after, before) -> list[int]:
     return [j for j in range(before.shape[2]) if not torch.equal(after[:, :, j], before[:, :, j])]
 
 
-def check_static_write(fn) -> bool:
+@checker
+def check_static_write(fn) -> Verdict:
     """fn(cache_k (B,H,L,D), k_new (B,H,1,D), pos (1,)) writes k_new at pos, in place,
     without reading pos on the host. Checked four ways, at three positions: captured in a
     simulated CUDA graph (lab.simgraph), where a host read raises; run on real CPU tensors,

@@ -5,10 +5,12 @@ import math
 from tinyllm.course.exercises.harness import (
     FAILED,
     TooSlow,
+    Verdict,
     as_int,
     as_number,
     call,
     check_cases,
+    checker,
     hint,
     items,
     ok,
@@ -51,7 +53,8 @@ def _refuses(fn, n_keys: int, buckets: tuple) -> bool:
     )
 
 
-def check_bucket_for(fn) -> bool:
+@checker
+def check_bucket_for(fn) -> Verdict:
     """fn(n_keys, buckets) → the smallest bucket that holds n_keys; a ValueError when none
     does (n_keys past the last bucket), as graphs.bucket_for raises."""
     cases = [(n, (128, 256, 512, 1024)) for n in (1, 127, 128, 129, 256, 257, 1023, 1024)]
@@ -105,7 +108,8 @@ def _same_buckets(got, reference) -> str | None:
     return f"returned {got}, expected {want}"
 
 
-def check_default_buckets(fn) -> bool:
+@checker
+def check_default_buckets(fn) -> Verdict:
     """fn(max_len, first, growth) → graphs.default_buckets(max_len, first, growth). Each
     case gets 2 s: a bucket that stops growing (int(1 * 1.01) == 1) would loop forever.
     Growths such as 1.3 tell math.ceil from int() and round(). The guard max(b + 1, ...)
@@ -169,7 +173,8 @@ def _same_share(got, want, buckets, max_len) -> str | None:
     )
 
 
-def check_wasted_share(fn) -> bool:
+@checker
+def check_wasted_share(fn) -> Verdict:
     """fn(buckets, max_len) → graphs.wasted_share(buckets, max_len): the share of a whole
     max_len-token generation's attention work spent on masked keys."""
     cases = [
@@ -196,7 +201,8 @@ def check_wasted_share(fn) -> bool:
 CHOICE_MAX_LEN, CHOICE_GRAPHS, CHOICE_SHARE = 1024, 4, 0.22
 
 
-def check_bucket_choice(buckets) -> bool:
+@checker
+def check_bucket_choice(buckets) -> Verdict:
     """buckets: at most CHOICE_GRAPHS windows, the largest CHOICE_MAX_LEN, wasting less than
     CHOICE_SHARE of a CHOICE_MAX_LEN-token generation's attention work."""
     m, n, share = CHOICE_MAX_LEN, CHOICE_GRAPHS, CHOICE_SHARE

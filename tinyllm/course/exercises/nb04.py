@@ -5,7 +5,16 @@ import numbers
 
 import torch
 
-from tinyllm.course.exercises.harness import FAILED, call, choices, hint, ok, time_limit
+from tinyllm.course.exercises.harness import (
+    FAILED,
+    Verdict,
+    call,
+    checker,
+    choices,
+    hint,
+    ok,
+    time_limit,
+)
 from tinyllm.lab import simgraph
 from tinyllm.lab.results import load_results
 
@@ -25,7 +34,8 @@ _STALE = {
 }
 
 
-def check_stale_reads(answer) -> bool:
+@checker
+def check_stale_reads(answer) -> Verdict:
     """answer: the letters of STALE_READS that hold the next step's values when read after
     it, with graphs (torch.cuda on a GPU, or tinyllm.lab.simgraph on a CPU)."""
     want, got = {"a", "b", "e"}, choices(answer)
@@ -80,7 +90,8 @@ def _pool_facts(capture: dict) -> dict[str, tuple[bool, str]]:
     return facts
 
 
-def check_pool_choice(answer, capture=None) -> bool:
+@checker
+def check_pool_choice(answer, capture=None) -> Verdict:
     """answer: the letters of POOL_CHOICES that the pool measurement shows. capture: that
     measurement, as section 8 of notebook 04 prints it (`cap`: measured live on a GPU, else
     the shipped recording's "capture"); None: the shipped recording's."""
@@ -222,7 +233,8 @@ def _replay_problem(i: int, out, previous, example) -> str:
     )
 
 
-def check_capture_replay(fn, api=None) -> bool:
+@checker
+def check_capture_replay(fn, api=None) -> Verdict:
     """fn(f, example, api) → run(x): warms f up on a side stream, captures f once on a
     static copy of example; run(x) copies x in, replays the graph and returns the static
     output. api: torch.cuda on a GPU, else tinyllm.lab.simgraph (the default picks)."""

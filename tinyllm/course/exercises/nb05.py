@@ -4,7 +4,7 @@ import math
 
 import torch
 
-from tinyllm.course.exercises.harness import as_int, check_cases, shown_type
+from tinyllm.course.exercises.harness import Verdict, as_int, check_cases, checker, shown_type
 
 
 def _first_difference(a, b):
@@ -26,7 +26,8 @@ def _same_step(got, want) -> str | None:
     return None if as_int(got) == want else f"returned {as_int(got)}, expected {want}"
 
 
-def check_first_difference(fn) -> bool:
+@checker
+def check_first_difference(fn) -> Verdict:
     """fn(a_logits_list, b_logits_list) → first step index where not torch.equal, or None."""
     g = torch.Generator().manual_seed(0)
     a = [torch.randn(2, 5, generator=g) for _ in range(4)]
@@ -69,7 +70,8 @@ def _margin(logits):
     return top2[:, 0] - top2[:, 1]
 
 
-def check_flip_margin(fn) -> bool:
+@checker
+def check_flip_margin(fn) -> Verdict:
     """fn(logits (B, V)) → top-1 minus top-2 logit per row, shape (B,)."""
     g = torch.Generator().manual_seed(0)
     cases = [

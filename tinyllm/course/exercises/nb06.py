@@ -3,9 +3,11 @@
 import torch
 
 from tinyllm.course.exercises.harness import (
+    Verdict,
     as_int,
     bits,
     check_cases,
+    checker,
     same_mask,
     shown_type,
 )
@@ -46,7 +48,8 @@ def _same_pairs(got, want) -> str | None:
     return f"returned {pairs}, expected {want}"
 
 
-def check_admission(fn) -> bool:
+@checker
+def check_admission(fn) -> Verdict:
     """fn(free_slots, queue) → [(slot, request)]: lowest free slot first, queue in order."""
     cases = [
         ([0, 1, 2], [7, 8]),
@@ -80,7 +83,8 @@ def _same_slot_mask(got, want) -> str | None:
     return problem
 
 
-def check_slot_mask(fn) -> bool:
+@checker
+def check_slot_mask(fn) -> Verdict:
     """fn(lens (n_slots,), window) → bool (n_slots, window), SlotKVCache's decode mask."""
     g = torch.Generator().manual_seed(0)
     cases = [

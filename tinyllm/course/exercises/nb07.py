@@ -10,7 +10,7 @@ so it gets none.
 import math
 from numbers import Integral, Real
 
-from tinyllm.course.exercises.harness import FAILED, call, hint, ok, time_limit
+from tinyllm.course.exercises.harness import FAILED, Verdict, call, checker, hint, ok, time_limit
 from tinyllm.course.exercises.harness import shown as shown_value
 from tinyllm.course.viz import sig3
 from tinyllm.graphs import bucket_for
@@ -80,7 +80,8 @@ def compile_count_mistake(got, start: int, steps: int, buckets) -> str:
     )
 
 
-def check_compile_count(fn) -> bool:
+@checker
+def check_compile_count(fn) -> Verdict:
     """fn(start, steps, buckets) → how many graphs Dynamo compiles (dynamic=False) for
     `steps` static decode steps from position `start` with these buckets."""
     for start, steps, buckets in COMPILE_CASES:  # the first case that goes wrong, says why
@@ -110,7 +111,8 @@ def predicted_graphs(windows) -> tuple[int, int]:
     return n, min(n, 2)
 
 
-def check_compile_prediction(prediction, run, prompt_lens, buckets) -> bool:
+@checker
+def check_compile_prediction(prediction, run, prompt_lens, buckets) -> Verdict:
     """prediction: (graphs with dynamic=False, graphs with dynamic=None) when one request of
     each prompt length in prompt_lens decodes one step with these buckets, predicted before
     anything runs; run(dynamic) → the graphs the counting backend counted, called only once
@@ -222,7 +224,8 @@ def cost_mistake(got: float, kernels: int, fit: dict) -> str | None:
     return None
 
 
-def check_predicted_us(fn, res: dict) -> bool:
+@checker
+def check_predicted_us(fn, res: dict) -> Verdict:
     """fn(kernels, fit) → µs the cost model predicts for a replayed step of `kernels`
     kernels, fit = res["cost_model"]["fit"] ({"a_us", "b_us_per_kernel", ...})."""
     for kernels, fit in fit_cases(res):
