@@ -345,6 +345,10 @@ FUNCTION_CHECKERS = {  # checkers of a learner's function, with the notebook's o
     "check_slot_mask": ex.check_slot_mask,
     "check_compile_count": ex.check_compile_count,
     "check_predicted_us": lambda fn: ex.check_predicted_us(fn, recorded_results()),
+    "check_block_of": ex.check_block_of,
+    "check_blocks_for": ex.check_blocks_for,
+    "check_paged_write": ex.check_paged_write,
+    "check_replay_loop": lambda fn: ex.check_replay_loop(fn, toy()),
 }
 NONE_IS_AN_ANSWER = {"check_first_difference", "check_static_write"}  # "no difference", in place
 ANSWER_CHECKERS = {  # checkers of a value the learner sets
@@ -356,6 +360,15 @@ ANSWER_CHECKERS = {  # checkers of a value the learner sets
     "check_pool_choice": ex.check_pool_choice,
 }
 BAD = {**WRONG_VALUES, **JUNK_VALUES}
+
+
+@cache
+def toy():
+    from tinyllm import Transformer
+    from tinyllm.config import get_config
+
+    torch.manual_seed(0)
+    return Transformer(get_config("toy")).eval()
 
 
 @cache

@@ -17,6 +17,8 @@ from tinyllm.course.viz import (
     bucket_figure,
     cpu_gpu_figure,
     mask_figure,
+    pages_figure,
+    pages_scene,
     slot_timeline_figure,
     timeline_figure,
 )
@@ -170,3 +172,43 @@ def slot_timeline_explorer(stats: list[dict], n_slots: int):
         return fig
 
     return _show(show, steps=_slider(W.IntRangeSlider, (first, last), first, last, "steps"))
+
+
+def pages_explorer(prompt_lens=(5, 9, 3), max_len: int = 32):
+    """The paged cache's host moves on the book's PagedKVCache (viz.pages_scene): admit rows
+    with their prompts, take decode steps, release a row, compact; the block table and the
+    pool after them."""
+
+    def show(block_size, steps, release, compact, **lens):
+        lengths = [lens[f"len_{r}"] for r in range(len(prompt_lens))]
+        longest = max(lengths) + steps
+        if longest > max_len:
+            print(f"The longest row would reach {longest} positions > max_len {max_len}.")
+            return None
+        scene = pages_scene(lengths, block_size, steps, None if release == "none" else release,
+                            compact, max_len)  # fmt: skip
+        print(
+            f"lens {scene['lens']} (lens_dev {scene['lens_dev']}); blocks per row "
+            f"{[len(t) for t in scene['tables']]}; free list {scene['free']}"
+        )
+        display(pages_figure(scene))
+        return scene
+
+    style = {"description_width": "initial"}
+    lens = {
+        f"len_{r}": _slider(W.IntSlider, n, 0, max_len // 2, f"row {r} prompt (0: free)")
+        for r, n in enumerate(prompt_lens)
+    }
+    return _show(
+        show,
+        block_size=W.Dropdown(options=[2, 4, 8], value=4, description="block_size", style=style),
+        steps=_slider(W.IntSlider, 0, 0, max_len // 2, "decode steps"),
+        release=W.Dropdown(
+            options=["none", *range(len(prompt_lens))],
+            value="none",
+            description="then release row",
+            style=style,
+        ),
+        compact=W.Checkbox(value=False, description="then compact", style=style),
+        **lens,
+    )

@@ -1,4 +1,4 @@
-"""Checkers for the notebooks' exercises, one module per notebook (nb00 ... nb07) on a
+"""Checkers for the notebooks' exercises, one module per notebook (nb00 ... nb08) on a
 shared harness.
 
 Each checker compares the learner's answer with what the package really does, on edge
@@ -36,6 +36,12 @@ from tinyllm.course.exercises.nb07 import (
     check_compile_prediction,
     check_predicted_us,
 )
+from tinyllm.course.exercises.nb08 import (
+    check_block_of,
+    check_blocks_for,
+    check_paged_write,
+    check_replay_loop,
+)
 
 __all__ = [
     "check_token_count",
@@ -61,4 +67,8 @@ __all__ = [
     "check_compile_count",
     "check_compile_prediction",
     "check_predicted_us",
+    "check_block_of",
+    "check_blocks_for",
+    "check_paged_write",
+    "check_replay_loop",
 ]

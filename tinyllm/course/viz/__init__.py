@@ -17,7 +17,8 @@ and shapes.bucket_tradeoff), so a picture of a mask is the mask the decoder uses
   host time, and the two paths to replayed compiled kernels (01, 07), what a larger window
   costs (03);
 - mechanism: pictures of the mechanism (a step's launches, the static cache, buckets, the
-  pool, the slots), drawn from what scenes computes with the book's own objects.
+  pool, the slots), drawn from what scenes computes with the book's own objects;
+- pages: the paged cache's block table and pool, and the paged section's recordings (08).
 
 A figure drawn from a recording carries its provenance label as a footnote
 (style.label_source); data without a provenance block gets none.
@@ -40,6 +41,12 @@ from tinyllm.course.viz.mechanism import (
     pool_figure,
     slots_figure,
     static_cache_figure,
+)
+from tinyllm.course.viz.pages import (
+    attention_figure,
+    paged_sweep_figure,
+    pages_figure,
+    pages_scene,
 )
 from tinyllm.course.viz.scenes import engine_slots_run, launch_costs, static_cache_step
 from tinyllm.course.viz.serving import (
@@ -82,4 +89,5 @@ __all__ = [
     "launches_figure", "logit_diff_figure", "loss_figure", "mask_figure", "new_figure",
     "pool_figure", "sig3", "slot_segments", "slot_timeline_figure", "slots_figure",
     "static_cache_figure", "static_cache_step", "step_time_figure", "timeline_figure",
+    "attention_figure", "pages_figure", "pages_scene", "paged_sweep_figure",
 ]  # fmt: skip

@@ -1,0 +1,247 @@
+"""tinyllm.course.exercises.nb08: the checkers of notebook 08's exercises (where a position
+lands in the blocks, blocks for a length, the decode write read on the device, the host's part
+of a paged step between replays).
+
+A checker accepts the right answer and answers every wrong one with one [HINT] line:
+never a traceback, never a false [OK].
+"""
+
+import ctypes
+
+import pytest
+import torch
+from conftest import assert_hint, assert_ok
+
+from tinyllm.course.exercises import (
+    check_block_of,
+    check_blocks_for,
+    check_paged_write,
+    check_replay_loop,
+)
+from tinyllm.paged import PagedKVCache
+
+# --- exercise 1: block and offset; blocks for a length --------------------------------------
+
+
+def my_block_of(pos, block_size):
+    return pos // block_size, pos % block_size
+
+
+def my_blocks_for(n_positions, block_size):
+    return -(-n_positions // block_size)
+
+
+def test_blocks_for_is_the_caches():
+    cache = PagedKVCache(1, 1, 64, "cpu", block_size=16)
+    assert [cache.blocks_for(n) for n in (0, 1, 16, 17, 37)] == [
+        my_blocks_for(n, 16) for n in (0, 1, 16, 17, 37)
+    ]
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [my_block_of, lambda p, bs: [p // bs, p % bs], lambda p, bs: divmod(p, bs)],
+    ids=["tuple", "list", "divmod"],
+)
+def test_block_of_right(answer, capsys):
+    assert_ok(check_block_of, answer, capsys)
+
+
+@pytest.mark.parametrize(
+    "answer, needles",
+    [
+        (lambda p, bs: (p // bs + 1, p % bs), ("entries count from 0",)),
+        (lambda p, bs: (p % bs, p // bs), ("the table entry first",)),
+        (lambda p, bs: (p // bs, p % bs + 1), ("offsets count from 0",)),
+        # position == block_size kept in the first block
+        (lambda p, bs: (p // bs, p % bs) if p != bs else (0, bs), ("pos=4, block_size=4",)),
+        (lambda p, bs: (-(-p // bs), p % bs), ("pos=3, block_size=4",)),  # ceil, not floor
+        (lambda p, bs: p // bs, ("two ints",)),
+        (lambda p, bs: ("0", "1"), ("two ints",)),
+    ],
+)
+def test_block_of_wrong(answer, needles, capsys):
+    assert_hint(check_block_of, answer, capsys, *needles)
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [my_blocks_for, lambda n, bs: (n + bs - 1) // bs, lambda n, bs: torch.tensor(-(-n // bs))],
+)
+def test_blocks_for_right(answer, capsys):
+    assert_ok(check_blocks_for, answer, capsys)
+
+
+@pytest.mark.parametrize(
+    "answer, needles",
+    [
+        (lambda n, bs: n // bs, ("n_positions=1, block_size=4", "round up")),  # // not ceil
+        (lambda n, bs: n // bs + 1, ("n_positions=0", "no extra one")),  # one too many
+        (lambda n, bs: n / bs, ("float",)),
+        (lambda n, bs: float(-(-n // bs)), ("float",)),
+    ],
+)
+def test_blocks_for_wrong(answer, needles, capsys):
+    assert_hint(check_blocks_for, answer, capsys, *needles)
+
+
+# --- exercise 2: the decode write -----------------------------------------------------------
+
+
+def my_paged_write(pool, k_new, block_table, lens, block_size):
+    pos = lens.long()
+    entry = (pos // block_size)[:, None]
+    blocks = block_table.long().gather(1, entry)[:, 0]
+    pool[blocks, :, pos % block_size] = k_new
+
+
+def write_on_the_host(pool, k_new, block_table, lens, block_size):
+    for b in range(len(lens)):  # right eagerly: each length read with int()
+        n = int(lens[b])
+        pool[int(block_table[b, n // block_size]), :, n % block_size] = k_new[b]
+
+
+def write_with_tolist(pool, k_new, block_table, lens, block_size):
+    for b, n in enumerate(lens.tolist()):
+        pool[block_table[b, n // block_size], :, n % block_size] = k_new[b]
+
+
+def write_without_the_table(pool, k_new, block_table, lens, block_size):
+    pos = lens.long()
+    pool[pos // block_size, :, pos % block_size] = k_new
+
+
+def write_one_past(pool, k_new, block_table, lens, block_size):
+    my_paged_write(pool, k_new, block_table, lens + 1, block_size)
+
+
+def write_into_a_copy(pool, k_new, block_table, lens, block_size):
+    pool = pool.clone()
+    my_paged_write(pool, k_new, block_table, lens, block_size)
+    return pool
+
+
+def test_paged_write_is_the_decode_steps():
+    """The reference the checker holds is PagedDecode's write: the same pool after a step."""
+    cache = PagedKVCache(1, 2, 16, "cpu", block_size=4)
+    cache.allocate(1, 2, torch.float32)
+    for row, n in enumerate((3, 6)):
+        cache.take(row, n + 1)
+        cache.set_row(row, n, True, cache.tables[row])
+    step = cache.decoding(2)
+    rope_like = type("R", (), {"cos": torch.zeros(16, 1), "sin": torch.zeros(16, 1)})()
+    step.begin_step(1, rope_like)
+    k = torch.randn(2, 1, 1, 2)
+    pool = cache.k[0].clone()
+    step.update(0, k, k)
+    my_paged_write(pool, k[:, :, 0], cache.block_table, cache.lens_dev, 4)
+    assert torch.equal(pool, cache.k[0])
+
+
+def test_paged_write_right(capsys):
+    assert_ok(check_paged_write, my_paged_write, capsys)
+
+
+@pytest.mark.parametrize(
+    "answer, needles",
+    [
+        (write_on_the_host, ("captured at lens=[2, 6, 9]", "no .item(), int()")),
+        (write_with_tolist, ("captured at lens=[2, 6, 9]", "Tensor.tolist()")),
+        (write_without_the_table, ("lens=[0, 3, 5]", "the table maps an entry")),
+        (write_one_past, ("lens=[0, 3, 5]", "offset lens[b] % block_size")),
+        (write_into_a_copy, ("lens=[0, 3, 5]", "wrong values")),
+    ],
+)
+def test_paged_write_wrong(answer, needles, capsys):
+    assert_hint(check_paged_write, answer, capsys, *needles)
+
+
+def test_paged_write_whose_capture_bakes_in_the_lengths_is_found(capsys):
+    """A write whose block and offset are Python numbers at capture (read here through the
+    tensor's memory with ctypes, a host read the simulator cannot see) is right eagerly and
+    at capture, and wrong at the first replay at new lengths."""
+
+    def baked(pool, k_new, block_table, lens, block_size):
+        host = (ctypes.c_int32 * len(lens)).from_address(lens.data_ptr())
+        for b in range(len(lens)):
+            n = host[b]
+            block = block_table[b : b + 1, n // block_size].long()
+            pool[block, :, n % block_size] = k_new[b : b + 1]
+
+    assert_hint(check_paged_write, baked, capsys, "replayed at lens=[3, 8, 12]")
+
+
+# --- exercise 3: the host's part of a step, between replays ---------------------------------
+
+
+def my_replay_loop(decoder, tok, n_steps, grow=True, advance=True, replay=True, reset=False):
+    cache, out = decoder.cache, []
+    for _ in range(n_steps):
+        key = decoder.graph_key()
+        decoder.tok[: tok.shape[0]].copy_(tok)
+        if reset:  # the stale host twin copied into the device length before each replay
+            cache.lens_dev.copy_(torch.tensor(cache.lens, dtype=torch.int32))
+        if grow:
+            cache.grow()
+        logits = decoder.replay(key) if replay else decoder.graphs[key][1]
+        if advance:
+            cache.advance_host()
+        tok = logits.argmax(-1)
+        out.append(int(tok[0, 0]))
+    return out
+
+
+def test_replay_loop_right(toy_model, capsys):
+    assert_ok(lambda fn: check_replay_loop(fn, toy_model), my_replay_loop, capsys)
+
+    def with_step(decoder, tok, n_steps):
+        out = []
+        for _ in range(n_steps):
+            tok = decoder.step(tok).argmax(-1)
+            out.append(tok.item())
+        return out
+
+    assert_ok(lambda fn: check_replay_loop(fn, toy_model), with_step, capsys)
+
+
+def test_replay_loop_default_model(capsys):
+    assert_ok(check_replay_loop, my_replay_loop, capsys)
+
+
+@pytest.mark.parametrize(
+    "changed, needles",
+    [
+        ({"advance": False}, ("host twin was not advanced", "cache.lens is [14]")),
+        ({"reset": True, "advance": False}, ("lens_dev is [15], expected [20]",)),
+        ({"grow": False}, ("holds 1 block(s)", "cache.grow() before each replay")),
+        ({"replay": False}, ("no step ran on the device",)),
+    ],
+    ids=["no advance_host", "stale length copied in", "no grow", "no replay"],
+)
+def test_replay_loop_wrong(changed, needles, toy_model, capsys):
+    def answer(decoder, tok, n_steps):
+        return my_replay_loop(decoder, tok, n_steps, **changed)
+
+    assert_hint(lambda fn: check_replay_loop(fn, toy_model), answer, capsys, *needles)
+
+
+def test_replay_loop_wrong_tokens(toy_model, capsys):
+    def same_token(decoder, tok, n_steps):
+        out = my_replay_loop(decoder, tok, n_steps)
+        return [out[0]] * n_steps
+
+    def grows_after(decoder, tok, n_steps):
+        cache, out = decoder.cache, []
+        for _ in range(n_steps):
+            key = decoder.graph_key()
+            decoder.tok.copy_(tok)
+            logits = decoder.replay(key)
+            cache.grow()  # too late: the step that crossed wrote to the scratch block
+            cache.advance_host()
+            tok = logits.argmax(-1)
+            out.append(int(tok[0, 0]))
+        return out
+
+    check = lambda fn: check_replay_loop(fn, toy_model)  # noqa: E731
+    assert_hint(check, same_token, capsys, "14-token prompt", "expected")
+    assert_hint(check, grows_after, capsys, "the key of position 16", "before each replay")

@@ -1,0 +1,292 @@
+"""Checkers of notebook 08 · pages: one graph for every length."""
+
+import torch
+
+from tinyllm.course.exercises.harness import (
+    CALL_SECONDS,
+    FAILED,
+    TooSlow,
+    Verdict,
+    as_int,
+    call,
+    check_cases,
+    checker,
+    equal,
+    hint,
+    items,
+    ok,
+    shown_type,
+    time_limit,
+)
+from tinyllm.lab import simgraph
+
+CAPTURE_SECONDS = 30.0  # a learner's function under the simulator's capture, or a loop of replays
+BOUNDARY_CASES = [(0, 4), (3, 4), (4, 4), (5, 4), (15, 16), (16, 16), (17, 16), (40, 16)]
+
+
+# --- exercise 1: where a position lands, and how many blocks a length needs -----------------
+
+
+def _where(pos: int, block_size: int) -> tuple[int, int]:
+    return pos // block_size, pos % block_size
+
+
+def _same_where(got, want) -> str | None:
+    pair = items(got)
+    if pair is None or len(pair) != 2 or any(as_int(x) is None for x in pair):
+        return f"returned {shown_type(got)}: return (table entry, offset), two ints"
+    i, off = (as_int(x) for x in pair)
+    if (i, off) == want:
+        return None
+    if (off, i) == want:
+        return f"returned {(i, off)}, expected {want}: the table entry first, then the offset"
+    if (i, off) == (want[0] + 1, want[1]):
+        return (
+            f"returned table entry {i}, expected {want[0]}: entries count from 0, so "
+            f"positions 0..block_size-1 are entry 0"
+        )
+    if off == want[1] + 1 or (want[1] == 0 and i == want[0] - 1):
+        return (
+            f"returned {(i, off)}, expected {want}: offsets count from 0, and the position "
+            f"block_size is the first of the next block"
+        )
+    return f"returned {(i, off)}, expected {want}"
+
+
+@checker
+def check_block_of(fn) -> Verdict:
+    """fn(pos, block_size) → (i, offset): position pos of a row is at offset `offset` of the
+    block in its table entry i."""
+    return check_cases(
+        fn,
+        [((p, bs), f"pos={p}, block_size={bs}") for p, bs in BOUNDARY_CASES],
+        _where,
+        "position p is at offset p % block_size of table entry p // block_size",
+        _same_where,
+    )
+
+
+def _same_count(got, want) -> str | None:
+    n = as_int(got)
+    if n is None:
+        return f"returned {shown_type(got)}, expected the int {want}"
+    if n == want:
+        return None
+    if n == want - 1:
+        return (
+            f"returned {n}, expected {want}: `n // block_size` drops the last block, which "
+            f"is only partly full; round up"
+        )
+    if n == want + 1:
+        return (
+            f"returned {n}, expected {want}: a length that fills its blocks exactly needs "
+            f"no extra one (and 0 positions need 0 blocks)"
+        )
+    return f"returned {n}, expected {want}"
+
+
+@checker
+def check_blocks_for(fn) -> Verdict:
+    """fn(n_positions, block_size) → blocks a row of that length holds (PagedKVCache.blocks_for)."""
+    cases = [(0, 4), (1, 4), (4, 4), (5, 4), (8, 4), (16, 16), (17, 16), (37, 16)]
+    return check_cases(
+        fn,
+        [((n, bs), f"n_positions={n}, block_size={bs}") for n, bs in cases],
+        lambda n, bs: -(-n // bs),
+        "a row of n positions holds ceil(n / block_size) blocks",
+        _same_count,
+    )
+
+
+# --- exercise 2: the decode write, at block and offset, read on the device ------------------
+
+
+def _reference_write(pool, k_new, block_table, lens, block_size):
+    pos = lens.long()
+    blocks = block_table.long().gather(1, (pos // block_size)[:, None])[:, 0]
+    pool[blocks, :, pos % block_size] = k_new
+
+
+def _write_case(lens, block_size=4, n_blocks=16, heads=2, dim=3, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    rows, width = len(lens), 4
+    perm = torch.randperm(n_blocks - 1, generator=g)[: rows * width] + 1  # never the scratch
+    table = perm.view(rows, width).to(torch.int32)
+    pool = torch.randn(n_blocks, heads, block_size, dim, generator=g)
+    k_new = torch.randn(rows, heads, dim, generator=g)
+    return pool, k_new, table, torch.tensor(lens, dtype=torch.int32), block_size
+
+
+def _write_problem(got_pool, want_pool) -> str | None:
+    if torch.equal(got_pool, want_pool):
+        return None
+    diff = (got_pool != want_pool).any(dim=-1)  # (n_blocks, heads, block_size)
+    block, _, off = (int(x) for x in diff.nonzero()[0])
+    return (
+        f"block {block}, offset {off} of the pool holds the wrong values: row b's new key "
+        f"goes to block block_table[b, lens[b] // block_size] (the table maps an entry to a "
+        f"block of the pool), offset lens[b] % block_size"
+    )
+
+
+def _run_write(fn, case, shown_as):
+    pool, k_new, table, lens, bs = case
+    out = call(fn, (pool, k_new, table, lens, bs), shown_as, none_ok=True, seconds=CALL_SECONDS)
+    return FAILED if out is FAILED else pool
+
+
+def _warm_simulator() -> None:
+    """One capture of nothing much, so that what the simulator loads on its first use (it
+    imports parts of torch lazily) is loaded before a learner's function is timed."""
+    x, y = torch.zeros(2), torch.ones(2)
+    with simgraph.graph(simgraph.CUDAGraph()):
+        x.add_(y)
+
+
+@checker
+def check_paged_write(fn) -> Verdict:
+    """fn(pool, k_new, block_table, lens, block_size) writes row b's k_new[b] (heads, D) into
+    pool (n_blocks, heads, block_size, D) at position lens[b] of its blocks, in place, with
+    device ops only: run eagerly, then captured once under the CPU graph simulator and
+    replayed at new lengths (across a block boundary)."""
+    eager = [([0, 3, 5], "lens=[0, 3, 5]"), ([4, 7, 15], "lens=[4, 7, 15]")]
+    for lens, shown_as in eager:
+        case = _write_case(lens)
+        want = case[0].clone()
+        _reference_write(want, *case[1:])
+        got = _run_write(fn, case, f"{shown_as}, block_size=4")
+        if got is FAILED:
+            return False
+        problem = _write_problem(got, want)
+        if problem:
+            return hint(f"on {shown_as}, block_size=4: {problem}")
+    _warm_simulator()
+    pool, k_new, table, lens, bs = _write_case([2, 6, 9], seed=1)
+    graph = simgraph.CUDAGraph()
+    try:
+        with time_limit(
+            CAPTURE_SECONDS, f"your function did not finish within {CAPTURE_SECONDS:g} s"
+        ):
+            with simgraph.graph(graph):
+                fn(pool, k_new, table, lens, bs)
+    except TooSlow as e:
+        return hint(f"under capture, lens=[2, 6, 9]: {e}")
+    except NotImplementedError:
+        return hint("not solved yet: replace `raise NotImplementedError` with your code")
+    except Exception as e:
+        why = str(e).split("\n")[0]
+        return hint(
+            f"captured at lens=[2, 6, 9], your function failed ({type(e).__name__}: {why}): "
+            f"the step must find the block and offset on the device, with tensor ops "
+            f"(no .item(), int() or .tolist() of a device tensor, no Python loop over lengths)"
+        )
+    for new in ([3, 8, 12], [4, 11, 15]):  # each replay at new lengths: 3→4 crosses a block
+        lens.copy_(torch.tensor(new, dtype=torch.int32))
+        k_new.copy_(torch.randn(k_new.shape))
+        want = pool.clone()
+        _reference_write(want, k_new, table, lens, bs)
+        graph.replay()
+        if not torch.equal(pool, want):
+            return hint(
+                f"captured at lens=[2, 6, 9] and replayed at lens={new}, the keys went to the "
+                f"wrong place: the graph replays the block and offset it captured. Compute "
+                f"them from lens on the device (tensor ops), never from a Python number"
+            )
+    return ok("the write reads lens and the table on the device: one capture serves every length")
+
+
+# --- exercise 3: the host's part of a paged decode step, between replays ---------------------
+
+
+def _decoder(model, prompt):
+    from tinyllm import GraphDecoder
+
+    dec = GraphDecoder(model, prompt.shape[0], max_len=64, kv="paged", graph_api=simgraph)
+    dec.prefill(prompt)
+    dec.capture()
+    return dec
+
+
+def _toy_model():
+    from tinyllm import Transformer
+    from tinyllm.config import get_config
+
+    torch.manual_seed(0)
+    return Transformer(get_config("toy")).eval()
+
+
+def _keys(cache, n: int) -> torch.Tensor:
+    """Row 0's first n keys of layer 0, read through its block table: (n, kv_heads, D)."""
+    pos = torch.arange(n)
+    blocks = torch.tensor(cache.tables[0])[pos // cache.block_size]
+    return cache.k[0][blocks, :, pos % cache.block_size]
+
+
+def _first_missing_key(cache, ref, n: int) -> int | None:
+    differs = (_keys(cache, n) != _keys(ref, n)).flatten(1).any(1).nonzero()
+    return int(differs[0]) if len(differs) else None
+
+
+@checker
+def check_replay_loop(fn, model=None) -> Verdict:
+    """fn(decoder, tok, n_steps) → the n_steps greedy next ids of row 0 (ints), replaying the
+    decoder's one paged graph: each step hands out the blocks it writes (grow), copies the
+    token in, replays, then advances the host lengths (advance_host), as Decoder.step does.
+    The prompt is 14 tokens: the fourth step writes position 17, in a new 16-position block."""
+    model = _toy_model() if model is None else model
+    g = torch.Generator().manual_seed(0)
+    prompt = torch.randint(0, 256, (1, 14), generator=g)
+    n_steps = 6
+    ref, tok, want = _decoder(model, prompt), prompt[:, -1:], []
+    for _ in range(n_steps):
+        tok = ref.step(tok).argmax(-1)
+        want.append(int(tok[0, 0]))
+    dec = _decoder(model, prompt)
+    got = call(fn, (dec, prompt[:, -1:].clone(), n_steps), "a 14-token prompt, 6 steps",
+               seconds=CAPTURE_SECONDS)  # fmt: skip
+    if got is FAILED:
+        return False
+    c = dec.cache
+    host, device = c.lens[0], int(c.lens_dev[0])
+    if device == 14:
+        return hint(
+            "after your loop lens_dev is still [14]: no step ran on the device. Replay the "
+            "graph (decoder.replay(key)): its end_step advances lens_dev"
+        )
+    if device != 14 + n_steps:
+        return hint(
+            f"after {n_steps} steps from a 14-token prompt lens_dev is [{device}], expected "
+            f"[{14 + n_steps}]: the graph wrote the same position again. Let the replayed "
+            f"end_step advance lens_dev (never copy a stale host length into it), and call "
+            f"cache.advance_host() after each replay"
+        )
+    if host != device:
+        return hint(
+            f"after your loop cache.lens is [{host}] but lens_dev is [{device}]: the host twin "
+            f"was not advanced (cache.advance_host() after each replay), so grow() hands "
+            f"out no block when a row crosses into a new one"
+        )
+    if len(c.tables[0]) < c.blocks_for(device):
+        return hint(
+            f"after your loop row 0 is {device} positions long but holds "
+            f"{len(c.tables[0])} block(s): call cache.grow() before each replay, so the step "
+            f"that crosses into a new block has one to write"
+        )
+    missing = _first_missing_key(dec.cache, ref.cache, device)
+    if missing is not None:
+        return hint(
+            f"the key of position {missing} is not in row 0's blocks (that step wrote it to "
+            f"the scratch block): call cache.grow() before each replay, so the step that "
+            f"crosses into a new block has one to write"
+        )
+    ids = items(got)
+    if ids is None or any(as_int(x) is None for x in ids):
+        return hint(f"returned {shown_type(got)}: return a list of {n_steps} ints (row 0's ids)")
+    problem = equal([as_int(x) for x in ids], want)
+    if problem:
+        return hint(
+            f"on a 14-token prompt, 6 steps, your function {problem}: feed each step the id "
+            f"the last one chose (the argmax of the logits replay() returned), and call "
+            f"cache.grow() before each replay, not after"
+        )
+    return ok("grow, copy the token in, replay, advance_host: the graph serves every length")

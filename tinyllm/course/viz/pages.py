@@ -1,0 +1,171 @@
+"""Pictures of the paged cache and the paged section's recordings (notebook 08).
+
+pages_scene runs the book's own PagedKVCache through a short history (rows admitted with
+their prompts, decode steps, a release, compaction) and returns what the cache holds;
+pages_figure draws it: the block table beside the pool of blocks. The recorded figures draw
+results/h200_paged.json (tinyllm.lab.results.load_paged), beside results/h200.json's
+windowed sweep where the message needs it.
+"""
+
+import numpy as np
+from matplotlib.patches import Rectangle
+
+from tinyllm.course.viz.style import COLORS, label_source, new_figure, provenance_note, sig3
+from tinyllm.lab.pages import long_over_short
+from tinyllm.paged import PagedKVCache
+
+
+def pages_scene(prompt_lens=(5, 9, 3), block_size: int = 4, steps: int = 0,
+                release: int | None = None, compact: bool = False, max_len: int = 32,
+                n_blocks: int | None = None) -> dict:  # fmt: skip
+    """A PagedKVCache of one layer and len(prompt_lens) rows after: each row with a
+    non-zero prompt length admitted (its prompt's blocks taken), `steps` decode steps of
+    every row (grow(), the step's end_step on the device, advance_host()), then row
+    `release` released, then (compact) each free row below the last request takes it
+    (move(), as Engine.compact does). Returns the host and device state, and each block's
+    owner (a row, or None) and how many of its positions hold keys."""
+    n_rows = len(prompt_lens)
+    cache = PagedKVCache(1, n_rows, max_len, "cpu", block_size=block_size, n_blocks=n_blocks)
+    for row, n in enumerate(prompt_lens):
+        if n:
+            cache.take(row, n)
+            cache.set_row(row, n, True, cache.tables[row])
+    for _ in range(steps):
+        cache.grow()
+        cache.decoding(n_rows).end_step(1)  # what the step does to lens_dev, on the device
+        cache.advance_host()
+    if release is not None and cache.active[release]:
+        cache.release(release)
+    if compact:
+        while cache.free_slots() and cache.free_slots()[0] < cache.rows_in_use() - 1:
+            cache.move(cache.rows_in_use() - 1, cache.free_slots()[0])
+    owner, filled = [None] * cache.n_blocks, [0] * cache.n_blocks
+    for row, table in enumerate(cache.tables):
+        for i, block in enumerate(table):
+            owner[block] = row
+            filled[block] = min(block_size, max(0, cache.lens[row] - i * block_size))
+    return {
+        "block_size": block_size,
+        "n_blocks": cache.n_blocks,
+        "lens": list(cache.lens),
+        "lens_dev": cache.lens_dev.tolist(),
+        "active": list(cache.active),
+        "tables": [list(t) for t in cache.tables],
+        "block_table": cache.block_table.tolist(),
+        "free": list(cache.free),
+        "owner": owner,
+        "filled": filled,
+    }
+
+
+def _row_color(row: int) -> str:
+    return COLORS["requests"][row % len(COLORS["requests"])]
+
+
+def pages_figure(scene: dict):
+    """The block table (rows × table entries, each the block id it holds) beside the pool
+    (every block, coloured by the row that holds it, shaded by how full it is; block 0 the
+    scratch block, white the free ones)."""
+    table = np.array(scene["block_table"])
+    n_rows, width = table.shape
+    bs, n_blocks = scene["block_size"], scene["n_blocks"]
+    fig, (ax_t, ax_p) = new_figure(1, 2, figsize=(10, 3.6), width_ratios=(1, 1.4))
+    for r in range(n_rows):
+        held = len(scene["tables"][r])
+        for i in range(width):
+            color = _row_color(r) if i < held else "white"
+            ax_t.add_patch(
+                Rectangle((i, r), 1, 1, fc=color, ec="0.6", alpha=0.7 if i < held else 1)
+            )
+            ax_t.text(i + 0.5, r + 0.5, str(table[r, i]), ha="center", va="center", fontsize=7,
+                      color="black" if i < held else "0.6")  # fmt: skip
+    ax_t.set(xlim=(0, width), ylim=(n_rows, 0), xlabel="table entry i (positions i·block_size …)")
+    ax_t.set_yticks([r + 0.5 for r in range(n_rows)],
+                    [f"row {r}: len {n}" for r, n in enumerate(scene["lens"])])  # fmt: skip
+    ax_t.set_xticks([])
+    ax_t.set_title("block_table (device): row → its blocks", fontsize=9)
+    cols = min(n_blocks, 16)
+    for b in range(n_blocks):
+        x, y = b % cols, b // cols
+        row = scene["owner"][b]
+        if b == 0:
+            ax_p.add_patch(Rectangle((x, y), 1, 1, fc=COLORS["masked"], ec="0.4", hatch="//"))
+        elif row is None:
+            ax_p.add_patch(Rectangle((x, y), 1, 1, fc="white", ec="0.6"))
+        else:
+            share = scene["filled"][b] / bs
+            ax_p.add_patch(Rectangle((x, y), 1, 1, fc="white", ec="0.4"))
+            ax_p.add_patch(Rectangle((x, y + 1 - share), 1, share, fc=_row_color(row), ec="0.4"))
+        ax_p.text(x + 0.5, y + 0.5, "S" if b == 0 else str(b), ha="center", va="center",
+                  fontsize=7)  # fmt: skip
+    ax_p.set(xlim=(0, cols), ylim=(-(-n_blocks // cols), 0), xticks=[], yticks=[])
+    ax_p.set_title(
+        f"the pool: {n_blocks} blocks of {bs} positions (S: scratch block 0, white: free)",
+        fontsize=9,
+    )
+    held = sum(len(t) for t in scene["tables"])
+    fig.suptitle(
+        f"{sum(scene['active'])} requests hold {held} blocks, {len(scene['free'])} are free; "
+        f"a row's keys sit in whichever blocks it was handed",
+        fontsize=10,
+    )
+    return fig
+
+
+# --- the recordings -------------------------------------------------------------------------
+
+
+def paged_sweep_figure(res: dict, paged: dict):
+    """Step time against position: the windowed graphs (res, results/h200.json) climb their
+    bucket staircase, the paged step (paged, results/h200_paged.json) stays flat; gpt-fast's
+    compiled forward on an ideal host, measured at positions 32–75, for scale."""
+    win, sw = res["position_sweep"], paged["paged"]["sweep"]
+    fig, ax = new_figure(figsize=(8, 3.8))
+    lines = (
+        (win, "graph", "windowed graph replay, unfused (bucketed)", COLORS["graph"], ":"),
+        (win, "fused", "windowed, fused kernels (bucketed)", COLORS["fused"], ":"),
+        (sw, "paged", "paged graph replay, unfused", COLORS["graph"], "-"),
+        (sw, "paged fused", "paged, fused kernels", COLORS["fused"], "-"),
+    )
+    for data, key, label, color, ls in lines:
+        ax.plot(data["positions"], data[f"{key}_us"], drawstyle="steps-post", color=color,
+                ls=ls, label=label)  # fmt: skip
+    lo, hi = paged["paged"]["positions"]
+    ideal = paged["headline"]["gptfast_ideal_us"]
+    ax.plot([lo, hi], [ideal, ideal], color=COLORS["compiled"], lw=3,
+            label="gpt-fast, ideal host (measured at these positions only)")  # fmt: skip
+    ax.set(xlabel="position (tokens)", ylim=(0, None),
+           ylabel=f"step time, batch 1 (µs, median per {sw['bin_size']} positions)")  # fmt: skip
+    ax.legend(fontsize=7)
+    paged_rise = long_over_short(sw, "paged fused")
+    win_rise = long_over_short(win, "fused")
+    ax.set_title(
+        f"From positions 32–75 to 1000 and more the windowed fused step grows "
+        f"{sig3(win_rise)}×,\nthe paged fused step {sig3(paged_rise)}×",
+        fontsize=10,
+    )
+    return label_source(fig, paged, f"windowed lines: {_label(res)}")
+
+
+def _label(res: dict) -> str:
+    return provenance_note(res) or "unlabelled data"
+
+
+def attention_figure(paged: dict, batch: str = "1"):
+    """The attention call alone against the number of keys n: SDPA in the course's window
+    form over a window of n keys, and the paged kernel over n keys in blocks."""
+    att = paged["paged"]["attention"]
+    t = att[batch]
+    fig, ax = new_figure(figsize=(6.5, 3.6))
+    ax.plot(att["lengths"], t["sdpa_window_us"], "o-", color=COLORS["graph"],
+            label="SDPA, window form (n keys, additive bias)")  # fmt: skip
+    ax.plot(att["lengths"], t["paged_kernel_us"], "s-", color=COLORS["fused"],
+            label=f"paged_decode_attention (blocks of {att['block_size']})")  # fmt: skip
+    ax.set(xlabel="keys attended", ylabel=f"one call, batch {batch} (µs)", ylim=(0, None))
+    ax.legend(fontsize=8)
+    ratio = t["sdpa_window_us"][-1] / t["paged_kernel_us"][-1]
+    ax.set_title(
+        f"At {att['lengths'][-1]} keys the paged kernel takes 1/{sig3(ratio)} of SDPA's time",
+        fontsize=10,
+    )
+    return label_source(fig, paged, f"each call inside a graph, {att['calls']} calls back to back")
