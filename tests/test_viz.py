@@ -227,10 +227,13 @@ SHIPPED_FIGURES = {  # every figure drawn from a recording, on the shipped ones
     "window_times_figure": lambda r, d, t: viz.window_times_figure(r),
     "launches_figure": lambda r, d, t: viz.launches_figure(viz.launch_costs(r)),
     "pool_figure": lambda r, d, t: viz.pool_figure(r),
+    "paged_sweep_figure": lambda r, d, t: viz.paged_sweep_figure(r, results.load_paged()),
+    "attention_figure": lambda r, d, t: viz.attention_figure(results.load_paged()),
 }
 NOT_FROM_A_RECORDING = {"mask_figure", "bucket_figure", "bucket_tradeoff_figure",
                         "buckets_figure", "static_cache_figure", "slots_figure",
-                        "slot_timeline_figure", "compile_paths_figure", "loss_figure"}  # fmt: skip
+                        "slot_timeline_figure", "compile_paths_figure", "loss_figure",
+                        "pages_figure"}  # fmt: skip
 
 
 def test_every_figure_of_a_recording_is_in_the_table():

@@ -73,3 +73,20 @@ def test_slot_timeline_explorer_draws_the_chosen_steps():
     assert "over 4 decode steps" in w.result.axes[0].get_title()
     control(w, "steps").value = (2, 3)
     assert "over 2 decode steps" in w.result.axes[0].get_title()
+
+
+def test_pages_explorer_follows_the_host_moves(capsys):
+    w = widgets.pages_explorer(prompt_lens=(5, 9, 3))
+    assert w.result["lens"] == [5, 9, 3] and [len(t) for t in w.result["tables"]] == [2, 3, 1]
+    control(w, "steps").value = 4
+    assert w.result["lens"] == [9, 13, 7] and [len(t) for t in w.result["tables"]] == [3, 4, 2]
+    control(w, "release").value = 0
+    assert w.result["tables"][0] == [] and not w.result["active"][0]
+    control(w, "compact").value = True
+    assert w.result["active"] == [True, True, False] and w.result["lens"] == [7, 13, 0]
+    control(w, "block_size").value = 8
+    assert [len(t) for t in w.result["tables"]] == [1, 2, 0]
+    control(w, "len_1").value = 16
+    control(w, "steps").value = 16  # the sliders' ends: a row at max_len, never past it
+    assert w.result["lens"][1] == 32 and len(w.result["tables"][1]) == 4
+    assert "free list" in capsys.readouterr().out

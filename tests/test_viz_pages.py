@@ -1,0 +1,71 @@
+"""viz.pages: the paged cache's picture is drawn from the book's PagedKVCache, and the paged
+section's figures from its recording, titled with what the data says."""
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import pytest  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+
+from tinyllm.course import viz  # noqa: E402
+from tinyllm.lab import results  # noqa: E402
+from tinyllm.lab.pages import long_over_short  # noqa: E402
+
+
+def test_a_scene_takes_blocks_at_block_boundaries():
+    s = viz.pages_scene((5, 9, 3), block_size=4)
+    assert [len(t) for t in s["tables"]] == [2, 3, 1]  # ceil(n / 4)
+    assert s["lens"] == s["lens_dev"] == [5, 9, 3]
+    s = viz.pages_scene((5, 8, 3), block_size=4, steps=1)  # 8 → 9 crosses into a third block
+    assert [len(t) for t in s["tables"]] == [2, 3, 1] and s["lens"] == [6, 9, 4]
+    assert s["block_table"][1][:3] == s["tables"][1] and s["block_table"][1][3:] == [0] * 5
+
+
+def test_a_scene_accounts_for_every_block():
+    s = viz.pages_scene((5, 9, 3), block_size=4, steps=3)
+    held = [b for t in s["tables"] for b in t]
+    assert sorted(held + s["free"]) == list(range(1, s["n_blocks"]))  # block 0: scratch
+    assert s["owner"][0] is None and 0 not in held
+    for row, table in enumerate(s["tables"]):
+        assert sum(s["filled"][b] for b in table) == s["lens"][row]
+        assert all(s["owner"][b] == row for b in table)
+
+
+def test_release_returns_the_blocks_and_compaction_moves_the_table_row():
+    before = viz.pages_scene((5, 9, 3), block_size=4, steps=2)
+    released = viz.pages_scene((5, 9, 3), block_size=4, steps=2, release=0)
+    assert released["tables"][0] == [] and released["lens"][0] == 0
+    assert len(released["free"]) == len(before["free"]) + len(before["tables"][0])
+    compacted = viz.pages_scene((5, 9, 3), block_size=4, steps=2, release=0, compact=True)
+    assert compacted["tables"][0] == before["tables"][2]  # the last request, same blocks
+    assert compacted["lens"] == [before["lens"][2], before["lens"][1], 0]
+    assert compacted["lens"] == compacted["lens_dev"]
+
+
+def test_pages_figure_draws_the_scene():
+    s = viz.pages_scene((5, 9, 0), block_size=4, steps=1)
+    fig = viz.pages_figure(s)
+    assert isinstance(fig, Figure)
+    fig.canvas.draw()
+    assert "2 requests hold 5 blocks" in fig.get_suptitle()
+
+
+def test_the_paged_figures_state_what_the_recording_says():
+    res, paged = results.load_results(), results.load_paged()
+    fig = viz.paged_sweep_figure(res, paged)
+    title = fig.axes[0].get_title()
+    rise = long_over_short(paged["paged"]["sweep"], "paged fused")
+    assert f"the paged fused step {viz.sig3(rise)}×" in title
+    assert viz.footnote_text(fig).splitlines()[0] == results.provenance_label(paged)
+    att = paged["paged"]["attention"]["1"]
+    ratio = att["sdpa_window_us"][-1] / att["paged_kernel_us"][-1]
+    fig = viz.attention_figure(paged)
+    assert f"1/{viz.sig3(ratio)}" in fig.axes[0].get_title()
+    fig.canvas.draw()
+
+
+@pytest.mark.parametrize("batch", ["1", "8"])
+def test_attention_figure_takes_each_recorded_batch(batch):
+    fig = viz.attention_figure(results.load_paged(), batch)
+    assert f"batch {batch}" in fig.axes[0].get_ylabel()
