@@ -20,7 +20,7 @@ temporary folder. It drives Debian's Chromium through Playwright. It checks that
 
 Screenshots of each explorer in use are written to the temporary folder and, when the
 environment variable SCREENSHOT_DIR is set, copied there (`make screenshots` copies them to
-images/: mask_explorer.png, bucket_explorer.png, timing_explorer.png).
+images/: mask_explorer.png, bucket_explorer.png, timing_explorer.png, pages_explorer.png).
 
 Needs /usr/bin/chromium (`apt-get install chromium`) and the playwright Python package;
 Playwright's own browser download is not used. Without them the test is skipped, except
@@ -95,6 +95,7 @@ EXPLORERS = [
     Explorer("mask_explorer", "02_static_shapes.ipynb", "position", "slider", figures=1),
     Explorer("bucket_explorer", "03_buckets.ipynb", "growth", "slider", figures=1),
     Explorer("timing_explorer", "01_launch_bound_decode.ipynb", "batch", "dropdown", figures=2),
+    Explorer("pages_explorer", "08_paged_kv.ipynb", "decode steps", "slider", figures=1),
 ]
 SLIDER_PRESSES = 3  # arrow-key presses on a slider, each one a redraw
 

@@ -232,7 +232,7 @@ def check_replay_loop(fn, model=None) -> Verdict:
     """fn(decoder, tok, n_steps) → the n_steps greedy next ids of row 0 (ints), replaying the
     decoder's one paged graph: each step hands out the blocks it writes (grow), copies the
     token in, replays, then advances the host lengths (advance_host), as Decoder.step does.
-    The prompt is 14 tokens: the fourth step writes position 17, in a new 16-position block."""
+    The prompt is 14 tokens: the third step writes position 16, the first of a new block."""
     model = _toy_model() if model is None else model
     g = torch.Generator().manual_seed(0)
     prompt = torch.randint(0, 256, (1, 14), generator=g)
