@@ -204,8 +204,10 @@ def test_replay_loop_right(toy_model, capsys):
     assert_ok(lambda fn: check_replay_loop(fn, toy_model), with_step, capsys)
 
 
-def test_replay_loop_default_model(capsys):
+def test_replay_loop_default_model_leaves_the_random_state_alone(capsys):
+    state = torch.random.get_rng_state()
     assert_ok(check_replay_loop, my_replay_loop, capsys)
+    assert torch.equal(torch.random.get_rng_state(), state)
 
 
 @pytest.mark.parametrize(

@@ -1,5 +1,7 @@
 """Checkers of notebook 08 · pages: one graph for every length."""
 
+import functools
+
 import torch
 
 from tinyllm.course.exercises.harness import (
@@ -207,12 +209,15 @@ def _decoder(model, prompt):
     return dec
 
 
+@functools.cache
 def _toy_model():
+    """The toy preset with seed-0 weights, made without touching the learner's random state."""
     from tinyllm import Transformer
     from tinyllm.config import get_config
 
-    torch.manual_seed(0)
-    return Transformer(get_config("toy")).eval()
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        return Transformer(get_config("toy")).eval()
 
 
 def _keys(cache, n: int) -> torch.Tensor:
