@@ -4,6 +4,7 @@ and 01's bandwidth floor here; the rest in test_exercises_nb0N.py, one file per 
 
 import contextlib
 import signal
+import sys
 from functools import cache
 
 import numpy as np
@@ -150,7 +151,7 @@ def test_pool_choice_given_junk_for_the_measurement_gives_a_hint(capture, capsys
         (["A", "c"], {"a", "c"}),
         (np.array(["a", "b", "e"]), {"a", "b", "e"}),
         (np.array([1, 2]), {"1", "2"}),
-        (torch.tensor([1, 2]), {"1", "2", "t", "e", "n", "s", "o", "r"}),
+        (torch.tensor([1, 2]), {"1", "2"}),
         ({"a": 1}, {"a", "1"}),
         (None, set()),
         (Hostile(), set()),
@@ -165,6 +166,27 @@ def test_choices_never_raises(answer, letters):
 
 def test_stale_reads_takes_a_numpy_array_of_letters(capsys):
     assert_ok(ex.check_stale_reads, np.array(["a", "b", "e"]), capsys)
+
+
+@pytest.mark.parametrize(
+    "answer", ["a, b and e", "A, B, and E", "a, b or e", "(a) (b) & (e)", "a_b_e", ["a", "b", "e"]]
+)
+def test_letters_with_words_between_them_are_read_as_letters(answer, capsys):
+    """'and' and 'or' between letters are words, not the letters n, d, o, r."""
+    assert ex.harness.choices(answer) == {"a", "b", "e"}
+    assert_ok(ex.check_stale_reads, answer, capsys)
+
+
+def test_pool_choice_reads_and_between_letters(capsys):
+    assert_ok(ex.check_pool_choice, "b and d", capsys)
+
+
+@pytest.mark.parametrize("answer", [True, False, np.bool_(True), torch.tensor(True), [True]])
+@pytest.mark.parametrize("check", [ex.check_stale_reads, ex.check_pool_choice])
+def test_a_bool_for_letters_gets_a_hint_about_the_type(check, answer, capsys):
+    """True is not read as the letters t, r, u, e: the hint asks for letters in a string."""
+    assert ex.harness.choices(answer) == set()
+    assert_hint(check, answer, capsys, "no answer that reads as letters", "as a string")
 
 
 # --- harness: numbers in hints, limits on time ----------------------------------------------
@@ -202,6 +224,100 @@ def test_time_limits_nest_and_a_learners_except_cannot_swallow_them():
             swallows()
     assert signal.getitimer(signal.ITIMER_REAL)[0] == 0
     assert h.call(swallows, (), "nothing", seconds=0.3) is h.FAILED
+
+
+# --- harness: one rule for numbers (as_int, as_number) ---------------------------------------
+
+INTS = {  # a number of an integer type, in every form the rule takes
+    "int": 24,
+    "numpy int": np.int64(24),
+    "numpy uint8": np.uint8(24),
+    "0-dim numpy array": np.array(24),
+    "one-element numpy array": np.array([24]),
+    "one-element 2-d numpy array": np.array([[24]], dtype=np.int32),
+    "0-dim tensor": torch.tensor(24),
+    "one-element tensor": torch.tensor([24]),
+    "one-element int32 tensor": torch.tensor([[24]], dtype=torch.int32),
+}
+FLOATS = {  # a real number of a floating type
+    "float": 24.0,
+    "numpy float": np.float32(24.0),
+    "0-dim numpy array": np.array(24.0),
+    "one-element numpy array": np.array([24.0]),
+    "0-dim tensor": torch.tensor(24.0),
+    "one-element float16 tensor": torch.tensor([24.0], dtype=torch.float16),
+}
+NOT_NUMBERS = {  # never a number
+    "bool": True,
+    "numpy bool": np.bool_(True),
+    "bool array": np.array([True]),
+    "bool tensor": torch.tensor(True),
+    "str": "24",
+    "numpy str": np.str_("24"),
+    "two-element array": np.array([24, 25]),
+    "two-element tensor": torch.tensor([24, 25]),
+    "empty tensor": torch.tensor([]),
+    "complex": 24 + 0j,
+    "complex tensor": torch.tensor(24 + 0j),
+    "object array": np.array([24], dtype=object),
+    "list": [24],
+    "None": None,
+    "meta tensor": torch.empty((), dtype=torch.int64, device="meta"),
+}
+
+
+@pytest.mark.parametrize("value", INTS.values(), ids=INTS)
+def test_an_int_in_any_form_is_an_int_and_a_number(value):
+    h = ex.harness
+    assert h.as_int(value) == 24 and type(h.as_int(value)) is int
+    assert h.as_number(value) == 24.0 and type(h.as_number(value)) is float
+
+
+@pytest.mark.parametrize("value", FLOATS.values(), ids=FLOATS)
+def test_a_float_in_any_form_is_a_number_not_an_int(value):
+    h = ex.harness
+    assert h.as_number(value) == 24.0 and type(h.as_number(value)) is float
+    assert h.as_int(value) is None
+
+
+@pytest.mark.parametrize("value", NOT_NUMBERS.values(), ids=NOT_NUMBERS)
+def test_a_bool_or_anything_else_is_no_number(value):
+    assert ex.harness.as_int(value) is None and ex.harness.as_number(value) is None
+
+
+# --- harness: the [OK] or [HINT] line starts a fresh line ------------------------------------
+
+
+def test_a_checkers_line_starts_fresh_after_a_learners_unfinished_print(capsys):
+    """A learner's print(..., end="") or a print cut short by an error leaves its line open;
+    the checker's [OK] or [HINT] still starts a line of its own, and stdout is put back."""
+    stdout = sys.stdout
+
+    def prints_then_answers(n, b, bw):
+        print("computing", end="")
+        return bandwidth_floor(n, b, bw)
+
+    def prints_then_fails(n, b, bw):
+        print("writing at", Hostile())  # print writes "writing at", then str() raises
+
+    assert passed(ex.check_bandwidth_floor(prints_then_answers))
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("computing") and lines[1].startswith("[OK] "), lines
+    assert failed(ex.check_bandwidth_floor(prints_then_fails))
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("writing at") and lines[1].startswith("[HINT] "), lines
+    assert sys.stdout is stdout
+
+
+def test_a_checkers_line_adds_no_blank_line_after_a_finished_print(capsys):
+    def prints_a_line(n, b, bw):
+        print("computing")
+        return bandwidth_floor(n, b, bw)
+
+    assert passed(ex.check_bandwidth_floor(prints_a_line))
+    out = capsys.readouterr().out
+    *printed, last = out.splitlines()
+    assert set(printed) == {"computing"} and last.startswith("[OK] "), out  # no blank line
 
 
 @pytest.mark.parametrize("value", JUNK_VALUES.values(), ids=JUNK_VALUES)
