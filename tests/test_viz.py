@@ -400,3 +400,15 @@ def test_window_costs_and_figure():
     faster = viz.window_times_figure({"window_times": window_times([100] * 4, [90, 80, 70, 60])})
     assert "1× at batch 1" in faster.axes[0].get_title()  # the title says what the data says
     assert "0.667× at batch 8" in faster.axes[0].get_title()
+
+
+def test_step_time_figure_draws_both_sides_its_title_compares():
+    """The title compares eager decode's CPU issue time with its GPU kernel time: both are
+    drawn, from the recording."""
+    res = recorded_results()
+    ax = viz.step_time_figure(res).axes[0]
+    lines = {line.get_label(): line for line in ax.get_lines()}
+    issue = lines["eager: CPU issue time (measured apart)"]
+    kernels = lines["eager: GPU kernels, summed"]
+    assert list(issue.get_ydata()) == res["cpu_time"]["eager_us"]
+    assert list(kernels.get_ydata()) == res["gpu_kernel_time"]["eager_us"]
