@@ -50,7 +50,7 @@ def test_the_right_set_passes(shipped_model, capsys):
         (EXTRA | {"slice"}, "'slice' is a view"),  # run more often, but it launches no kernel
         (EXTRA | {"transpose"}, "launches no kernel"),
         ({"add_", "copy_", "index_copy", "index_fill", "index_select"}, "'index_copy' lacks"),
-        ({"add", "copy_", "index_copy_", "index_fill_", "index_select"}, "trailing _"),
+        ({"add", "copy_", "index_copy_", "index_fill_", "index_select"}, "1 of your names lacks"),
         (None, "not answered yet"),
         ("index_copy_", "answer with a set of op names"),
         (5, "answer with a set of op names"),

@@ -131,11 +131,11 @@ def check_static_extra_ops(answer, model=None) -> Verdict:
     missing, extra = sorted(want - got), sorted(got - want)
     no_underscore = [op for op in extra if op + "_" in want]
     if no_underscore:
-        op = no_underscore[0]
+        op, n = no_underscore[0], len(no_underscore)
+        lack = "1 of your names lacks" if n == 1 else f"{n} of your names lack"
         return hint(
             f"{op!r} lacks its trailing _: the static step runs {op + '_'!r}, the in-place "
-            f"op, whose name ends in _ as the tables print it ({len(no_underscore)} of your "
-            f"names lack the _)"
+            f"op, whose name ends in _ as the tables print it ({lack} the _)"
         )
     views = [op for op in extra if f"aten::{op}" in VIEW_OPS]
     if views:
