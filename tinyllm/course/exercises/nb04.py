@@ -202,6 +202,8 @@ class _Watched:
     @contextlib.contextmanager
     def graph(self, cuda_graph, *args, **kwargs):
         self.events.append(("capture",))
+        if "stream" in kwargs:  # a capture on api.current_stream(): the real stream
+            kwargs["stream"] = self.real(kwargs["stream"])
         with self.api.graph(cuda_graph, *args, **kwargs):
             self.capturing = True
             try:
