@@ -5,6 +5,7 @@ and 01's bandwidth floor here; the rest in test_exercises_nb0N.py, one file per 
 import contextlib
 import signal
 import sys
+import types
 from functools import cache
 
 import numpy as np
@@ -330,19 +331,45 @@ def test_readers_never_raise(value):
 # --- capture and replay a function yourself (notebook 04, exercise 3) ---------------------
 
 
+@pytest.fixture(autouse=True, scope="module")
+def simgraph_warmed():
+    """The first op under simgraph imports torch._dynamo, seconds on a busy machine: the
+    shortened limits of these tests would count it against the answer checked first."""
+    g, x = simgraph.CUDAGraph(), torch.zeros(2)
+    with simgraph.graph(g):
+        x.mul(2)
+
+
 def my_capture_replay(f, example, api, *, static=True, warm_up=True, side_stream=True,
-                      wait=True, capture=True, copy="before", replay=True,
-                      returned="static"):  # fmt: skip
-    """The solution, and, with one keyword changed, each wrong answer a learner gives."""
+                      wait="side", capture=True, copy="before", replay=True,
+                      returned="static", wait_after="current"):  # fmt: skip
+    """The solution, and, with one keyword changed, each wrong answer a learner gives.
+    wait: how the side stream is ordered after the queued work ("side": it waits for the
+    current stream; "sync": api.synchronize(); "reversed": the current stream waits for
+    it; None). wait_after: how what follows waits for the warm-up ("current": the current
+    stream waits for the side stream; "sync", "side sync": api's or the side stream's
+    synchronize(); "inside": the current stream's wait, inside the side stream's block,
+    where the current stream is the side stream; None)."""
     static_x = example.clone() if static else example
     warm = None
     if warm_up:
         side = api.Stream()
-        if wait:
+        if wait == "side":
             side.wait_stream(api.current_stream())
+        elif wait == "sync":
+            api.synchronize()
+        elif wait == "reversed":
+            api.current_stream().wait_stream(side)
         with api.stream(side) if side_stream else contextlib.nullcontext():
             warm = f(static_x)
-        api.current_stream().wait_stream(side)
+            if wait_after == "inside":
+                api.current_stream().wait_stream(side)
+        if wait_after == "current":
+            api.current_stream().wait_stream(side)
+        elif wait_after == "sync":
+            api.synchronize()
+        elif wait_after == "side sync":
+            side.synchronize()
     if not capture:
         return lambda x: f(x)
     graph = api.CUDAGraph()
@@ -383,6 +410,45 @@ def test_capture_replay_solved_on_a_cpu(capsys):
     assert capsys.readouterr().out.startswith("[OK] a warm-up on a side stream")
 
 
+@pytest.mark.parametrize(
+    "keywords",
+    [{"wait": "sync"}, {"wait_after": "sync"}, {"wait_after": "side sync"}],
+    ids=["synchronize before", "synchronize after", "the side stream's synchronize after"],
+)
+def test_capture_replay_a_synchronize_orders_too(keywords, capsys):
+    """A device-wide synchronize() orders the streams as a wait does (it waits for both)."""
+    assert_ok(ex.check_capture_replay, wrong(**keywords), capsys)
+
+
+def test_capture_replay_hands_the_real_streams_to_the_api(capsys):
+    """The checker's api wraps api.current_stream(); what reaches the real API is unwrapped."""
+    streams = []
+
+    @contextlib.contextmanager
+    def graph(cuda_graph, pool=None, stream=None):
+        streams.append(stream)
+        with simgraph.graph(cuda_graph, pool=pool):
+            yield
+
+    api = types.SimpleNamespace(**{n: getattr(simgraph, n) for n in dir(simgraph)})
+    api.graph = graph
+
+    def on_the_current_stream(f, example, api):
+        static_x, side = example.clone(), api.Stream()
+        side.wait_stream(api.current_stream())
+        with api.stream(side):
+            f(static_x)
+        api.current_stream().wait_stream(side)
+        g = api.CUDAGraph()
+        with api.graph(g, stream=api.current_stream()):
+            out = f(static_x)
+        return lambda x: (static_x.copy_(x), g.replay(), out)[-1]
+
+    assert passed(ex.check_capture_replay(on_the_current_stream, api=api))
+    assert capsys.readouterr().out.startswith("[OK] ")
+    assert streams == [simgraph.current_stream()]
+
+
 def test_capture_replay_picks_the_simulator_without_cuda(capsys):
     if torch.cuda.is_available():
         pytest.skip("with CUDA the checker captures real graphs")
@@ -407,7 +473,20 @@ CAPTURE_REPLAY_WRONG = {  # a wrong answer → what its hint must say
     "returns a list": (wrong(returned="list"), "run(x) returned list"),
     "no warm-up": (wrong(warm_up=False), "no warm-up"),
     "warm-up on the current stream": (wrong(side_stream=False), "ran on the current stream"),
-    "side stream not waiting": (wrong(wait=False), "side.wait_stream(api.current_stream())"),
+    "side stream not waiting": (wrong(wait=None), "side.wait_stream(api.current_stream())"),
+    "the first wait reversed": (
+        wrong(wait="reversed"),
+        "the side stream does not wait for the current one",
+    ),
+    "no wait after the warm-up": (
+        wrong(wait_after=None),
+        "the current stream does not wait for the warm-up: call "
+        "api.current_stream().wait_stream(side)",
+    ),
+    "the wait after, inside the side block": (
+        wrong(wait_after="inside"),
+        "api.current_stream().wait_stream(side) after the `with api.stream(side):` block",
+    ),
     "captures on example itself": (wrong(static=False), "run(x) wrote into example"),
     "returns None": (lambda f, example, api: None, "returned None"),
     "raises": (lambda f, example, api: 1 / 0, "raised ZeroDivisionError"),
@@ -439,7 +518,10 @@ def test_capture_replay_leaves_no_capture_open(capsys):
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_capture_replay_on_a_gpu(capsys):
     assert passed(ex.check_capture_replay(my_capture_replay, api=torch.cuda))
-    for case in ("calls f in run", "rebinds the input", "returns a fresh tensor", "no warm-up"):
+    cases = ("calls f in run", "rebinds the input", "returns a fresh tensor", "no warm-up")
+    cases += ("side stream not waiting", "no wait after the warm-up")
+    cases += ("the wait after, inside the side block",)
+    for case in cases:
         assert failed(ex.check_capture_replay(CAPTURE_REPLAY_WRONG[case][0], api=torch.cuda))
         assert CAPTURE_REPLAY_WRONG[case][1] in capsys.readouterr().out
 
