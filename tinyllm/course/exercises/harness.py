@@ -226,9 +226,9 @@ def as_number(x) -> float | None:
     one-element tensor or array), else None. Not a bool, nor a string. Never raises."""
     try:
         value = _number(x)
-    except Exception:
+        return None if value is None else float(value)
+    except Exception:  # as above, or an int too large for a float
         return None
-    return None if value is None else float(value)
 
 
 def items(x, kinds=(tuple, list)) -> list | None:
