@@ -1,6 +1,8 @@
-"""tinyllm.lab.exactness: what SDPA returns for a fully masked row (notebooks 02 and 06).
-compare_replay and compare_eager_static are exercised by the GPU tests and notebook 05."""
+"""tinyllm.lab.exactness: what SDPA returns for a fully masked row (notebooks 02 and 06);
+eager decode vs the static step, with every margin (notebook 05). compare_replay is
+exercised by the GPU tests."""
 
+import copy
 import json
 
 import pytest
@@ -9,7 +11,7 @@ from conftest import recorded_results
 from torch.nn.attention import SDPBackend
 
 from tinyllm.lab import results
-from tinyllm.lab.exactness import fully_masked_row, what_came_back
+from tinyllm.lab.exactness import compare_eager_static, fully_masked_row, what_came_back
 
 
 def test_fully_masked_row_on_this_cpu():
@@ -58,3 +60,26 @@ def test_the_probe_is_read_when_recorded(tmp_path, monkeypatch):
     assert got["file"] == "h200_probe.json"
     assert got["sdpa_fully_masked_row"] == probe["sdpa_fully_masked_row"]
     assert results.own_results() is None  # a probe is not a bench recording
+
+
+def test_eager_vs_static_keeps_every_margin(toy_model):
+    idx = torch.randint(0, 256, (2, 5))
+    cmp = compare_eager_static(toy_model, idx, 6, buckets=(8, 16, 256))
+    margins = cmp["margins"]
+    assert len(margins) == 6 and all(len(m) == 2 and min(m) >= 0 for m in margins)
+    closest = cmp["closest_call"]
+    assert closest["margin"] == min(map(min, margins))
+    assert closest["margin"] == margins[closest["step"]][closest["row"]]
+    assert all(f["margin"] == margins[f["step"]][f["row"]] for f in cmp["flips"])
+
+
+def test_bf16_on_the_cpu_flips_a_token(shipped_model, tokenizer):
+    """Notebook 05's bf16 run: at least one greedy token flips, and only where the eager
+    margin is at most twice that step's largest difference."""
+    model = copy.deepcopy(shipped_model).to(torch.bfloat16)
+    prompts = ["The for statement", "The try statement", "The del statement"]
+    idx = torch.tensor([tokenizer.encode(p) for p in prompts])
+    cmp = compare_eager_static(model, idx, 200, buckets=(64, 128, 256, 1024))
+    assert cmp["flips"], cmp["max_logit_diff"]
+    diffs = cmp["max_logit_diff_per_step"]
+    assert all(f["margin"] <= 2 * diffs[f["step"]] for f in cmp["flips"])

@@ -4,6 +4,8 @@ and 01's bandwidth floor here; the rest in test_exercises_nb0N.py, one file per 
 
 import contextlib
 import signal
+import sys
+import types
 from functools import cache
 
 import numpy as np
@@ -150,7 +152,7 @@ def test_pool_choice_given_junk_for_the_measurement_gives_a_hint(capture, capsys
         (["A", "c"], {"a", "c"}),
         (np.array(["a", "b", "e"]), {"a", "b", "e"}),
         (np.array([1, 2]), {"1", "2"}),
-        (torch.tensor([1, 2]), {"1", "2", "t", "e", "n", "s", "o", "r"}),
+        (torch.tensor([1, 2]), {"1", "2"}),
         ({"a": 1}, {"a", "1"}),
         (None, set()),
         (Hostile(), set()),
@@ -165,6 +167,27 @@ def test_choices_never_raises(answer, letters):
 
 def test_stale_reads_takes_a_numpy_array_of_letters(capsys):
     assert_ok(ex.check_stale_reads, np.array(["a", "b", "e"]), capsys)
+
+
+@pytest.mark.parametrize(
+    "answer", ["a, b and e", "A, B, and E", "a, b or e", "(a) (b) & (e)", "a_b_e", ["a", "b", "e"]]
+)
+def test_letters_with_words_between_them_are_read_as_letters(answer, capsys):
+    """'and' and 'or' between letters are words, not the letters n, d, o, r."""
+    assert ex.harness.choices(answer) == {"a", "b", "e"}
+    assert_ok(ex.check_stale_reads, answer, capsys)
+
+
+def test_pool_choice_reads_and_between_letters(capsys):
+    assert_ok(ex.check_pool_choice, "b and d", capsys)
+
+
+@pytest.mark.parametrize("answer", [True, False, np.bool_(True), torch.tensor(True), [True]])
+@pytest.mark.parametrize("check", [ex.check_stale_reads, ex.check_pool_choice])
+def test_a_bool_for_letters_gets_a_hint_about_the_type(check, answer, capsys):
+    """True is not read as the letters t, r, u, e: the hint asks for letters in a string."""
+    assert ex.harness.choices(answer) == set()
+    assert_hint(check, answer, capsys, "no answer that reads as letters", "as a string")
 
 
 # --- harness: numbers in hints, limits on time ----------------------------------------------
@@ -204,6 +227,100 @@ def test_time_limits_nest_and_a_learners_except_cannot_swallow_them():
     assert h.call(swallows, (), "nothing", seconds=0.3) is h.FAILED
 
 
+# --- harness: one rule for numbers (as_int, as_number) ---------------------------------------
+
+INTS = {  # a number of an integer type, in every form the rule takes
+    "int": 24,
+    "numpy int": np.int64(24),
+    "numpy uint8": np.uint8(24),
+    "0-dim numpy array": np.array(24),
+    "one-element numpy array": np.array([24]),
+    "one-element 2-d numpy array": np.array([[24]], dtype=np.int32),
+    "0-dim tensor": torch.tensor(24),
+    "one-element tensor": torch.tensor([24]),
+    "one-element int32 tensor": torch.tensor([[24]], dtype=torch.int32),
+}
+FLOATS = {  # a real number of a floating type
+    "float": 24.0,
+    "numpy float": np.float32(24.0),
+    "0-dim numpy array": np.array(24.0),
+    "one-element numpy array": np.array([24.0]),
+    "0-dim tensor": torch.tensor(24.0),
+    "one-element float16 tensor": torch.tensor([24.0], dtype=torch.float16),
+}
+NOT_NUMBERS = {  # never a number
+    "bool": True,
+    "numpy bool": np.bool_(True),
+    "bool array": np.array([True]),
+    "bool tensor": torch.tensor(True),
+    "str": "24",
+    "numpy str": np.str_("24"),
+    "two-element array": np.array([24, 25]),
+    "two-element tensor": torch.tensor([24, 25]),
+    "empty tensor": torch.tensor([]),
+    "complex": 24 + 0j,
+    "complex tensor": torch.tensor(24 + 0j),
+    "object array": np.array([24], dtype=object),
+    "list": [24],
+    "None": None,
+    "meta tensor": torch.empty((), dtype=torch.int64, device="meta"),
+}
+
+
+@pytest.mark.parametrize("value", INTS.values(), ids=INTS)
+def test_an_int_in_any_form_is_an_int_and_a_number(value):
+    h = ex.harness
+    assert h.as_int(value) == 24 and type(h.as_int(value)) is int
+    assert h.as_number(value) == 24.0 and type(h.as_number(value)) is float
+
+
+@pytest.mark.parametrize("value", FLOATS.values(), ids=FLOATS)
+def test_a_float_in_any_form_is_a_number_not_an_int(value):
+    h = ex.harness
+    assert h.as_number(value) == 24.0 and type(h.as_number(value)) is float
+    assert h.as_int(value) is None
+
+
+@pytest.mark.parametrize("value", NOT_NUMBERS.values(), ids=NOT_NUMBERS)
+def test_a_bool_or_anything_else_is_no_number(value):
+    assert ex.harness.as_int(value) is None and ex.harness.as_number(value) is None
+
+
+# --- harness: the [OK] or [HINT] line starts a fresh line ------------------------------------
+
+
+def test_a_checkers_line_starts_fresh_after_a_learners_unfinished_print(capsys):
+    """A learner's print(..., end="") or a print cut short by an error leaves its line open;
+    the checker's [OK] or [HINT] still starts a line of its own, and stdout is put back."""
+    stdout = sys.stdout
+
+    def prints_then_answers(n, b, bw):
+        print("computing", end="")
+        return bandwidth_floor(n, b, bw)
+
+    def prints_then_fails(n, b, bw):
+        print("writing at", Hostile())  # print writes "writing at", then str() raises
+
+    assert passed(ex.check_bandwidth_floor(prints_then_answers))
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("computing") and lines[1].startswith("[OK] "), lines
+    assert failed(ex.check_bandwidth_floor(prints_then_fails))
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("writing at") and lines[1].startswith("[HINT] "), lines
+    assert sys.stdout is stdout
+
+
+def test_a_checkers_line_adds_no_blank_line_after_a_finished_print(capsys):
+    def prints_a_line(n, b, bw):
+        print("computing")
+        return bandwidth_floor(n, b, bw)
+
+    assert passed(ex.check_bandwidth_floor(prints_a_line))
+    out = capsys.readouterr().out
+    *printed, last = out.splitlines()
+    assert set(printed) == {"computing"} and last.startswith("[OK] "), out  # no blank line
+
+
 @pytest.mark.parametrize("value", JUNK_VALUES.values(), ids=JUNK_VALUES)
 def test_readers_never_raise(value):
     h = ex.harness
@@ -214,19 +331,45 @@ def test_readers_never_raise(value):
 # --- capture and replay a function yourself (notebook 04, exercise 3) ---------------------
 
 
+@pytest.fixture(autouse=True, scope="module")
+def simgraph_warmed():
+    """The first op under simgraph imports torch._dynamo, seconds on a busy machine: the
+    shortened limits of these tests would count it against the answer checked first."""
+    g, x = simgraph.CUDAGraph(), torch.zeros(2)
+    with simgraph.graph(g):
+        x.mul(2)
+
+
 def my_capture_replay(f, example, api, *, static=True, warm_up=True, side_stream=True,
-                      wait=True, capture=True, copy="before", replay=True,
-                      returned="static"):  # fmt: skip
-    """The solution, and, with one keyword changed, each wrong answer a learner gives."""
+                      wait="side", capture=True, copy="before", replay=True,
+                      returned="static", wait_after="current"):  # fmt: skip
+    """The solution, and, with one keyword changed, each wrong answer a learner gives.
+    wait: how the side stream is ordered after the queued work ("side": it waits for the
+    current stream; "sync": api.synchronize(); "reversed": the current stream waits for
+    it; None). wait_after: how what follows waits for the warm-up ("current": the current
+    stream waits for the side stream; "sync", "side sync": api's or the side stream's
+    synchronize(); "inside": the current stream's wait, inside the side stream's block,
+    where the current stream is the side stream; None)."""
     static_x = example.clone() if static else example
     warm = None
     if warm_up:
         side = api.Stream()
-        if wait:
+        if wait == "side":
             side.wait_stream(api.current_stream())
+        elif wait == "sync":
+            api.synchronize()
+        elif wait == "reversed":
+            api.current_stream().wait_stream(side)
         with api.stream(side) if side_stream else contextlib.nullcontext():
             warm = f(static_x)
-        api.current_stream().wait_stream(side)
+            if wait_after == "inside":
+                api.current_stream().wait_stream(side)
+        if wait_after == "current":
+            api.current_stream().wait_stream(side)
+        elif wait_after == "sync":
+            api.synchronize()
+        elif wait_after == "side sync":
+            side.synchronize()
     if not capture:
         return lambda x: f(x)
     graph = api.CUDAGraph()
@@ -267,6 +410,45 @@ def test_capture_replay_solved_on_a_cpu(capsys):
     assert capsys.readouterr().out.startswith("[OK] a warm-up on a side stream")
 
 
+@pytest.mark.parametrize(
+    "keywords",
+    [{"wait": "sync"}, {"wait_after": "sync"}, {"wait_after": "side sync"}],
+    ids=["synchronize before", "synchronize after", "the side stream's synchronize after"],
+)
+def test_capture_replay_a_synchronize_orders_too(keywords, capsys):
+    """A device-wide synchronize() orders the streams as a wait does (it waits for both)."""
+    assert_ok(ex.check_capture_replay, wrong(**keywords), capsys)
+
+
+def test_capture_replay_hands_the_real_streams_to_the_api(capsys):
+    """The checker's api wraps api.current_stream(); what reaches the real API is unwrapped."""
+    streams = []
+
+    @contextlib.contextmanager
+    def graph(cuda_graph, pool=None, stream=None):
+        streams.append(stream)
+        with simgraph.graph(cuda_graph, pool=pool):
+            yield
+
+    api = types.SimpleNamespace(**{n: getattr(simgraph, n) for n in dir(simgraph)})
+    api.graph = graph
+
+    def on_the_current_stream(f, example, api):
+        static_x, side = example.clone(), api.Stream()
+        side.wait_stream(api.current_stream())
+        with api.stream(side):
+            f(static_x)
+        api.current_stream().wait_stream(side)
+        g = api.CUDAGraph()
+        with api.graph(g, stream=api.current_stream()):
+            out = f(static_x)
+        return lambda x: (static_x.copy_(x), g.replay(), out)[-1]
+
+    assert passed(ex.check_capture_replay(on_the_current_stream, api=api))
+    assert capsys.readouterr().out.startswith("[OK] ")
+    assert streams == [simgraph.current_stream()]
+
+
 def test_capture_replay_picks_the_simulator_without_cuda(capsys):
     if torch.cuda.is_available():
         pytest.skip("with CUDA the checker captures real graphs")
@@ -291,7 +473,20 @@ CAPTURE_REPLAY_WRONG = {  # a wrong answer → what its hint must say
     "returns a list": (wrong(returned="list"), "run(x) returned list"),
     "no warm-up": (wrong(warm_up=False), "no warm-up"),
     "warm-up on the current stream": (wrong(side_stream=False), "ran on the current stream"),
-    "side stream not waiting": (wrong(wait=False), "side.wait_stream(api.current_stream())"),
+    "side stream not waiting": (wrong(wait=None), "side.wait_stream(api.current_stream())"),
+    "the first wait reversed": (
+        wrong(wait="reversed"),
+        "the side stream does not wait for the current one",
+    ),
+    "no wait after the warm-up": (
+        wrong(wait_after=None),
+        "the current stream does not wait for the warm-up: call "
+        "api.current_stream().wait_stream(side)",
+    ),
+    "the wait after, inside the side block": (
+        wrong(wait_after="inside"),
+        "api.current_stream().wait_stream(side) after the `with api.stream(side):` block",
+    ),
     "captures on example itself": (wrong(static=False), "run(x) wrote into example"),
     "returns None": (lambda f, example, api: None, "returned None"),
     "raises": (lambda f, example, api: 1 / 0, "raised ZeroDivisionError"),
@@ -323,7 +518,10 @@ def test_capture_replay_leaves_no_capture_open(capsys):
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_capture_replay_on_a_gpu(capsys):
     assert passed(ex.check_capture_replay(my_capture_replay, api=torch.cuda))
-    for case in ("calls f in run", "rebinds the input", "returns a fresh tensor", "no warm-up"):
+    cases = ("calls f in run", "rebinds the input", "returns a fresh tensor", "no warm-up")
+    cases += ("side stream not waiting", "no wait after the warm-up")
+    cases += ("the wait after, inside the side block",)
+    for case in cases:
         assert failed(ex.check_capture_replay(CAPTURE_REPLAY_WRONG[case][0], api=torch.cuda))
         assert CAPTURE_REPLAY_WRONG[case][1] in capsys.readouterr().out
 

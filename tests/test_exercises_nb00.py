@@ -116,3 +116,25 @@ CHECKS = {
 @pytest.mark.parametrize("answer", JUNK.values(), ids=JUNK)
 def test_junk_gets_a_hint(check, answer, capsys):
     assert_hint(CHECKS[check], answer, capsys)
+
+
+# --- the mistakes a cold read tried, each with its own hint -----------------------------------
+
+
+@pytest.mark.parametrize("answer, size", [(-24, "its size is right"), (-5, "negative")])
+def test_token_count_negative_gets_its_own_hint(answer, size, capsys):
+    assert_hint(lambda a: check_token_count(a, TEXT), answer, capsys, "negative", size)
+
+
+@pytest.mark.parametrize(
+    "answer, words",
+    [
+        ((4 * ATTN, 4 * FFN), ["all 4 blocks' parameters", "one block's parameters"]),
+        ((2 * ATTN, 2 * FFN), ["bytes in bf16", "one block's parameters", "not in bytes"]),
+        ((8 * ATTN, 8 * FFN), ["all 4 blocks' bytes in bf16"]),
+        ((4 * ATTN, FFN), ["Attention: 786,432 is 4×", "feed-forward count is right"]),
+        ((ATTN, 2 * FFN), ["attention count is right", "Feed-forward", "bytes in bf16"]),
+    ],
+)
+def test_param_split_whole_model_or_bytes_say_one_block(answer, words, capsys):
+    assert_hint(check_param_split, answer, capsys, *words)

@@ -47,6 +47,10 @@ def test_the_right_set_passes(shipped_model, capsys):
         (EXTRA - {"copy_", "add_"}, "2 missing"),
         (EXTRA | {"mul"}, "'mul' is not run more often"),
         (EXTRA | {"cat"}, "'cat' is not run more often"),
+        (EXTRA | {"slice"}, "'slice' is a view"),  # run more often, but it launches no kernel
+        (EXTRA | {"transpose"}, "launches no kernel"),
+        ({"add_", "copy_", "index_copy", "index_fill", "index_select"}, "'index_copy' lacks"),
+        ({"add", "copy_", "index_copy_", "index_fill_", "index_select"}, "1 of your names lacks"),
         (None, "not answered yet"),
         ("index_copy_", "answer with a set of op names"),
         (5, "answer with a set of op names"),
@@ -157,9 +161,23 @@ def test_bandwidth_floor_in_any_number_type(answer, capsys):
         (lambda *a: float("inf"), "not a finite number"),
         (lambda *a: float("nan"), "returned nan, not a finite number"),
         (lambda *a: True, "not a number of µs"),
+        (lambda n, b, bw: n * b / (bw * 2**30) * 1e6, "not 2^30 bytes"),  # GiB/s
+        (lambda n, b, bw: n * b * 8 / (bw * 1e9) * 1e6, "a byte is 8 bits"),  # bits
+        (lambda n, b, bw: n / (bw * 1e9) * 1e6, "each weight is bytes_per_param bytes"),
         (never_returns, "did not finish within 2 s"),
     ],
-    ids=["float32 off", "off by 0.2 %", "float16 overflow", "inf", "nan", "bool", "never returns"],
+    ids=[
+        "float32 off",
+        "off by 0.2 %",
+        "float16 overflow",
+        "inf",
+        "nan",
+        "bool",
+        "GiB",
+        "bits",
+        "no bytes per param",
+        "never returns",
+    ],
 )
 def test_bandwidth_floor_wrong(answer, needle, capsys):
     out = assert_hint(ex.check_bandwidth_floor, answer, capsys, needle)

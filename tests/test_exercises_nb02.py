@@ -128,6 +128,62 @@ def test_window_mask_with_a_loop_gets_a_hint(case, capsys):
     assert_hint(check_window_mask, answer, capsys, needle, "torch.arange")
 
 
+def rows_by_map(pos, window, first_valid):  # the lambda runs once per row; no loop in sight
+    keys = torch.arange(window)
+    return torch.stack(list(map(lambda f: (keys <= pos) & (keys >= f), first_valid)))
+
+
+def rows_by_recursion(pos, window, first_valid):  # one call per row
+    if len(first_valid) == 0:
+        return torch.zeros(0, window, dtype=torch.bool)
+    keys = torch.arange(window)
+    row = (keys <= pos) & (keys >= first_valid[0])
+    return torch.cat([row[None], rows_by_recursion(pos, window, first_valid[1:])])
+
+
+def rows_by_reduce(pos, window, first_valid):
+    keys = torch.arange(window)
+    add_row = lambda m, f: torch.cat([m, ((keys <= pos) & (keys >= f))[None]])  # noqa: E731
+    return functools.reduce(add_row, first_valid, torch.zeros(0, window, dtype=torch.bool))
+
+
+def keys_by_recursion(pos, window, first_valid, k=0):  # one call per key
+    if k == window:
+        return torch.zeros(len(first_valid), 0, dtype=torch.bool)
+    column = (first_valid <= k) & (k <= pos)
+    return torch.cat([column[:, None], keys_by_recursion(pos, window, first_valid, k + 1)], 1)
+
+
+def compare(a, b):  # a helper called twice, whatever the input: no iteration
+    return a >= b
+
+
+def a_helper_twice(pos, window, first_valid):
+    keys = torch.arange(window)
+    return compare(pos, keys) & compare(keys, first_valid[:, None])
+
+
+ITERATION = {  # every one of these returns the right mask, iterating in Python without a loop
+    "map with a lambda": (rows_by_map, "rows_by_map.<locals>.<lambda> ran 2 times on 2 rows"),
+    "recursion over rows": (rows_by_recursion, "rows_by_recursion ran 3 times on 2 rows"),
+    "functools.reduce": (rows_by_reduce, "rows_by_reduce.<locals>.<lambda> ran 2 times"),
+    "recursion over keys": (keys_by_recursion, "of 8 keys and 17 times on 6 rows of 16 keys"),
+}
+
+
+@pytest.mark.parametrize("case", ITERATION)
+def test_window_mask_iterating_without_a_loop_gets_a_hint(case, capsys):
+    """map(lambda ...) and recursion run Python once per row or key, with no loop in the
+    bytecode: the checker sees the calls grow with the input."""
+    answer, needle = ITERATION[case]
+    assert torch.equal(answer(9, 16, torch.tensor([0, 3, 5])), window_mask(9, 16, [0, 3, 5]))
+    assert_hint(check_window_mask, answer, capsys, needle, "Python iterating", "torch.arange")
+
+
+def test_window_mask_helper_called_a_fixed_number_of_times_passes(capsys):
+    assert_ok(check_window_mask, a_helper_twice, capsys)
+
+
 @pytest.mark.parametrize(
     "answer, needle",
     [

@@ -220,6 +220,14 @@ def powers(max_len, first, growth):
     return tuple(first * 2**i for i in range(5))
 
 
+def first_always(max_len, first, growth):  # "first, then ...": first even when max_len <= first
+    out, b = [first], math.ceil(first * growth)
+    while b < max_len:
+        out.append(b)
+        b = math.ceil(b * growth)
+    return (*out, max_len)
+
+
 @pytest.mark.parametrize(
     "answer, needle",
     [
@@ -231,6 +239,11 @@ def powers(max_len, first, growth):
         (twice_max_len, "max_len is a bucket once"),
         (no_max_len, "the last bucket is always max_len"),
         (powers, "expected (128, 256, 512, 1024)"),
+        (
+            first_always,
+            "max_len=100, first=128, growth=2 your function returned (128, 100), expected "
+            "(100,): only buckets below max_len are kept, first included",
+        ),
         (lambda *a: default_buckets(*a)[:-1] + (True,), "holding the bool True"),
         (lambda *a: np.array(default_buckets(*a)), "expected a tuple of ints"),
         (lambda *a: set(default_buckets(*a)), "expected a tuple of ints"),
@@ -245,6 +258,7 @@ def powers(max_len, first, growth):
         "max_len twice",
         "no max_len",
         "powers",
+        "first always",
         "a bool",
         "numpy",
         "a set",
@@ -385,6 +399,20 @@ def test_bucket_choice_right(answer, capsys):
 )
 def test_bucket_choice_wrong(answer, needle, capsys):
     assert_hint(check_bucket_choice, answer, capsys, needle)
+
+
+@pytest.mark.parametrize(
+    "answer, needle",
+    [
+        ((256, 512, 512, 1024), "buckets (256, 512, 512, 1024) hold 512 more than once"),
+        ((256, 256, 512, 768, 1024), "hold 256 more than once"),  # 4 windows, 5 graphs
+        ((1024, 768, 1024, 768), "hold 768, 1024 more than once"),
+    ],
+    ids=["one twice", "five with a duplicate", "two twice"],
+)
+def test_bucket_choice_duplicates_are_named(answer, needle, capsys):
+    """A duplicate is not dropped without a word: the hint names it."""
+    assert_hint(check_bucket_choice, answer, capsys, needle, "list each window once")
 
 
 def test_bucket_choice_unanswered_names_the_cells_variable(capsys):

@@ -184,4 +184,24 @@ def test_flip_margin_wrong(answer, needle, capsys):
     assert_hint(check_flip_margin, answer, capsys, needle)
 
 
-# --- wrong types ----------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "answer, dtype",
+    [
+        (lambda x: my_flip_margin(x).half(), "torch.float16"),
+        (lambda x: my_flip_margin(x.half()), "torch.float16"),
+        (lambda x: my_flip_margin(x.bfloat16()), "torch.bfloat16"),
+    ],
+    ids=["cast after", "half logits", "bf16 logits"],
+)
+def test_flip_margin_in_a_coarser_dtype_names_it(answer, dtype, capsys):
+    """Rounded to 4 decimals, float16 margins print as the float32 ones: the hint must say
+    what differs (the dtype), with digits enough to tell the two values apart."""
+    out = assert_hint(check_flip_margin, answer, capsys, dtype, "significant digits", "float32")
+    got, want = out.split("row ")[1].split(")")[0].split(": ")[1].split(", expected ")
+    assert got != want, out
+
+
+def test_flip_margin_nearly_right_shows_two_different_numbers(capsys):
+    out = assert_hint(check_flip_margin, lambda x: my_flip_margin(x) + 1e-5, capsys, "row ")
+    got, want = out.split(" = ")[1].strip().split(", expected ")
+    assert got != want, out

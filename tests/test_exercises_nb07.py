@@ -294,6 +294,55 @@ def test_predicted_us_cannot_change_the_fit(res, capsys):
     capsys.readouterr()
 
 
+@pytest.mark.parametrize(
+    "wrong",
+    [
+        lambda k, fit: my_predicted_us(k, fit) + sum(fit["residuals_us"].values()),
+        lambda k, fit: (
+            my_predicted_us(k, fit)
+            + sum(fit["residuals_us"].values()) / max(1, len(fit["residuals_us"]))
+        ),
+    ],
+    ids=["sum", "mean"],
+)
+def test_predicted_us_adding_the_residuals_is_wrong(wrong, res, capsys):
+    """The recorded fit's residuals add up to about 0 (a least-squares line): the made-up
+    fits' do not, so adding them is caught, and named."""
+    assert failed(check_predicted_us(wrong, res))
+    assert "you added the residuals" in one_hint(capsys)
+
+
+def test_predicted_us_rounded_shows_two_different_numbers(res, capsys):
+    """round(x, 1) can print as the fit's own value at 3 significant figures: the hint shows
+    digits enough to tell them apart."""
+    fit = res["cost_model"]["fit"]
+    assert failed(check_predicted_us(lambda k, f: round(my_predicted_us(k, f), 1), res))
+    out = one_hint(capsys)
+    got, want = out.split("you returned ")[1].split(" µs, the fit says ")
+    assert got != want.split(" µs")[0], out
+    assert fit  # the recording's fit is untouched
+
+
+@pytest.mark.parametrize("recording", [None, {}, {"cost_model": {}}, "res", 3])
+def test_predicted_us_needs_the_recording(recording, capsys):
+    assert failed(check_predicted_us(my_predicted_us, recording))
+    assert "pass the recording as the second argument" in one_hint(capsys)
+
+
+def test_predicted_us_accepts_a_0_dim_tensor(res, capsys):
+    assert passed(
+        check_predicted_us(
+            lambda k, fit: torch.tensor(my_predicted_us(k, fit), dtype=torch.float64), res
+        )
+    )
+    capsys.readouterr()
+
+
+def test_compile_count_accepts_a_0_dim_tensor(capsys):
+    assert passed(check_compile_count(lambda *a: torch.tensor(my_compile_count(*a))))
+    capsys.readouterr()
+
+
 # --- what no checker may do: hang, or let a learner's number raise ------------------------------
 
 

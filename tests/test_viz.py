@@ -100,6 +100,8 @@ def test_slot_timeline_draws_the_occupancy(stats):
             drawn[step][slot] = rid
     assert drawn == [st["slots"] for st in stats]
     assert list(fig.axes[1].lines[0].get_ydata()) == [st["n_active"] for st in stats]
+    windows = fig.axes[2]  # the window axis, twin of the active-slots one
+    assert list(windows.get_yticks()) == sorted({st["window"] for st in stats})
 
 
 def test_slot_segments_split_a_slot_between_requests():
@@ -403,3 +405,29 @@ def test_window_costs_and_figure():
     faster = viz.window_times_figure({"window_times": window_times([100] * 4, [90, 80, 70, 60])})
     assert "1× at batch 1" in faster.axes[0].get_title()  # the title says what the data says
     assert "0.667× at batch 8" in faster.axes[0].get_title()
+
+
+def test_step_time_figure_draws_both_sides_its_title_compares():
+    """The title compares eager decode's CPU issue time with its GPU kernel time: both are
+    drawn, from the recording."""
+    res = recorded_results()
+    ax = viz.step_time_figure(res).axes[0]
+    lines = {line.get_label(): line for line in ax.get_lines()}
+    issue = lines["eager: CPU issue time (measured apart)"]
+    kernels = lines["eager: GPU kernels, summed"]
+    assert list(issue.get_ydata()) == res["cpu_time"]["eager_us"]
+    assert list(kernels.get_ydata()) == res["gpu_kernel_time"]["eager_us"]
+
+
+def test_breakdown_figure_labels_a_row_that_reused_a_compile(recorded):
+    """A gpt-fast row built in under a second ran an earlier build's graph: its label says
+    so, as the peers figure's does, and the other rows' labels do not."""
+    from tinyllm.lab.peers import reused_compile
+
+    reused = set(reused_compile(recorded["fusion"]["rows"]))
+    fig = viz.breakdown_figure(recorded)
+    labels = [t.get_text() for t in fig.axes[0].get_yticklabels()]
+    assert len(labels) == len(recorded["host_breakdown"])
+    for name, label in zip(recorded["host_breakdown"], labels):
+        assert label.startswith(name)
+        assert ("reused an earlier compile" in label) == (name in reused), label

@@ -73,24 +73,29 @@ def compare_replay(
 @torch.no_grad()
 def compare_eager_static(model, idx, steps: int, pad_lens=None, buckets=None) -> dict:
     """Eager decode (dynamic cache, exact length, no mask) vs the static step (fixed window,
-    masked), both fed the eager run's greedy tokens. Per step: the largest logit difference
-    and the rows whose greedy token differs, with the eager top-1 minus top-2 margin there."""
+    masked), both fed the eager run's greedy tokens. Per step: the largest logit difference,
+    each row's eager top-1 minus top-2 margin, and the rows whose greedy token differs, with
+    that margin. The run's closest call is its smallest margin: a token can flip only where
+    its margin is at most twice the step's difference (top-1 down by it, top-2 up by it)."""
     cache = KVCache(model.cfg.n_layers, pad_lens)
     a = prefill(model, idx, cache)
     static = GraphDecoder(model, idx.shape[0], buckets=buckets, use_graph=False)
     b = static.prefill(idx, pad_lens)
-    diffs, flips, agree = [], [], 0
+    diffs, margins, flips, agree = [], [], [], 0
     for s in range(steps):
         la, lb = a[:, -1].float(), b[:, -1].float()
         diffs.append((la - lb).abs().max().item())
+        top2 = la.topk(2, dim=-1).values
+        margins.append((top2[:, 0] - top2[:, 1]).tolist())
         ta, tb = la.argmax(-1), lb.argmax(-1)
         agree += int((ta == tb).sum())
         for row in (ta != tb).nonzero().flatten().tolist():
-            top2 = la[row].topk(2).values
-            flips.append({"step": s, "row": row, "margin": (top2[0] - top2[1]).item()})
+            flips.append({"step": s, "row": row, "margin": margins[s][row]})
         tok = ta[:, None]
         a = decode_step(model, cache, tok, check=False)
         b = static.step(tok, check=False)
+    closest = min((m, s, r) for s, row_margins in enumerate(margins)
+                  for r, m in enumerate(row_margins))  # fmt: skip
     return {
         "batch": idx.shape[0],
         "steps": steps,
@@ -99,6 +104,8 @@ def compare_eager_static(model, idx, steps: int, pad_lens=None, buckets=None) ->
         "token_agreement": agree / (steps * idx.shape[0]),
         "first_flip_step": flips[0]["step"] if flips else None,
         "flips": flips,
+        "margins": margins,
+        "closest_call": {"step": closest[1], "row": closest[2], "margin": closest[0]},
     }
 
 

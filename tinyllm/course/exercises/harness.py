@@ -6,6 +6,15 @@ NotImplementedError, a crash, a function that never returns, a wrong type or a w
 all give a hint, never a traceback or a hang. Whatever a learner hands in is read through
 the helpers below, which never raise: `as_int`, `as_number`, `items`, `choices`, `shown`,
 `shown_type`.
+
+One rule for numbers, in every checker: a number may be a Python int or float, a numpy
+scalar, or a tensor or numpy array of one element (0-dim or not); a bool is never a number.
+`as_int` takes those of an integer type, `as_number` those of any real type. Letters
+(`choices`) may be a string ("abe", "a, b and e"), or a list or set of letters.
+
+The [OK] or [HINT] line starts a line of its own, even after a learner's print that did not
+end one (`print(x, end="")`, or a print cut short by an error): a checker watches stdout
+while it runs.
 """
 
 import contextlib
@@ -13,7 +22,9 @@ import functools
 import math
 import numbers
 import operator
+import re
 import signal
+import sys
 import threading
 
 import torch
@@ -73,25 +84,55 @@ class Verdict:
         pass
 
 
+class _LineWatch:
+    """sys.stdout while a checker runs: passes everything through, and remembers whether
+    the last text written ended its line."""
+
+    def __init__(self, stream):
+        self.stream = stream
+        self.at_line_start = True
+
+    def write(self, text):
+        if isinstance(text, str) and text:
+            self.at_line_start = text.endswith("\n")
+        return self.stream.write(text)
+
+    def __getattr__(self, name):  # flush, encoding, isatty, ...: the stream's own
+        return getattr(self.stream, name)
+
+
 def checker(fn):
     """A notebook's checker: what it returns (True, False, or None for a GPU-only bonus run
-    without CUDA) handed back as a Verdict, or None."""
+    without CUDA) handed back as a Verdict, or None. While it runs, stdout is watched, so
+    that its [OK] or [HINT] starts a fresh line after whatever the learner's code printed."""
 
     @functools.wraps(fn)
     def check(*args, **kwargs):
-        out = fn(*args, **kwargs)
+        stdout = sys.stdout
+        if stdout is not None:
+            sys.stdout = _LineWatch(stdout)
+        try:
+            out = fn(*args, **kwargs)
+        finally:
+            sys.stdout = stdout
         return None if out is None else Verdict(bool(out))
 
     return check
 
 
+def _say(line: str) -> None:
+    """Print a checker's line, on a line of its own."""
+    fresh = not getattr(sys.stdout, "at_line_start", True)
+    print(("\n" if fresh else "") + line)
+
+
 def ok(message: str) -> bool:
-    print(f"[OK] {message}")
+    _say(f"[OK] {message}")
     return True
 
 
 def hint(message: str) -> bool:
-    print(f"[HINT] {message}")
+    _say(f"[HINT] {message}")
     return False
 
 
@@ -152,33 +193,41 @@ def equal(got, want) -> str | None:
     return f"returned {g}, expected {w}"
 
 
-def as_int(x) -> int | None:
-    """x as an int if it is a whole number of an integer type (int, numpy's, a one-element
-    integer tensor), else None. A bool is not a number here, nor is a float. Never raises."""
-    if isinstance(x, bool) or (isinstance(x, torch.Tensor) and x.dtype == torch.bool):
+def _number(x):
+    """The Python int or float a number holds under the rule above, else None."""
+    if isinstance(x, torch.Tensor):
+        if x.numel() != 1 or x.dtype == torch.bool or x.dtype.is_complex:
+            return None
+        return x.item()  # int or float; raises for a tensor without data (meta)
+    if _numpy(x) and hasattr(x, "dtype"):  # a numpy scalar or array
+        if x.size != 1 or x.dtype.kind not in "iuf":  # no bool, complex, str or object
+            return None
+        return x.item()
+    if isinstance(x, bool):
         return None
-    try:
-        if isinstance(x, torch.Tensor):
-            if x.numel() != 1 or x.dtype.is_floating_point or x.dtype.is_complex:
-                return None
-            return int(x.item())
+    if isinstance(x, numbers.Integral):
         return operator.index(x)
-    except Exception:  # not an integer, or a tensor without data (meta), or a hostile one
+    return float(x) if isinstance(x, numbers.Real) else None
+
+
+def as_int(x) -> int | None:
+    """x as an int if it is a number of an integer type (the rule above: int, numpy's, a
+    one-element integer tensor or array), else None. Not a bool, nor a float (24.0). Never
+    raises."""
+    try:
+        value = _number(x)
+    except Exception:  # a tensor without data, or a hostile object
         return None
+    return value if type(value) is int else None
 
 
 def as_number(x) -> float | None:
-    """x as a float if it is a real number (int, float, numpy's, a one-element tensor), else
-    None. A bool is not a number here, nor is a string. Never raises."""
+    """x as a float if it is a real number (the rule above: int, float, numpy's, a
+    one-element tensor or array), else None. Not a bool, nor a string. Never raises."""
     try:
-        if isinstance(x, torch.Tensor):
-            if x.numel() != 1 or x.dtype == torch.bool or x.dtype.is_complex:
-                return None
-            return float(x.item())
-        if isinstance(x, bool) or not isinstance(x, numbers.Real):
-            return None
-        return float(x)
-    except Exception:
+        value = _number(x)
+        return None if value is None else float(value)
+    except Exception:  # as above, or an int too large for a float
         return None
 
 
@@ -282,21 +331,37 @@ def check_cases(
     return ok(done)
 
 
+def _is_bool(x) -> bool:
+    """A bool, or a tensor or numpy array (or scalar) of bools."""
+    if isinstance(x, torch.Tensor):
+        return x.dtype == torch.bool
+    return isinstance(x, bool) or (
+        _numpy(x) and getattr(getattr(x, "dtype", None), "kind", "") == "b"
+    )
+
+
+CONNECTIVES = frozenset({"and", "or"})  # words between the letters, not letters
+
+
 def choices(answer) -> set[str]:
-    """The letters of a multiple-choice answer, lower-cased: 'a, c', 'ac', ['a', 'c'],
-    {'A', 'C'} or a numpy array of letters → {'a', 'c'}. Any other answer gives the letters
-    and digits of its text (5 → {'5'}), so that a checker can say what is not an option; one
-    that cannot even be turned into text gives the empty set. Never raises."""
+    """The letters of a multiple-choice answer, lower-cased: "a, c", "ac", "a and c",
+    ['a', 'c'], {'A', 'C'} or a numpy array of letters → {'a', 'c'}. A word of several
+    letters is read letter by letter ("ac"), except "and" and "or". A bool (or a bool
+    tensor or array) gives the empty set: it is not letters. Any other answer gives the
+    letters and digits of its text (5 → {'5'}, a tensor its elements'), so that a checker
+    can say what is not an option; one that cannot even be turned into text gives the
+    empty set. Never raises."""
     try:
-        if answer is None:
+        if answer is None or _is_bool(answer):
             return set()
-        if not isinstance(answer, (str, torch.Tensor)) and _numpy(answer):
-            answer = answer.tolist()  # a numpy array of letters, or numpy's str
+        if isinstance(answer, torch.Tensor) or _numpy(answer):
+            answer = answer.tolist()  # its elements: numbers, or numpy's letters
         if isinstance(answer, (list, tuple, set, frozenset)):
-            text = "".join(map(str, answer))
+            text = " ".join(str(a) for a in answer if not isinstance(a, bool))
         else:
             text = str(answer)
-        return {c for c in text.lower() if c.isalnum()}
+        words = re.findall(r"[^\W_]+", text.lower())
+        return {c for word in words if word not in CONNECTIVES for c in word}
     except Exception:
         return set()
 

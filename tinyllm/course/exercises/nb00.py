@@ -17,8 +17,8 @@ from tinyllm.model import Block
 @checker
 def check_token_count(answer, text: str) -> Verdict:
     """Exercise: how many ids does Tokenizer().encode(text) return? One per UTF-8 byte.
-    The answer is an int (numpy's and a one-element integer tensor count, as in every
-    checker: harness.as_int)."""
+    The answer is an int (numpy's, and a one-element integer tensor or array, count too, as
+    in every checker: harness.as_int)."""
     if answer is None:
         hint("Not answered yet: set `answer` to the number of tokens you predict.")
         return False
@@ -30,7 +30,13 @@ def check_token_count(answer, text: str) -> Verdict:
     if answer == n_bytes:
         ok(f"{n_bytes} tokens for {n_chars} characters: one token per UTF-8 byte.")
         return True
-    if answer == n_chars:
+    if answer < 0:
+        size = " (its size is right)" if -answer == n_bytes else ""
+        hint(
+            f"{answer} is negative{size}: a number of tokens is 0 or more, "
+            "one token per UTF-8 byte of the text."
+        )
+    elif answer == n_chars:
         hint(
             f"{answer} is the number of characters. The tokenizer counts bytes: "
             "how many bytes does UTF-8 use for each character that is not ASCII?"
@@ -50,6 +56,26 @@ def param_split(config: str = "tiny") -> tuple[int, int]:
         sum(p.numel() for p in block.attn.parameters()),
         sum(p.numel() for p in block.ffn.parameters()),
     )
+
+
+def _scaled(got: int, right: int, n_layers: int) -> str | None:
+    """What a count k times one block's (k ≥ 2) is likely to be: all the blocks, or bytes
+    (2 per parameter in bf16, 4 in fp32), or both; None if it is no such multiple."""
+    if right <= 0 or got % right or got // right < 2:
+        return None
+    k = got // right
+    readings = [
+        what
+        for blocks, size, what in (
+            (n_layers, 1, f"all {n_layers} blocks' parameters"),
+            (1, 2, "one block's bytes in bf16 (2 per parameter)"),
+            (1, 4, "one block's bytes in fp32 (4 per parameter)"),
+            (n_layers, 2, f"all {n_layers} blocks' bytes in bf16"),
+            (n_layers, 4, f"all {n_layers} blocks' bytes in fp32"),
+        )
+        if blocks * size == k
+    ]
+    return f"{k}× one block's count, as for {', or for '.join(readings)}" if readings else None
 
 
 @checker
@@ -76,9 +102,18 @@ def check_param_split(answer) -> Verdict:
         return False
     norm = cfg.d_model  # one RMSNorm's weight
     d = cfg.d_model
+    scaled_a, scaled_f = _scaled(a, attn, cfg.n_layers), _scaled(f, ffn, cfg.n_layers)
+    if scaled_a and scaled_a == scaled_f:
+        hint(
+            f"Both numbers are {scaled_a}. The answer is one block's parameters "
+            "(model.blocks[0]), counted, not in bytes."
+        )
+        return False
     hints = []
     if a == attn:
         hints.append("The attention count is right.")
+    elif scaled_a:
+        hints.append(f"Attention: {a:,} is {scaled_a}; count one block's parameters.")
     elif a in (attn + norm, attn + 2 * norm):
         hints.append("Attention: count only block.attn; the RMSNorms sit outside it.")
     elif a == 4 * d * d:
@@ -90,6 +125,8 @@ def check_param_split(answer) -> Verdict:
         hints.append("Attention: add up in_features × out_features of wqkv and wo (no biases).")
     if f == ffn:
         hints.append("The feed-forward count is right.")
+    elif scaled_f:
+        hints.append(f"Feed-forward: {f:,} is {scaled_f}; count one block's parameters.")
     elif f in (ffn + norm, ffn + 2 * norm):
         hints.append("Feed-forward: count only block.ffn; the RMSNorms sit outside it.")
     elif f == 2 * d * cfg.ffn_hidden:  # w13 counted as one ffn_hidden wide, or w2 forgotten

@@ -19,11 +19,35 @@ from tinyllm.course.exercises.harness import (
     time_limit,
     unequal,
 )
+from tinyllm.lab.anatomy import VIEW_OPS
 from tinyllm.lab.results import launch_bound_batches, load_results
 
 
-def _close_in_us(got, want) -> str | None:
-    """Within 0.1 % of the floor, in any real number type (a float16 tensor is that close)."""
+def floor_us(n_params, bytes_per_param, bandwidth_GBps) -> float:
+    """The bandwidth floor: every weight's bytes read once, in µs."""
+    return n_params * bytes_per_param / (bandwidth_GBps * 1e9) * 1e6
+
+
+def floor_slips(n_params, bytes_per_param, bandwidth_GBps) -> list[tuple[float, str]]:
+    """What the usual slips in the floor give instead of it: (value, what went wrong)."""
+    us = floor_us(n_params, bytes_per_param, bandwidth_GBps)
+    bits = "off by 8×: a byte is 8 bits, and both the weights and GB/s are counted in bytes"
+    gib = "GB/s is 10^9 bytes per second, not 2^30 bytes: that is GiB/s"
+    slips = [(us * 8, bits), (us / 8, bits), (us * 1e9 / 2**30, gib), (us * 2**30 / 1e9, gib)]
+    if bytes_per_param != 1:
+        slips.append(
+            (
+                us / bytes_per_param,
+                "that reads n_params bytes: each weight is bytes_per_param bytes",
+            )
+        )
+    return slips
+
+
+def _close_in_us(got, case) -> str | None:
+    """Within 0.1 % of the floor of `case`, in any real number type (a float16 tensor is that
+    close); else what is wrong, named where it is a usual slip."""
+    want = floor_us(*case)
     value = as_number(got)
     if value is None:
         return f"returned {shown(got)}, not a number of µs"
@@ -31,13 +55,11 @@ def _close_in_us(got, want) -> str | None:
         return f"returned {shown(got)}, not a finite number of µs"
     if math.isclose(value, want, rel_tol=1e-3):
         return None
+    slip = next((why for v, why in floor_slips(*case) if math.isclose(value, v, rel_tol=1e-3)), "")
     off = math.log10(abs(value / want)) if value else 0
-    units = (
-        f" (off by 10^{round(off)}: GB/s is 1e9 bytes/s, and 1 s is 1e6 µs)"
-        if value and abs(off - round(off)) < 0.01 and round(off)
-        else ""
-    )
-    return unequal(got, value, want, " µs") + units
+    if not slip and value and abs(off - round(off)) < 0.01 and round(off):
+        slip = f"off by 10^{round(off)}: GB/s is 1e9 bytes/s, and 1 s is 1e6 µs"
+    return unequal(got, value, want, " µs") + (f" ({slip})" if slip else "")
 
 
 @checker
@@ -51,7 +73,7 @@ def check_bandwidth_floor(fn) -> Verdict:
     return check_cases(
         fn,
         [(a, f"{s} {a}") for a, s in cases],
-        lambda n, b, bw: n * b / (bw * 1e9) * 1e6,
+        lambda *case: case,  # _close_in_us computes the floor, and its slips, from the case
         "the floor is the weight bytes over the bandwidth",
         _close_in_us,
         seconds=2.0,
@@ -107,6 +129,20 @@ def check_static_extra_ops(answer, model=None) -> Verdict:
             + "; ".join(f"{op}: {STATIC_EXTRA.get(op, 'extra')}" for op in sorted(want))
         )
     missing, extra = sorted(want - got), sorted(got - want)
+    no_underscore = [op for op in extra if op + "_" in want]
+    if no_underscore:
+        op, n = no_underscore[0], len(no_underscore)
+        lack = "1 of your names lacks" if n == 1 else f"{n} of your names lack"
+        return hint(
+            f"{op!r} lacks its trailing _: the static step runs {op + '_'!r}, the in-place "
+            f"op, whose name ends in _ as the tables print it ({lack} the _)"
+        )
+    views = [op for op in extra if f"aten::{op}" in VIEW_OPS]
+    if views:
+        return hint(
+            f"{views[0]!r} is a view: it only relabels a tensor's shape and strides, so it "
+            "launches no kernel; the answer holds compute ops only (the tables list views apart)"
+        )
     if missing:
         op = missing[0]
         return hint(

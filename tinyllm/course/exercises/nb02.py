@@ -1,6 +1,8 @@
 """Checkers of notebook 02 · static shapes."""
 
+import collections
 import dis
+import sys
 import types
 
 import torch
@@ -70,10 +72,65 @@ def python_loop(fn) -> str | None:
     return None
 
 
+ITERATION_INPUTS = (  # (pos, window, first_valid): 2 rows of 8 keys, then 6 rows of 16
+    (5, 8, (0, 3)),
+    (5, 16, (0, 3, 1, 2, 5, 4)),
+)
+
+
+def python_calls(fn, args) -> collections.Counter | None:
+    """How many times each function of fn's own module (a notebook's) ran while fn(*args)
+    ran, by code object (fn itself, its helpers and lambdas, each call of a recursion);
+    None if fn raised (check_cases then says what). Past 5 s, TooSlow."""
+    module, counts = getattr(fn, "__module__", None), collections.Counter()
+
+    def profile(frame, event, arg):
+        if event == "call" and frame.f_globals.get("__name__") == module:
+            counts[frame.f_code] += 1
+
+    previous = sys.getprofile()
+    sys.setprofile(profile)
+    try:
+        with time_limit(5.0, "your function did not finish within 5 s"):
+            fn(*args)
+    except Exception:
+        return None
+    finally:
+        sys.setprofile(previous)
+    return counts
+
+
+def python_iteration(fn) -> str | None:
+    """The hint if Python code of the learner's runs once per row or key: the calls of its
+    functions grow with the input (map or filter with a lambda, functools.reduce, a
+    recursion), which no loop in the bytecode shows. None otherwise."""
+    counts, shown = [], []
+    for pos, window, first_valid in ITERATION_INPUTS:
+        shown.append(f"pos={pos}, window={window}, first_valid={list(first_valid)}")
+        try:
+            counts.append(python_calls(fn, (pos, window, torch.tensor(first_valid))))
+        except TooSlow as e:
+            return f"on {shown[-1]}: {e}"
+    a, b = counts
+    if a is None or b is None or a == b:
+        return None
+    code = max(a.keys() | b.keys(), key=lambda c: abs(b[c] - a[c]))
+    (_, w, small), (_, w_large, large) = ITERATION_INPUTS
+    return (
+        f"{code.co_qualname} ran {a[code]} times on {len(small)} rows of {w} keys and "
+        f"{b[code]} times on {len(large)} rows of {w_large} keys: Python iterating over the "
+        f"rows or keys (map with a lambda, a recursion), a loop by another name. Build the "
+        f"mask for every row and key at once, comparing torch.arange(window) with pos and "
+        f"with first_valid[:, None] (broadcasting)"
+    )
+
+
 @checker
 def check_window_mask(fn) -> Verdict:
     """fn(pos, window, first_valid (B,)) → bool (B, window), StaticKVCache's decode mask,
-    built without a Python loop, as the exercise asks."""
+    built without Python iterating over rows or keys, as the exercise asks: no loop in the
+    bytecode (python_loop), and no function of the learner's that runs more often for a
+    larger input (python_iteration: map with a lambda, a recursion)."""
     where = python_loop(fn) if callable(fn) else None
     if where is not None:
         return hint(
@@ -81,6 +138,9 @@ def check_window_mask(fn) -> Verdict:
             f"mask for every row and key at once, comparing torch.arange(window) with pos "
             f"and with first_valid[:, None] (broadcasting)"
         )
+    iterates = python_iteration(fn) if callable(fn) else None
+    if iterates is not None:
+        return hint(iterates)
     g = torch.Generator().manual_seed(0)
     cases = [(0, 1, [0]), (5, 8, [0, 3, 5]), (7, 8, [0, 0]), (3, 16, [0, 1, 2, 3])]
     for _ in range(3):

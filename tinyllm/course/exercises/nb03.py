@@ -98,6 +98,13 @@ def _same_buckets(got, reference) -> str | None:
     got = tuple(as_int(b) for b in buckets)
     if got == want:
         return None
+    max_len, first = case[0], case[1]
+    if first >= max_len and got[:1] == (first,):
+        return (
+            f"returned {got}, expected {want}: only buckets below max_len are kept, first "
+            f"included, then max_len itself; first={first} is not below max_len={max_len}, "
+            f"so max_len is the only bucket"
+        )
     if got == (*want, want[-1]):
         return f"returned {got}, expected {want}: max_len is a bucket once"
     if got[: len(want) - 1] == want[:-1] and want[-1] not in got:
@@ -211,8 +218,15 @@ def check_bucket_choice(buckets) -> Verdict:
     given = items(buckets)
     if given is None or any(as_int(b) is None for b in given):
         return hint(f"give the buckets as a tuple of ints, got {shown_type(buckets)}")
+    given = tuple(as_int(b) for b in given)
+    twice = sorted({b for b in given if given.count(b) > 1})
+    if twice:
+        return hint(
+            f"buckets {given} hold {', '.join(map(str, twice))} more than once: a bucket is "
+            f"one window and one graph, so list each window once"
+        )
     try:
-        buckets = validate_buckets(tuple(as_int(b) for b in given), m)
+        buckets = validate_buckets(given, m)
     except ValueError as e:
         return hint(f"GraphDecoder would refuse these buckets: {e}")
     got = wasted_share(buckets, m)

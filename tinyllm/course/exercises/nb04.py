@@ -134,9 +134,12 @@ def _reference(x):
 
 class _Watched:
     """The graph API handed to the learner's function: it passes every call through to the
-    real one (torch.cuda or simgraph) and notes, in order, what happened: ("capture",),
-    ("wait",) for a side stream's wait_stream, ("sync",), and ("f", capturing, on_side)
-    for each call of f."""
+    real one (torch.cuda or simgraph) and notes, in order, what happened: ("capture",);
+    ("wait", waiter, waited) for a stream's wait_stream, each stream named "side" (a stream
+    made by api.Stream()) or "current" (api.current_stream() outside a side stream's block);
+    ("sync", who) for api.synchronize() ("device") or a stream's synchronize(); and
+    ("f", capturing, on_side) for each call of f. The simulator has no streams, so the
+    order of these calls is all a checker can see of them."""
 
     def __init__(self, api):
         self.api, self.events = api, []
@@ -145,19 +148,53 @@ class _Watched:
 
         class Stream(api.Stream):
             def wait_stream(self, stream):
-                watched.events.append(("wait",))
-                return super().wait_stream(stream)
+                watched.events.append(("wait", "side", watched.name(stream)))
+                return super().wait_stream(watched.real(stream))
 
-        self.Stream = Stream
+            def synchronize(self):
+                watched.events.append(("sync", "side"))
+                return super().synchronize()
 
-    def __getattr__(self, name):  # CUDAGraph, current_stream, graph_pool_handle, ...
+        class Current:
+            """api.current_stream() outside a side stream's block."""
+
+            def __init__(self, stream):
+                self.stream = stream
+
+            def wait_stream(self, stream):
+                watched.events.append(("wait", "current", watched.name(stream)))
+                return self.stream.wait_stream(watched.real(stream))
+
+            def synchronize(self):
+                watched.events.append(("sync", "current"))
+                return self.stream.synchronize()
+
+            def __getattr__(self, name):
+                return getattr(self.stream, name)
+
+        self.Stream, self.Current = Stream, Current
+
+    def name(self, stream) -> str:
+        if isinstance(stream, self.Stream):
+            return "side"
+        return "current" if isinstance(stream, self.Current) else "other"
+
+    def real(self, stream):
+        return stream.stream if isinstance(stream, self.Current) else stream
+
+    def __getattr__(self, name):  # CUDAGraph, graph_pool_handle, ...
         return getattr(self.api, name)
+
+    def current_stream(self, *args, **kwargs):
+        if self.side is not None:  # inside `with api.stream(side):` the side stream is current
+            return self.side
+        return self.Current(self.api.current_stream(*args, **kwargs))
 
     @contextlib.contextmanager
     def stream(self, s):
         outer, self.side = self.side, s if isinstance(s, self.Stream) else None
         try:
-            with self.api.stream(s):
+            with self.api.stream(self.real(s)):
                 yield
         finally:
             self.side = outer
@@ -165,6 +202,8 @@ class _Watched:
     @contextlib.contextmanager
     def graph(self, cuda_graph, *args, **kwargs):
         self.events.append(("capture",))
+        if "stream" in kwargs:  # a capture on api.current_stream(): the real stream
+            kwargs["stream"] = self.real(kwargs["stream"])
         with self.api.graph(cuda_graph, *args, **kwargs):
             self.capturing = True
             try:
@@ -173,7 +212,7 @@ class _Watched:
                 self.capturing = False
 
     def synchronize(self, *args, **kwargs):
-        self.events.append(("sync",))
+        self.events.append(("sync", "device"))
         return self.api.synchronize(*args, **kwargs)
 
     def f(self, x):
@@ -207,11 +246,27 @@ def _setup_problem(events) -> str | None:
             "the warm-up ran on the current stream: run it inside `with api.stream(side):`, "
             "with side = api.Stream()"
         )
-    if not any(e[0] in ("wait", "sync") for e in before[: side[0]]):
+    orders_side = (("wait", "side", "current"), ("sync", "device"))
+    if not any(e in orders_side for e in before[: side[0]]):
         return (
             "the side stream does not wait for the current one: call "
             "side.wait_stream(api.current_stream()) before the warm-up (on a GPU a side "
             "stream may start before the work already queued, your copy of example, is done)"
+        )
+    after = before[side[-1] + 1 :]
+    orders_current = (("wait", "current", "side"), ("sync", "device"), ("sync", "side"))
+    if not any(e in orders_current for e in after):
+        if ("wait", "side", "side") in after:
+            return (
+                "inside `with api.stream(side):` api.current_stream() is side itself, so that "
+                "wait orders nothing: call api.current_stream().wait_stream(side) after the "
+                "`with api.stream(side):` block"
+            )
+        return (
+            "the current stream does not wait for the warm-up: call "
+            "api.current_stream().wait_stream(side) after the `with api.stream(side):` block "
+            "(on a GPU what you queue next may otherwise run before the warm-up is done; in "
+            "the decoder, cache.restore(saved))"
         )
     return None
 

@@ -4,7 +4,14 @@ import math
 
 import torch
 
-from tinyllm.course.exercises.harness import Verdict, as_int, check_cases, checker, shown_type
+from tinyllm.course.exercises.harness import (
+    Verdict,
+    as_int,
+    check_cases,
+    checker,
+    digits,
+    shown_type,
+)
 
 
 def _first_difference(a, b):
@@ -53,15 +60,36 @@ def _rounded(t) -> list[float]:
     return [round(x, 4) for x in t.tolist()]
 
 
+def _apart(x: float, y: float) -> tuple[str, str]:
+    """x and y with as many significant digits as it takes to tell them apart."""
+    for n in range(4, 18):
+        a, b = f"{x:.{n}g}", f"{y:.{n}g}"
+        if a != b:
+            break
+    return a, b
+
+
 def _same_values(got, want) -> str | None:
     if not isinstance(got, torch.Tensor) or got.shape != want.shape:
         return f"returned {shown_type(got)}, expected a tensor of shape {tuple(want.shape)}"
     if got.dtype == torch.bool or got.dtype.is_complex:
         return f"returned {shown_type(got)}, expected the margins as floats"
-    if torch.allclose(got.float(), want, atol=1e-6):
+    if torch.allclose(got.double(), want.double(), rtol=0, atol=1e-6):
         return None
-    if torch.allclose(got.float(), -want, atol=1e-6):
+    if torch.allclose(got.double(), -want.double(), rtol=0, atol=1e-6):
         return f"returned {_rounded(got)}: top-2 minus top-1; the margin is top-1 minus top-2"
+    row = int((got.double() - want.double()).abs().argmax())
+    a, b = _apart(float(got[row]), float(want[row]))
+    if got.dtype.is_floating_point and torch.finfo(got.dtype).bits < torch.finfo(want.dtype).bits:
+        near = torch.allclose(got.double(), want.double(), rtol=4 * torch.finfo(got.dtype).eps)
+        if near:
+            return (
+                f"returned {got.dtype} margins, which keep about {digits(got)} significant "
+                f"digits (row {row}: {a}, expected {b}): return them in the logits' dtype, "
+                f"{want.dtype}"
+            )
+    if _rounded(got) == _rounded(want):
+        return f"returned row {row} = {a}, expected {b}"
     return f"returned {_rounded(got)}, expected {_rounded(want)}"
 
 

@@ -8,9 +8,19 @@ so it gets none.
 """
 
 import math
-from numbers import Integral, Real
+from numbers import Integral
 
-from tinyllm.course.exercises.harness import FAILED, Verdict, call, checker, hint, ok, time_limit
+from tinyllm.course.exercises.harness import (
+    FAILED,
+    Verdict,
+    as_int,
+    as_number,
+    call,
+    checker,
+    hint,
+    ok,
+    time_limit,
+)
 from tinyllm.course.exercises.harness import shown as shown_value
 from tinyllm.course.viz import sig3
 from tinyllm.graphs import bucket_for
@@ -45,7 +55,8 @@ def windows_visited(start: int, steps: int, buckets) -> set[int]:
 
 
 def is_count(x) -> bool:
-    return isinstance(x, Integral) and not isinstance(x, bool)
+    """A whole number of an integer type: int, numpy's, a one-element integer tensor."""
+    return as_int(x) is not None
 
 
 def compile_count_mistake(got, start: int, steps: int, buckets) -> str:
@@ -94,6 +105,7 @@ def check_compile_count(fn) -> Verdict:
                 f"{shown}: return an int (a number of graphs), not {type(got).__name__} "
                 f"{shown_value(got)}"
             )
+        got = as_int(got)
         if got != len(windows_visited(start, steps, buckets)):
             return hint(compile_count_mistake(got, start, steps, buckets))
     return ok("one compiled graph per window the decode visits")
@@ -140,10 +152,10 @@ def check_compile_prediction(prediction, run, prompt_lens, buckets) -> Verdict:
             return hint(
                 f"run(dynamic={dynamic}) must return the number of graphs, got {shown_value(got)}"
             )
-        measured.append(int(got))
+        measured.append(as_int(got))
     measured = tuple(measured)
     windows = [bucket_for(n + 1, buckets) for n in prompt_lens]
-    static, dynamic = (int(x) for x in prediction)
+    static, dynamic = (as_int(x) for x in prediction)
     if (static, dynamic) == measured:
         return ok(
             f"windows {windows}: {static} graphs with dynamic=False (one per distinct "
@@ -195,9 +207,9 @@ def check_compile_prediction(prediction, run, prompt_lens, buckets) -> Verdict:
 def fit_cases(res: dict) -> list[tuple[int, dict]]:
     """(kernels, fit) pairs: made-up fits first (an intercept, a slope, zero kernels), then
     the recorded fit at every recorded point's kernel count."""
-    made_up = [
-        {"a_us": 10.0, "b_us_per_kernel": 1.5, "residuals_us": {}},
-        {"a_us": 40.0, "b_us_per_kernel": 0.25, "residuals_us": {}},
+    made_up = [  # residuals that do not add up to 0, so that adding them is caught
+        {"a_us": 10.0, "b_us_per_kernel": 1.5, "residuals_us": {"p": 3.5, "q": -1.25}},
+        {"a_us": 40.0, "b_us_per_kernel": 0.25, "residuals_us": {"p": -2.75}},
     ]
     cases = [(k, f) for f in made_up for k in (0, 1, 85, 273)]
     fit = res["cost_model"]["fit"]
@@ -221,13 +233,44 @@ def cost_mistake(got: float, kernels: int, fit: dict) -> str | None:
         return "a_us and b_us_per_kernel swapped: a is the intercept, b the µs per kernel"
     if near(a + b):
         return "that ignores the kernel count: b_us_per_kernel is per kernel"
+    residuals = list(fit.get("residuals_us", {}).values())
+    if residuals and (near(want + sum(residuals)) or near(want + sum(residuals) / len(residuals))):
+        return (
+            "you added the residuals: each is one recorded point's distance from the line, "
+            "not part of a prediction"
+        )
     return None
+
+
+def shown_us(got: float, want: float) -> tuple[str, str]:
+    """got and want in µs, with digits enough to tell them apart (3 significant, or more)."""
+    for n in range(3, 16):
+        g, w = f"{got:.{n}g}", f"{want:.{n}g}"
+        if g != w:
+            return g, w
+    return sig3(got), sig3(want)
+
+
+def is_recording(res) -> bool:
+    """res holds a cost-model fit with its two numbers and its points."""
+    try:
+        fit = res["cost_model"]["fit"]
+        return all(as_number(fit[k]) is not None for k in ("a_us", "b_us_per_kernel")) and all(
+            "kernels" in p for p in res["cost_model"]["points"]
+        )
+    except Exception:
+        return False
 
 
 @checker
 def check_predicted_us(fn, res: dict) -> Verdict:
     """fn(kernels, fit) → µs the cost model predicts for a replayed step of `kernels`
     kernels, fit = res["cost_model"]["fit"] ({"a_us", "b_us_per_kernel", ...})."""
+    if not is_recording(res):
+        return hint(
+            f"pass the recording as the second argument, res = load_results() (its "
+            f'res["cost_model"]["fit"] is the fit), not {shown_value(res)}'
+        )
     for kernels, fit in fit_cases(res):
         shown = (
             f"kernels={kernels}, fit a_us={fit['a_us']}, b_us_per_kernel={fit['b_us_per_kernel']}"
@@ -236,20 +279,20 @@ def check_predicted_us(fn, res: dict) -> Verdict:
         if got is FAILED:
             return False
         want = fit["a_us"] + fit["b_us_per_kernel"] * kernels
-        if not isinstance(got, Real) or isinstance(got, bool):
+        value = as_number(got)  # an int, a float, numpy's, a one-element tensor
+        if value is None and isinstance(got, Integral) and not isinstance(got, bool):
+            return hint(f"on {shown} you returned a number too large for a float; the fit says "
+                        f"{sig3(want)} µs")  # fmt: skip
+        if value is None:
             return hint(
                 f"on {shown}: return a number of µs, not {type(got).__name__} {shown_value(got)}"
             )
-        try:
-            got = float(got)
-        except OverflowError:
-            return hint(f"on {shown} you returned a number too large for a float; the fit says "
-                        f"{sig3(want)} µs")  # fmt: skip
-        if math.isclose(got, want, rel_tol=1e-6, abs_tol=1e-9):
+        if math.isclose(value, want, rel_tol=1e-6, abs_tol=1e-9):
             continue
-        mistake = cost_mistake(got, kernels, fit)
+        mistake = cost_mistake(value, kernels, fit)
+        g, w = shown_us(value, want)
         return hint(
-            f"on {shown} you returned {sig3(got)} µs, the fit says {sig3(want)} µs"
+            f"on {shown} you returned {g} µs, the fit says {w} µs"
             + (f": {mistake}" if mistake else ": µs = a_us + b_us_per_kernel × kernels")
         )
     return ok("µs = a_us + b_us_per_kernel × kernels" + fused_prediction(res))

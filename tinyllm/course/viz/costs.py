@@ -262,8 +262,10 @@ BREAKDOWN_PARTS = ("guards", "input copies", "graph launch", "other")
 
 def breakdown_figure(res: dict):
     """Host time of one step of each reduce-overhead variant, by what it is spent on,
-    beside the GPU time of its kernels."""
+    beside the GPU time of its kernels. A row whose build reused an earlier compile says so
+    (its bars are that compile's graph again, not its own settings)."""
     cats = {name: host_categories(b) for name, b in res["host_breakdown"].items()}
+    reused = reused_compile(res["fusion"]["rows"]) if "fusion" in res else []
     colors = [COLORS["compiled"], COLORS["eager"], COLORS["graph"], COLORS["wasted"]]
     fig, ax = new_figure(figsize=(8, 0.9 + 0.7 * len(cats)))
     for i, c in enumerate(cats.values()):
@@ -279,7 +281,9 @@ def breakdown_figure(res: dict):
             label="GPU: its kernels" if i == 0 else None,
             gid="gpu",
         )
-    ax.set_yticks(range(len(cats)), list(cats), fontsize=8)
+    names = [n + ("\n(reused an earlier compile:\nnot its settings)" if n in reused else "")
+             for n in cats]  # fmt: skip
+    ax.set_yticks(range(len(cats)), names, fontsize=8)
     ax.invert_yaxis()
     ax.set_xlabel("time per step under the profiler (µs)")
     ax.legend(fontsize=7, ncols=3)

@@ -83,6 +83,7 @@ def slot_timeline_figure(stats: list[dict], n_slots: int):
     tw = ax2.twinx()
     tw.step(steps, [st["window"] for st in stats], where="mid", color=COLORS["graph"])
     tw.set_ylabel("window\n(keys)", color=COLORS["graph"])
+    tw.set_yticks(sorted({st["window"] for st in stats}))  # the buckets the steps ran in
     busy = sum(st["n_active"] for st in stats) / (n_slots * len(stats))
     n_req = len({rid for st in stats for rid in st["slots"] if rid is not None})
     ax.set_title(

@@ -22,26 +22,36 @@ from tinyllm.lab.results import launch_bound_batches
 
 def step_time_figure(res: dict):
     """Median step time vs batch size for the three decode paths, shaded from min to max
-    over the repeats where the recording has them."""
-    st = res["step_time"]
+    over the repeats where the recording has them; and eager decode's two sides, which the
+    title compares: the CPU's time to issue a step (measured apart, with the GPU idle
+    before it) and its kernels' summed time on the GPU."""
+    st, ct, gk = res["step_time"], res["cpu_time"], res["gpu_kernel_time"]
     b = st["batch"]
     fig, ax = new_figure(figsize=(6, 4))
     for key in ("eager", "static", "graph"):
-        ax.plot(b, st[f"{key}_us"], "o-", color=COLORS[key], label=LABELS[key])
+        ax.plot(b, st[f"{key}_us"], "o-", color=COLORS[key], label=f"{LABELS[key]}: step")
         if f"{key}_min_us" in st:  # the spread over the interleaved repeats
             ax.fill_between(
                 b, st[f"{key}_min_us"], st[f"{key}_max_us"], color=COLORS[key], alpha=0.2
             )
+    ax.plot(
+        ct["batch"], ct["eager_us"], "x", ms=8, color=COLORS["eager"],
+        label="eager: CPU issue time (measured apart)",
+    )  # fmt: skip
+    ax.plot(
+        gk["batch"], gk["eager_us"], "s--", mfc="none", color=COLORS["eager"],
+        label="eager: GPU kernels, summed",
+    )  # fmt: skip
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xticks(b, [str(x) for x in b])
-    ax.set(xlabel="batch size (rows)", ylabel="decode step time (µs, median)")
-    ax.legend(fontsize=8)
+    ax.set(xlabel="batch size (rows)", ylabel="µs per decode step (median)")
+    ax.legend(fontsize=7)
     bound = launch_bound_batches(res)
     if bound == set(b):
         title = (
-            f"At every batch from {b[0]} to {b[-1]} the CPU takes longer to issue an eager "
-            f"step\nthan the GPU takes to run it: eager decode is launch-bound"
+            f"Eager decode is launch-bound at every batch from {b[0]} to {b[-1]}: the CPU\n"
+            f"takes longer to issue a step (×) than its kernels run on the GPU (dashed)"
         )
     elif bound:
         title = f"Eager decode is launch-bound at batch {', '.join(map(str, sorted(bound)))}"
