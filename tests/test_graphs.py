@@ -170,7 +170,7 @@ def test_decoders_take_default_or_given_buckets(shipped_model):
     assert dec.buckets == (64, 128, 256)
     slots = SlotKVCache(shipped_model.cfg.n_layers, 2, 1000, "cpu")
     assert SlotGraphDecoder(shipped_model, slots, use_graph=False).buckets == (128, 256, 512, 1000)
-    with pytest.raises(ValueError, match=r"window 100 is not one of the buckets \(64, 128, 256\)"):
+    with pytest.raises(ValueError, match=r"graph key 100 is not one of \(64, 128, 256\)"):
         dec.capture((100,))
 
 

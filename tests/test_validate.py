@@ -743,7 +743,7 @@ DOORS = {  # door → [(what the user passed, set-up, call, message)]
             "a static cache",
             model,
             lambda m: SlotGraphDecoder(m, StaticKVCache(4, 2, 64, "cpu"), use_graph=False),
-            r"SlotGraphDecoder decodes a SlotKVCache, got StaticKVCache",
+            r"SlotGraphDecoder decodes a SlotKVCache or a PagedKVCache, got StaticKVCache",
         ),
         (
             "a cache of fewer layers",
