@@ -1,5 +1,6 @@
-"""The README's H200 section, written from results/h200.json (and h200_diet.json) by `make
-images`, never by hand: tests/test_readme.py checks that the README holds what this makes."""
+"""The README's H200 section, written from results/h200.json (and h200_diet.json,
+h200_paged.json) by `make images`, never by hand: tests/test_readme.py checks that the README
+holds what this makes."""
 
 import re
 from pathlib import Path
@@ -19,7 +20,7 @@ def us(cell: dict) -> str:
     )
 
 
-def h200_section(res: dict, diet: dict | None = None) -> str:
+def h200_section(res: dict, diet: dict | None = None, paged: dict | None = None) -> str:
     """The section's markdown: where the numbers come from, then one row per result."""
     p, h, op = res["provenance"], res["headline"], res["operating_point"]
     rows = {r["name"]: r for r in res["fusion"]["rows"]}
@@ -49,9 +50,10 @@ def h200_section(res: dict, diet: dict | None = None) -> str:
         f"| fused kernels in the bucketed graphs (the course's fastest step) | "
         f"{us(rows['fused kernels in bucketed graphs']['step_us'])}, {h['fused_kernels']:.0f} "
         f"kernels |",
-        f"| gpt-fast in its strongest form with its own settings ({gpt['name']}) | "
-        f"{us(gpt['step_us'])}, {gpt['kernels']:.0f} kernels: the course's fused step takes "
-        f"{h['best_over_gptfast']:.2f}× its time |",
+        f"| gpt-fast's loop on this host, in its strongest form with its own settings "
+        f"({gpt['name']}) | {us(gpt['step_us'])}, {gpt['kernels']:.0f} kernels: the course's "
+        f"fused step takes {h['best_over_gptfast']:.2f}× its time (`best_over_gptfast`, a "
+        f"ratio of host paths: the equal-footing rows are below) |",
         *(
             f"| gpt-fast with the course's extra setting too ({r['name']}) | {us(r['step_us'])}, "
             f"{r['kernels']:.0f} kernels: the fused step takes "
@@ -99,22 +101,88 @@ def h200_section(res: dict, diet: dict | None = None) -> str:
             f"step, so its settings never applied and its time is not theirs (the bench "
             f"compiles every build anew since).",
         ]
+    if paged:
+        lines += ["", *paged_section(paged)]
     return "\n".join(lines)
 
 
-def update_readme(res: dict, diet: dict | None = None, path: Path = README) -> bool:
+def step_name(row: str) -> str:
+    """A row of the paged recording as the table names it: 'gpt-fast, ideal host, X' is
+    gpt-fast's compiled forward with generate.py's settings and X."""
+    name = row.replace(", ideal host", "")
+    if name.startswith("gpt-fast"):
+        extra = name.removeprefix("gpt-fast").removeprefix(", ")
+        return "gpt-fast's compiled forward, generate.py's settings" + (
+            f" and `{extra}`" if extra else ""
+        )
+    return f"the course's {name} step" if name in ("graph", "paged", "paged fused") else name
+
+
+def paged_section(rec: dict) -> list[str]:
+    """The paged recording's lines: every step replayed from a graph with one token copy per
+    step (an ideal host), gpt-fast's compiled forward among them; the attention call; the
+    paged step against position; capture; replay against the eager paged step."""
+    p, pg, h = rec["provenance"], rec["paged"], rec["headline"]
+    rows = {r["name"]: r for r in pg["rows"]}
+    extra = ", ".join(f"{k}={v}" for k, v in pg["gpt_fast_extra"].items())
+    att, cap, ex = pg["attention"], pg["capture"], pg["exactness"]
+    lo, hi = pg["positions"]
+    lines = [
+        f"Pages and peers on equal footing, from `results/h200_paged.json` (`{p['command']}` "
+        f"on one {p['gpu']}, torch {p['torch']}, {p['date']}, commit {p['commit']}"
+        f"{', with uncommitted changes' if p.get('dirty') else ''}; {p['note']}): "
+        f"batch {pg['batch']}, "
+        f"decode steps at positions {lo}-{hi}, every step replayed from a hand-captured graph "
+        f"with one token copy per step (an ideal host: launches cost nothing), gpt-fast's "
+        f"cache sized as its generate.py sizes it ({pg['gpt_fast_cache']} positions).",
+        "",
+        "| on an ideal host | measured |",
+        "| --- | --- |",
+        *(
+            f"| {step_name(name)} | {us(r['step_us'])}, {r['kernels']:.0f} kernels |"
+            for name, r in rows.items()
+        ),
+        f"| the course's fused bucketed step over gpt-fast with `{extra}` | "
+        f"{h['fused_over_gptfast_ideal']:.3f}× (`fused_over_gptfast_ideal`) |",
+        f"| the paged fused step over gpt-fast with `{extra}` | "
+        f"{h['paged_over_gptfast_ideal']:.3f}× (`paged_over_gptfast_ideal`) |",
+        f"| the paged fused step at positions ≥ 1000 over positions {lo}-{hi} | "
+        f"{h['paged_long_over_short']:.3f}× (`paged_long_over_short`) |",
+        *(
+            f"| one attention call, batch {b}, at {', '.join(map(str, att['lengths']))} keys | "
+            f"the paged kernel {' / '.join(f'{t:g}' for t in att[b]['paged_kernel_us'])} µs; "
+            f"SDPA over the window {' / '.join(f'{t:g}' for t in att[b]['sdpa_window_us'])} µs |"
+            for b in ("1", "8")
+            if b in att
+        ),
+        f"| capture of the paged graphs, capture sizes "
+        f"{', '.join(map(str, cap['capture_sizes']))} ({cap['n_slots']} slots) | "
+        f"{sig3(cap['paged']['capture_s'])} s, one pool of "
+        f"{sig3(cap['paged']['pool_bytes'] / MIB)} MiB |",
+        f"| paged replay vs the same paged step run eagerly | "
+        f"{'bit-identical' if ex['all_equal'] else 'different'} at all {ex['steps']} steps "
+        f"(batches {', '.join(map(str, ex['batches']))}); greedy tokens equal to the windowed "
+        f"path's at {ex['greedy_agreement_with_windowed']:.1%} |",
+    ]
+    return lines
+
+
+def update_readme(
+    res: dict, diet: dict | None = None, paged: dict | None = None, path: Path = README
+) -> bool:
     """Rewrite the README's H200 section between its markers; True if it changed."""
     text = path.read_text()
     pattern = re.compile(re.escape(BEGIN) + r".*?" + re.escape(END), re.S)
     if not pattern.search(text):
         raise ValueError(f"{path} has no section between {BEGIN!r} and {END!r}")
-    new = pattern.sub(lambda m: f"{BEGIN}\n{h200_section(res, diet)}\n{END}", text)
+    new = pattern.sub(lambda m: f"{BEGIN}\n{h200_section(res, diet, paged)}\n{END}", text)
     if new != text:
         path.write_text(new)
     return new != text
 
 
 if __name__ == "__main__":
-    from tinyllm.lab.results import load_diet, load_results
+    from tinyllm.lab.results import load_diet, load_paged, load_results
 
-    print("README updated" if update_readme(load_results(), load_diet()) else "README unchanged")
+    changed = update_readme(load_results(), load_diet(), load_paged())
+    print("README updated" if changed else "README unchanged")
