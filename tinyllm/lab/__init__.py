@@ -8,6 +8,8 @@ only the book's public names.
 - peers: the course's steps beside gpt-fast and torch.compile, timed alike in one run;
 - anatomy: one decode step, op by op and kernel by kernel; results: recorded runs;
 - simgraph: CUDA graphs simulated on a CPU, for capture and replay without a GPU;
+- capture_policy: the serving engines' capture sizes side by side, their padding on the
+  bench's engine workload, and their graphs' capture time and pool on a GPU;
 - gptfast: gpt-fast's decode recipe on the course's weights, the peer the course measures
   itself against.
 """
