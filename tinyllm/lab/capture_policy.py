@@ -31,6 +31,7 @@ import torch
 
 from tinyllm import Engine, bucket_for, load_pretrained
 from tinyllm.graphs import default_capture_sizes
+from tinyllm.lab.timing import pool_bytes
 
 # --- the presets: each engine's default capture sizes for a maximum batch -----------------
 
@@ -195,8 +196,6 @@ def capture_in_order(model, n_slots, max_len, sizes, order, graph_api) -> tuple[
     """A fresh paged engine's graphs for `sizes`, captured one by one into its pool in
     `order` ("largest_first", as capture() does, or "smallest_first"): the seconds the
     captures took, and the pool's bytes after each (None each without CUDA)."""
-    from tinyllm.lab.timing import pool_bytes
-
     engine = Engine(model, n_slots, max_len=max_len, use_graph=True, kv="paged",
                     graph_api=graph_api, capture_sizes=tuple(sizes))  # fmt: skip
     seconds, after = 0.0, []
