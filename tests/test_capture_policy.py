@@ -135,3 +135,16 @@ def test_the_cli_refuses_without_cuda(tmp_path):
     with pytest.raises(SystemExit, match="has none"):
         cp.main([str(tmp_path / "out.json")])
     assert not (tmp_path / "out.json").exists()
+
+
+def test_the_recorded_padding_is_what_the_presets_give_on_the_workload():
+    """results/h200_capture_policy.json's padding section is the host arithmetic of this
+    module: a change to a preset or to the workload shows here (the recording's measured
+    section, from the H200, is not recomputed)."""
+    import json
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "results" / "h200_capture_policy.json"
+    recorded = json.loads(path.read_text())
+    assert recorded["padding"] == json.loads(json.dumps(cp.compare_presets()))
+    assert set(recorded["measured"]["presets"]) == set(recorded["padding"]["presets"])
