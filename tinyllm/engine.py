@@ -111,9 +111,10 @@ class Engine:
                 f"slot max_len {self.max_len}"
             )
         validate_sampling(temperature, top_k, V, seed)  # before an id is taken
-        seed = draw_seeds(1)[0] if seed is None else seed  # unseeded: drawn once, here
+        if seed is None and temperature != 0:  # unseeded: a seed drawn once, here
+            seed = draw_seeds(1)[0]
         rid = self.next_rid
-        self.queue.append(Request(rid, prompt, max_new_tokens, temperature, top_k, seed))
+        self.queue.append(Request(rid, prompt, max_new_tokens, temperature, top_k, seed or 0))
         self.next_rid += 1
         return rid
 
