@@ -63,7 +63,7 @@ def decode_step(model, cache, tok: Tensor, check: bool = True) -> Tensor:
 # nothing for the host to read. Gumbel-max then turns the noise into a draw: the argmax of
 # logits / T + Gumbel(u) over the top-k ids is a sample of softmax(logits / T) over them.
 
-_M64 = 2**64
+_M64 = 2**64  # splitmix64's constants as int64 bit patterns (those above 2**63 wrap negative)
 _GOLDEN, _MIX1, _MIX2 = (
     c - _M64 for c in (0x9E3779B97F4A7C15, 0xBF58476D1CE4E5B9, 0x94D049BB133111EB)
 )
