@@ -167,18 +167,20 @@ def test_engine_without_eos_runs_to_length(shipped_model, requests):
         assert result[rid] == generate(shipped_model, torch.tensor([prompt]), n)[0].tolist()
 
 
-def test_engine_sampling_follows_each_requests_seed(shipped_model, requests):
-    """A sampled request draws from its own generator: the same seed gives the same text
-    whatever else shares the batch, and matches generate() with that seed."""
+@pytest.mark.parametrize("kv", ["slots", "paged"])
+def test_engine_sampling_follows_each_requests_seed(shipped_model, requests, kv):
+    """A sampled request's noise is keyed by its seed and each token's position: the same
+    seed gives the same text whatever else shares the batch, in whichever slot, and matches
+    generate() with that seed."""
     prompt, n = requests[3][0], 25
     outs = []
-    for others in (0, 3):
-        engine = Engine(shipped_model, n_slots=4, max_len=128, use_graph=False)
-        for p, m in requests[10 : 10 + others]:
-            engine.submit(p, m, temperature=0.8, seed=99)
+    for others in (0, 1, 3):  # alone, then in slot 1, then in slot 3
+        engine = Engine(shipped_model, n_slots=4, max_len=128, use_graph=False, kv=kv)
+        for i, (p, m) in enumerate(requests[10 : 10 + others]):
+            engine.submit(p, m, **({"temperature": 0.8, "seed": 99} if i % 2 else {}))
         rid = engine.submit(prompt, n, temperature=1.0, top_k=20, seed=5)
         outs.append(engine.run()[rid])
-    assert outs[0] == outs[1]
+    assert outs[0] == outs[1] == outs[2]
     assert (
         outs[0]
         == generate(shipped_model, torch.tensor([prompt]), n, temperature=1.0, top_k=20, seed=5)[
@@ -218,11 +220,12 @@ class Fault:
     """Wraps fn: its call number `at` raises `error` (once), every other call goes through."""
 
     def __init__(self, fn, at: int, error: BaseException):
-        self.fn, self.at, self.error, self.calls = fn, at, error, 0
+        self.fn, self.at, self.error, self.calls, self.raised_on = fn, at, error, 0, None
 
     def __call__(self, *args, **kwargs):
         self.calls += 1
         if self.calls == self.at:
+            self.raised_on = args
             raise self.error
         return self.fn(*args, **kwargs)
 
@@ -266,7 +269,10 @@ def test_a_fault_anywhere_loses_nothing(shipped_model, doc_ids, uninterrupted, p
         monkeypatch.setattr(target, name, fault.fn)
         got = engine.run()
         check_positions(engine)
-        own = isinstance(error, Exception) and point in ("prefill", "sample")
+        # a prefill, or the sampling of an admission (one row), is the request's own; a
+        # decode step samples every row at once, so a fault there is the step's
+        one_row = point == "sample" and fault.raised_on[0].shape[0] == 1
+        own = isinstance(error, Exception) and (point == "prefill" or one_row)
         assert len(engine.failed) == int(own), (point, at, engine.failed)
         for rid in rids:
             if rid in engine.failed:
@@ -278,21 +284,17 @@ def test_a_fault_anywhere_loses_nothing(shipped_model, doc_ids, uninterrupted, p
 
 def test_a_request_whose_sampling_fails_leaves_alone(shipped_model, doc_ids, uninterrupted,
                                                      monkeypatch):  # fmt: skip
-    """A request's own sampling raises (here: request 5's, at its 4th token): it is removed
-    into engine.failed with its error, the error is raised, and the others finish as if
-    nothing happened."""
+    """A request's own sampling raises (here: request 5's first token, sampled alone after
+    its prefill): it is removed into engine.failed with its error, the error is raised, and
+    the others finish as if nothing happened."""
     engine, rids = fault_engine(shipped_model, doc_ids)
-    assert len(uninterrupted[5]) > 4
     bad = next(r for r in engine.queue if r.rid == 5)
-    calls = {"n": 0}
     original = engine.sample_for
 
-    def sample_for(req, logits):
-        if req is bad:
-            calls["n"] += 1
-            if calls["n"] == 4:
-                raise ValueError("probabilities contain a NaN")
-        return original(req, logits)
+    def sample_for(reqs, logits):
+        if reqs == [bad]:
+            raise ValueError("probabilities contain a NaN")
+        return original(reqs, logits)
 
     monkeypatch.setattr(engine, "sample_for", sample_for)
     with pytest.raises(ValueError, match="NaN"):

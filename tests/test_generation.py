@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from tinyllm import GraphDecoder, SlotKVCache, complete, generate
-from tinyllm.generation import decode_step, left_pad, prefill, sample
+from tinyllm.generation import decode_step, left_pad, prefill, sample, splitmix64, uniform_noise
 from tinyllm.kv_cache import KVCache
 
 PROMPTS = [
@@ -120,7 +120,10 @@ def test_seeded_sampling_is_reproducible_and_its_knobs_matter(shipped_model, tok
 
     a = run(temperature=1.0, seed=123)
     assert a == run(temperature=1.0, seed=123)
-    assert a[0] != a[1]  # one generator: the two rows draw different numbers
+    assert a[0] == a[1]  # the noise is keyed by (seed, position), not by row
+    torch.manual_seed(0)
+    unseeded = run(temperature=1.0)
+    assert unseeded[0] != unseeded[1]  # a seed drawn per row
     assert a != run(temperature=1.0, seed=124)
     assert a != run(temperature=1.6, seed=123)
     assert a != run(temperature=1.0, top_k=3, seed=123)
@@ -130,18 +133,134 @@ def test_seeded_sampling_is_reproducible_and_its_knobs_matter(shipped_model, tok
     assert greedy != a
 
 
-def test_top_k_sampling_draws_only_from_the_top_k():
+def test_a_seeded_row_draws_the_same_tokens_alone_padded_in_a_batch_or_graphed(
+    shipped_model, tokenizer, batch
+):
+    """Every path draws with one sampler: a prompt gives the same seeded tokens from
+    generate() alone, from a left-padded batch of other prompts, and from GraphDecoder."""
+    idx, pad_lens = batch
+    kw = {"temperature": 0.9, "top_k": 40, "seed": 11}
+    together = generate(shipped_model, idx, 30, pad_lens=pad_lens, **kw)
+    for b, prompt in enumerate(PROMPTS):
+        alone = generate(shipped_model, torch.tensor([tokenizer.encode(prompt)]), 30, **kw)
+        assert together[b].tolist() == alone[0].tolist(), prompt
+    decoder = GraphDecoder(shipped_model, batch=len(PROMPTS), max_len=128, use_graph=False)
+    graphed = decoder.generate(idx, 30, pad_lens=pad_lens, **kw)
+    assert graphed.tolist() == together.tolist()
+
+
+# --- the sampler: counter-based noise, Gumbel-max, every row at once ------------------------
+
+
+def sample_rows(logits, temperature=1.0, top_k=0, seed=0, position=0):
+    """sample() with the same argument in every row (or per-row lists)."""
+    B = logits.shape[0]
+
+    def col(x, dtype):
+        return torch.tensor(x if isinstance(x, list) else [x] * B, dtype=dtype)
+
+    return sample(logits, col(temperature, torch.float), col(top_k, torch.long),
+                  col(seed, torch.long), col(position, torch.long))  # fmt: skip
+
+
+def test_splitmix64_matches_the_reference_on_unsigned_64_bit_integers():
+    M = 2**64 - 1
+
+    def reference(x):
+        z = (x + 0x9E3779B97F4A7C15) & M
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & M
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & M
+        return z ^ (z >> 31)
+
+    xs = [0, 1, 12345, 2**62, 2**63 - 1, -1, -(2**63)]  # int64 bit patterns of any sign
+    got = splitmix64(torch.tensor(xs)).tolist()
+    assert [g & M for g in got] == [reference(x & M) for x in xs]
+    assert reference(0) == 0xE220A8397B1DCDAF  # splitmix64's published first output
+
+
+def test_uniform_noise_lies_in_the_open_interval_and_depends_on_seed_and_position():
+    seeds = torch.tensor([0, 0, 1, 2**63 - 1])
+    positions = torch.tensor([0, 1, 0, 2**40])
+    u = uniform_noise(seeds, positions, 4096)
+    assert u.dtype == torch.float32 and u.shape == (4, 4096)
+    assert (u > 0).all() and (u < 1).all()
+    assert abs(float(u.mean()) - 0.5) < 0.01
+    for i in range(4):  # every (seed, position) its own stream
+        for j in range(i + 1, 4):
+            assert not torch.equal(u[i], u[j])
+
+
+def test_greedy_rows_are_the_argmax_exactly():
+    logits = torch.randn(6, 258)
+    tok = sample_rows(logits, temperature=0.0, top_k=[0, 1, 5, 0, 258, 3], seed=[1, 2, 3, 4, 5, 6])
+    assert tok.dtype == torch.long and tok.shape == (6,)
+    assert torch.equal(tok, logits.argmax(-1))
+    bf16 = logits.bfloat16()
+    assert torch.equal(sample_rows(bf16, temperature=0.0), bf16.argmax(-1))
+    assert torch.equal(sample_rows(logits, temperature=1.0, top_k=1), logits.argmax(-1))
+
+
+def test_draws_never_leave_the_top_k_and_reach_all_of_it():
     logits = torch.randn(4, 258)
     top3 = logits.topk(3, dim=-1).indices
-    gen = torch.Generator().manual_seed(0)
     seen = set()
-    for _ in range(200):
-        tok = sample(logits, temperature=2.0, top_k=3, generator=gen)
-        assert tok.shape == (4, 1)
-        assert (tok == top3).any(dim=-1).all()
-        seen.update((b, int(t)) for b, t in enumerate(tok[:, 0]))
+    for pos in range(200):
+        tok = sample_rows(logits, temperature=2.0, top_k=3, seed=9, position=pos)
+        assert (tok[:, None] == top3).any(dim=-1).all()
+        seen.update((b, int(t)) for b, t in enumerate(tok))
     assert len(seen) == 12  # all three candidates of every row get drawn
-    assert torch.equal(sample(logits), logits.argmax(-1, keepdim=True))
+    # top_k 0 and top_k V both mean every id: the same draws
+    assert torch.equal(sample_rows(logits, top_k=0, seed=3), sample_rows(logits, top_k=258, seed=3))
+
+
+def test_a_draw_depends_on_its_seed_and_position_only():
+    """The counter property: a row's draw is the same in any row of any batch, whatever the
+    other rows hold; another position or another seed draws other noise."""
+    torch.manual_seed(1)
+    row = torch.randn(1, 258)
+    alone = sample_rows(row, temperature=1.5, seed=42, position=7)
+    for B, at in ((2, 0), (5, 3), (8, 7)):
+        logits = torch.randn(B, 258) * 3
+        logits[at] = row[0]
+        seeds, positions = torch.randint(0, 2**62, (B,)).tolist(), torch.randint(0, 500, (B,))
+        seeds[at], positions = 42, positions.tolist()
+        positions[at] = 7
+        temps = [1.5 if b == at else 0.7 for b in range(B)]
+        got = sample_rows(logits, temperature=temps, top_k=[0] * B, seed=seeds, position=positions)
+        assert got[at] == alone[0]
+    flat = torch.zeros(1, 258)  # every id equally likely: the draw is the noise's argmax
+    by_position = {int(sample_rows(flat, seed=42, position=p)[0]) for p in range(40)}
+    by_seed = {int(sample_rows(flat, seed=s, position=7)[0]) for s in range(40)}
+    assert len(by_position) > 30 and len(by_seed) > 30
+
+
+def test_draws_follow_the_softmax():
+    """4000 (seed, position) pairs over 4 ids: the frequencies are softmax(logits / T)."""
+    logits = torch.tensor([2.0, 1.0, 0.0, -1.0])
+    for temperature in (1.0, 0.5):
+        n = 4000
+        tok = sample_rows(logits.expand(n, 4), temperature=temperature,
+                          seed=(torch.arange(n) // 40).tolist(),
+                          position=(torch.arange(n) % 40).tolist())  # fmt: skip
+        freq = torch.bincount(tok, minlength=4).float() / n
+        expected = torch.softmax(logits / temperature, dim=-1)
+        assert (freq - expected).abs().max() < 0.025, (temperature, freq, expected)
+
+
+def test_the_sampler_replays_from_a_graph_as_it_runs_eagerly():
+    """Captured once (tinyllm.lab.simgraph), replayed with new positions: the eager draws."""
+    from tinyllm.lab import simgraph
+
+    logits = torch.randn(3, 258)
+    temperature, top_k = torch.tensor([0.0, 1.0, 0.8]), torch.tensor([0, 0, 20])
+    seed, position = torch.tensor([1, 2, 3]), torch.zeros(3, dtype=torch.long)
+    g = simgraph.CUDAGraph()
+    with simgraph.graph(g):
+        out = sample(logits, temperature, top_k, seed, position)
+    for p in (5, 6, 300):
+        position.fill_(p)
+        g.replay()
+        assert torch.equal(out, sample(logits, temperature, top_k, seed, position))
 
 
 def test_complete_returns_text(shipped_model, tokenizer):

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from tinyllm.generation import make_generator, prefill, sample
+from tinyllm.generation import draw_seeds, prefill, sample
 from tinyllm.graphs import SlotGraphDecoder
 from tinyllm.kv_cache import SlotKVCache
 from tinyllm.model import Transformer
@@ -47,7 +47,7 @@ class Request:
     max_new_tokens: int
     temperature: float = 0.0
     top_k: int | None = None
-    generator: torch.Generator | None = None
+    seed: int = 0  # keys the request's noise with each token's position (generation.sample)
     out: list[int] = field(default_factory=list)
 
 
@@ -58,8 +58,9 @@ class Engine:
     Nothing is lost when run() raises (Ctrl-C included): each move runs as one transaction
     (transaction()), undone whole if it does not finish, so the next run() returns the
     results finished so far with the rest, the same tokens as an uninterrupted run. A request
-    whose own prefill or sampling raises leaves alone, into `failed` (rid → the exception),
-    and that exception is raised once the move is done; the others go on.
+    whose own prefill or first sampling raises leaves alone, into `failed` (rid → the
+    exception), and that exception is raised once the move is done; the others go on. A
+    decode step samples every row in one call, so a failure there is the step's: undone.
     """
 
     def __init__(self, model: Transformer, n_slots: int, max_len: int | None = None,
@@ -110,9 +111,10 @@ class Engine:
                 f"slot max_len {self.max_len}"
             )
         validate_sampling(temperature, top_k, V, seed)  # before an id is taken
-        generator = make_generator(seed, self.device)
+        if seed is None and temperature != 0:  # unseeded: a seed drawn once, here
+            seed = draw_seeds(1)[0]
         rid = self.next_rid
-        self.queue.append(Request(rid, prompt, max_new_tokens, temperature, top_k, generator))
+        self.queue.append(Request(rid, prompt, max_new_tokens, temperature, top_k, seed or 0))
         self.next_rid += 1
         return rid
 
@@ -138,7 +140,7 @@ class Engine:
                 idx = torch.tensor([req.prompt], device=self.device)
                 try:
                     logits = prefill(self.model, idx, kv, check=False)  # checked at submit
-                    tok = self.sample_for(req, logits[:, -1])
+                    (tok,) = self.sample_for([req], logits[:, -1])
                 except Exception as e:  # its own prefill or sampling: it leaves, alone
                     self.slots.release(slot)
                     self.failed[req.rid] = e
@@ -159,32 +161,18 @@ class Engine:
         last = [self.running[s].out[-1] if s in self.running else 0 for s in range(n)]
         tok = torch.tensor(last, device=self.device)[:, None]
         key = self.decoder.graph_key()
-        failure = None
         with self.transaction(self.running.values()):
             logits = self.decoder.step(tok, check=False)[:, -1]  # ids checked or sampled
-            greedy = logits.argmax(dim=-1).tolist()  # free slots' rows are ignored
+            rows = range(logits.shape[0])  # kv="paged": the capture size's rows
+            toks = self.sample_for([self.running.get(s) for s in rows], logits)
             for s, req in list(self.running.items()):
-                try:
-                    t = (
-                        greedy[s]
-                        if req.temperature == 0
-                        else self.sample_for(req, logits[s : s + 1])
-                    )
-                except Exception as e:  # its own sampling: it leaves, the others go on
-                    del self.running[s]
-                    self.slots.release(s)
-                    self.failed[req.rid] = e
-                    failure = failure or e
-                    continue
-                self.emit(s, req, t)
+                self.emit(s, req, toks[s])
             if self.kv == "paged":
                 self.compact()
         shape = "window" if self.kv == "slots" else "capture_size"
         self.stats.append({"step": len(self.stats), shape: key, "slots": holders,
                            "n_active": n - holders.count(None),
                            "step_s": time.perf_counter() - t0})  # fmt: skip
-        if failure is not None:
-            raise failure
 
     def emit(self, slot: int, req: Request, tok: int) -> None:
         """Append a generated token; a request that is done leaves its slot."""
@@ -204,26 +192,33 @@ class Engine:
             self.slots.move(last, free[0])
             self.running[free[0]] = self.running.pop(last)
 
-    def sample_for(self, req: Request, logits) -> int:
-        """The request's next token from its logits (1, V), with its own sampling."""
-        return int(sample(logits, req.temperature, req.top_k, req.generator))
+    def sample_for(self, reqs: list[Request | None], logits) -> list[int]:
+        """Every row's next token in one call on the device, row i by reqs[i]'s sampling
+        (None: a free row, greedy and ignored), keyed by its seed and the position of the
+        token drawn; the host reads the ids once."""
+        rows = [r or Request(-1, [0], 1) for r in reqs]  # a free row: greedy, ignored
+        temperature = [float(r.temperature) for r in rows]
+        temperature = torch.tensor(temperature, device=self.device)
+        top_k = torch.tensor([r.top_k or 0 for r in rows], device=self.device)
+        seed = torch.tensor([r.seed for r in rows], device=self.device)
+        position = torch.tensor([len(r.prompt) + len(r.out) for r in rows], device=self.device)
+        return sample(logits, temperature, top_k, seed, position).tolist()
 
     @contextlib.contextmanager
     def transaction(self, reqs):
         """One move (an admission, a decode step) as a whole: if the block does not finish
         (an exception, Ctrl-C), everything it changed goes back, the slots' positions by
         their own transaction (which the decoder's step joins), and here the queue, who holds
-        which slot, the results and failures, and each request's tokens and random generator.
-        (K/V are not saved: what an undone step wrote lies past every slot's length.)"""
+        which slot, the results and failures, and each request's tokens (its noise is keyed
+        by seed and position: no generator state to put back). K/V are not saved: what an
+        undone step wrote lies past every slot's length."""
         state = (deque(self.queue), dict(self.running), dict(self.finished), dict(self.failed))
-        reqs = [(r, len(r.out), r.generator and r.generator.get_state()) for r in reqs]
+        reqs = [(r, len(r.out)) for r in reqs]
         with self.slots.transaction():  # Ctrl-C held off from here to the end
             try:
                 yield
             except BaseException:
                 self.queue, self.running, self.finished, self.failed = state
-                for req, n_out, generator_state in reqs:
+                for req, n_out in reqs:
                     del req.out[n_out:]
-                    if generator_state is not None:
-                        req.generator.set_state(generator_state)
                 raise

@@ -55,27 +55,66 @@ def decode_step(model, cache, tok: Tensor, check: bool = True) -> Tensor:
     return logits
 
 
-def sample(
-    logits: Tensor,
-    temperature: float = 0.0,
-    top_k: int | None = None,
-    generator: torch.Generator | None = None,
-) -> Tensor:
-    """logits (B, V) → next ids (B, 1). temperature 0 is greedy (argmax)."""
-    if temperature == 0:
-        return logits.argmax(dim=-1, keepdim=True)
-    logits = logits.float() / temperature
-    if top_k is not None:
-        kth = torch.topk(logits, top_k, dim=-1).values[:, -1:]
-        logits = logits.masked_fill(logits < kth, float("-inf"))
-    probs = torch.softmax(logits, dim=-1)
-    return torch.multinomial(probs, 1, generator=generator)
+# --- sampling: one call for every row, on the device ----------------------------------------
+#
+# The noise comes from a hash, not from a generator's state: the uniform for vocabulary id v
+# in a row is hash(seed, position, v), so a request draws the same noise alone or batched, in
+# any row, eager or replayed from a graph, with nothing to carry from one step to the next and
+# nothing for the host to read. Gumbel-max then turns the noise into a draw: the argmax of
+# logits / T + Gumbel(u) over the top-k ids is a sample of softmax(logits / T) over them.
+
+_M64 = 2**64  # splitmix64's constants as int64 bit patterns (those above 2**63 wrap negative)
+_GOLDEN, _MIX1, _MIX2 = (
+    c - _M64 for c in (0x9E3779B97F4A7C15, 0xBF58476D1CE4E5B9, 0x94D049BB133111EB)
+)
 
 
-def make_generator(seed: int | None, device) -> torch.Generator | None:
-    if seed is None:
-        return None
-    return torch.Generator(device=device).manual_seed(seed)
+def _shr(z: Tensor, s: int) -> Tensor:
+    """Logical right shift of int64: torch's >> copies the sign bit, so mask it away."""
+    return (z >> s) & ((1 << (64 - s)) - 1)
+
+
+def splitmix64(z: Tensor) -> Tensor:
+    """splitmix64's finaliser on int64 tensors (multiplications wrap mod 2**64, as in C)."""
+    z = z + _GOLDEN
+    z = (z ^ _shr(z, 30)) * _MIX1
+    z = (z ^ _shr(z, 27)) * _MIX2
+    return z ^ _shr(z, 31)
+
+
+def uniform_noise(seed: Tensor, position: Tensor, vocab_size: int) -> Tensor:
+    """(B, vocab_size) uniforms in (0, 1), float32: hash(seed, position, id) per entry."""
+    ids = torch.arange(vocab_size, device=seed.device)
+    h = splitmix64(splitmix64(seed) ^ position)[:, None]  # (B, 1): one stream per row
+    bits = _shr(splitmix64(h ^ ids), 41)  # the top 23 bits, k in [0, 2**23)
+    return (bits.float() + 0.5) * 2.0**-23  # exact in float32: never 0, never 1
+
+
+def sample(logits: Tensor, temperature: Tensor, top_k: Tensor, seed: Tensor,
+           position: Tensor) -> Tensor:  # fmt: skip
+    """Every row's next id at once: logits (B, V) → ids (B,), int64, on logits' device.
+
+    Per row: temperature (B,) (0: greedy, the argmax exactly), top_k (B,) int (0 or V: every
+    id), seed (B,) int64 and position (B,) int64, the position of the token being drawn. The
+    noise is uniform_noise(seed, position): the same (seed, position) draws the same token
+    whatever the batch, the row or the other rows. Pure tensor ops of fixed shapes: no host
+    sync, capturable in a graph. The arguments were checked at the door (validate_sampling)."""
+    B, V = logits.shape
+    logits = logits.float()
+    greedy = logits.argmax(dim=-1)
+    t = torch.where(temperature > 0, temperature, 1.0).float()[:, None]
+    k = torch.where((top_k > 0) & (top_k < V), top_k, V)[:, None]
+    kth = logits.sort(dim=-1, descending=True).values.gather(1, k - 1)
+    u = uniform_noise(seed, position, V)
+    gumbel = -torch.log(-torch.log(u))
+    scores = (logits / t + gumbel).masked_fill(logits < kth, float("-inf"))
+    return torch.where(temperature > 0, scores.argmax(dim=-1), greedy)
+
+
+def draw_seeds(n: int) -> list[int]:
+    """Seeds for unseeded requests, drawn once from torch's default generator: the path is
+    the seeded one, and the draws stay as random as torch.manual_seed leaves them."""
+    return torch.randint(0, 2**62, (n,)).tolist()
 
 
 def decode_n_tokens(
@@ -83,20 +122,31 @@ def decode_n_tokens(
     step,
     max_new_tokens: int,
     *,
+    prompt_lens: Tensor,
     temperature: float = 0.0,
     top_k: int | None = None,
     seed: int | None = None,
     eos_id: int | None = None,
 ) -> Tensor:
     """The decode loop shared by every generator: sample from the last logits, feed the
-    token to step(tok) → logits, repeat. After a row emits eos_id the rest of that row is
-    eos_id; the loop stops early once every row has. Returns (B, max_new_tokens)."""
-    generator = make_generator(seed, logits.device)
-    B = logits.shape[0]
-    out = torch.empty(B, max_new_tokens, dtype=torch.long, device=logits.device)
-    done = torch.zeros(B, 1, dtype=torch.bool, device=logits.device)
+    token to step(tok) → logits, repeat. prompt_lens (B,) is each row's prompt length without
+    its pads: the position of its first new token, which keys its noise with the seed (every
+    row takes the seed; None: one drawn per row), so a row draws what it draws alone or in
+    the engine. After a row emits eos_id the rest of that row is eos_id; the loop stops early
+    once every row has. Returns (B, max_new_tokens)."""
+    B, device = logits.shape[0], logits.device
+    if temperature != 0:  # the per-row sampling arguments, made once
+        seeds = torch.tensor(draw_seeds(B) if seed is None else [seed] * B, device=device)
+        temperatures = torch.full((B,), float(temperature), device=device)
+        top_ks = torch.full((B,), top_k or 0, dtype=torch.long, device=device)
+        position = prompt_lens.to(device=device, dtype=torch.long)
+    out = torch.empty(B, max_new_tokens, dtype=torch.long, device=device)
+    done = torch.zeros(B, 1, dtype=torch.bool, device=device)
     for t in range(max_new_tokens):
-        tok = sample(logits[:, -1], temperature, top_k, generator)
+        if temperature == 0:  # greedy everywhere: the argmax, which sample() would return
+            tok = logits[:, -1].argmax(dim=-1, keepdim=True)
+        else:
+            tok = sample(logits[:, -1], temperatures, top_ks, seeds, position + t)[:, None]
         if eos_id is not None:
             tok = tok.masked_fill(done, eos_id)
             done |= tok == eos_id
@@ -132,8 +182,15 @@ def generate(
     logits = prefill(model, idx, cache, check=False)
     step = lambda tok: decode_step(model, cache, tok, check=False)  # noqa: E731
     return decode_n_tokens(
-        logits, step, max_new_tokens, temperature=temperature, top_k=top_k, seed=seed, eos_id=eos_id
-    )
+        logits, step, max_new_tokens, prompt_lens=prompt_lens(idx, pad_lens),
+        temperature=temperature, top_k=top_k, seed=seed, eos_id=eos_id,
+    )  # fmt: skip
+
+
+def prompt_lens(idx: Tensor, pad_lens: Tensor | None) -> Tensor:
+    """Each row's prompt length without its left pads, (B,) on idx's device."""
+    T = torch.full((idx.shape[0],), idx.shape[1], dtype=torch.long, device=idx.device)
+    return T if pad_lens is None else T - pad_lens.to(T.device)
 
 
 def left_pad(prompts: list[list[int]], pad_id: int, device=None) -> tuple[Tensor, Tensor]:

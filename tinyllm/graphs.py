@@ -32,7 +32,7 @@ import time
 import torch
 from torch import Tensor
 
-from tinyllm.generation import decode_n_tokens
+from tinyllm.generation import decode_n_tokens, prompt_lens
 from tinyllm.kv_cache import SlotKVCache, StaticKVCache
 from tinyllm.model import Transformer
 from tinyllm.paged import PagedKVCache
@@ -368,7 +368,8 @@ class GraphDecoder(Decoder):
         logits = self.prefill(idx, pad_lens)
         return decode_n_tokens(
             logits, lambda tok: self.step(tok, check=False), max_new_tokens,
-            temperature=temperature, top_k=top_k, seed=seed, eos_id=eos_id,
+            prompt_lens=prompt_lens(idx, pad_lens), temperature=temperature, top_k=top_k,
+            seed=seed, eos_id=eos_id,
         )  # fmt: skip
 
 

@@ -29,7 +29,7 @@ import torch
 from torch import Tensor
 
 MIN_TEMPERATURE = 1e-4  # below it, logits / temperature overflows: use 0 (greedy) instead
-SEED_LIMIT = 2**63  # seeds in [0, 2**63), as torch.Generator.manual_seed takes them
+SEED_LIMIT = 2**63  # seeds in [0, 2**63): an int64 keys the noise (generation.sample)
 
 
 @dataclass(frozen=True)
