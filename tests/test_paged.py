@@ -129,3 +129,46 @@ def test_the_slot_decoder_takes_a_paged_cache(shipped_model):
     assert dec.graph_key() == 2
     out = dec.step(torch.zeros(8, 1, dtype=torch.long), check=False)
     assert out.shape == (2, 1, 258) and cache.lens == [5] + [0] * 7
+
+
+def test_chunks_of_several_prompts_give_each_prompt_its_own_logits(shipped_model, doc_ids):
+    """Four prompts (1, 5, 37 and 70 tokens) prefilled together into rows 3, 0, 5 and 1, in
+    chunks of 16 positions, right-padded: each prompt's logits at every position are those
+    of the prompt alone through the plain causal forward, up to fp32 rounding (the batch and
+    the explicit mask change the order of the sums, ~1e-5 here), and the greedy ids are the
+    same. Each row holds its prompt's blocks and length; pads wrote only the scratch block."""
+    lens, rows, C = [1, 5, 37, 70], [3, 0, 5, 1], 16
+    prompts = [doc_ids[1000 * i : 1000 * i + n] for i, n in enumerate(lens, 1)]
+    cache = PagedKVCache(shipped_model.cfg.n_layers, 6, 128, "cpu")
+    cache.allocate(shipped_model.cfg.n_kv_heads, shipped_model.cfg.head_dim, torch.float32)
+    got = [[] for _ in prompts]
+    forwards = 0
+    with torch.no_grad():
+        for start in range(0, max(lens), C):
+            todo = [b for b, n in enumerate(lens) if n > start]
+            counts = [min(C, lens[b] - start) for b in todo]
+            idx = torch.zeros(len(todo), max(counts), dtype=torch.long)
+            for i, b in enumerate(todo):
+                idx[i, : counts[i]] = torch.tensor(prompts[b][start : start + counts[i]])
+            step = cache.prefilling_chunk([rows[b] for b in todo], start, counts)
+            logits, _ = shipped_model(idx, cache=step)
+            forwards += 1
+            for i, b in enumerate(todo):
+                got[b].append(logits[i, : counts[i]])
+            check_twins(cache)
+            assert [cache.lens[rows[b]] for b in todo] == [start + n for n in counts]
+    assert forwards == 5  # ceil(70 / 16), not one per prompt per chunk
+    for b, prompt in enumerate(prompts):
+        with torch.no_grad():
+            alone, _ = shipped_model(torch.tensor([prompt]))
+        mine = torch.cat(got[b])
+        torch.testing.assert_close(mine, alone[0], atol=1e-4, rtol=0)
+        assert torch.equal(mine.argmax(-1), alone[0].argmax(-1)), b
+        assert len(cache.tables[rows[b]]) == cache.blocks_for(lens[b])
+    assert cache.lens == [5, 70, 0, 1, 0, 37]
+    assert cache.active == [True, True, False, True, False, True]
+    for layer in cache.k + cache.v:  # no pad wrote a block nobody holds, or past a length
+        assert not layer[cache.free].any()
+        for row, n in enumerate(cache.lens):
+            if n % cache.block_size:
+                assert not layer[cache.tables[row][-1], :, n % cache.block_size :].any(), row
