@@ -172,3 +172,43 @@ def test_chunks_of_several_prompts_give_each_prompt_its_own_logits(shipped_model
         for row, n in enumerate(cache.lens):
             if n % cache.block_size:
                 assert not layer[cache.tables[row][-1], :, n % cache.block_size :].any(), row
+
+
+def test_the_paged_engine_prefills_in_batches_like_each_alone(shipped_model, doc_ids):
+    """30 requests, prompts of 1 to 30 tokens (chunks of 8: up to 4 forwards each), greedy
+    and seeded, 5 submitted every 3 decode steps, so admissions come at different steps, in
+    batches of several sizes and lengths: each request's tokens are those of generate() alone. The
+    batched forward is not the lone one (other rows, pads, an explicit mask: the logits
+    differ by fp32 rounding, ~1e-5, within the tolerance of the chunk test above), so equal
+    tokens rest on the shipped model's margins on real text, far above that rounding."""
+    rng, C, eos = random.Random(11), 8, ord("e")
+    reqs = []
+    for s in rng.sample(range(len(doc_ids) - 40), 30):
+        prompt = doc_ids[s : s + rng.choice([1, 2, 7, 8, 9, 15, 16, 17, 24, 30])]
+        sampling = rng.choice([{}, {"temperature": 0.9, "top_k": 30, "seed": s}])
+        reqs.append((prompt, rng.randint(1, 16), sampling))
+    engine = Engine(shipped_model, 6, max_len=64, use_graph=False, kv="paged", eos_id=eos,
+                    prefill_chunk=C)  # fmt: skip
+    chunks, prefilling_chunk = [], engine.slots.prefilling_chunk
+    engine.slots.prefilling_chunk = lambda *a: chunks.append(a) or prefilling_chunk(*a)
+    rids = []
+    for wave in range(0, len(reqs), 5):  # 5 more requests every 3 decode steps
+        rids += [engine.submit(p, n, **kw) for p, n, kw in reqs[wave : wave + 5]]
+        for _ in range(3):
+            engine.admit()
+            if engine.running:
+                engine.step()
+    out = engine.run()
+    assert sorted(out) == rids and not engine.queue and not engine.running
+    for rid, (prompt, n, kw) in zip(rids, reqs):
+        alone = generate(shipped_model, torch.tensor([prompt]), n, eos_id=eos, **kw)[0].tolist()
+        assert out[rid] == alone[: alone.index(eos) + 1 if eos in alone else n], rid
+    # every prompt position prefilled once, in forwards of at most C positions per row,
+    # several prompts in a forward and long prompts over several: fewer forwards than the
+    # requests' chunks one by one
+    assert sum(sum(counts) for _, _, counts in chunks) == sum(len(p) for p, _, _ in reqs)
+    assert all(max(counts) <= C for _, _, counts in chunks)
+    assert max(len(rows) for rows, _, _ in chunks) == 5 and max(s for _, s, _ in chunks) == 24
+    assert sum(min(counts) < max(counts) for _, _, counts in chunks) >= 5  # padded rows
+    assert len(chunks) < sum(-(-len(p) // C) for p, _, _ in reqs)
+    check_twins(engine.slots)

@@ -10,7 +10,9 @@ kv="slots" (notebook 06): a SlotKVCache, every step over all n_slots rows throug
 window of the longest. kv="paged" (notebook 08): a PagedKVCache; the requests are kept in
 the first rows (a request that finishes leaves its row to the last one, moved there: its
 table row and length, never its K/V), and each step runs the graph of the smallest capture
-size that holds them, at every length.
+size that holds them, at every length. The requests admitted together are prefilled in
+batches (prefill_batch): one forward per chunk of prefill_chunk positions for all of them,
+instead of one forward per request.
 
     engine = Engine(model, n_slots=8)
     rid = engine.submit(tokenizer.encode("The for statement"), max_new_tokens=50)
@@ -34,10 +36,13 @@ from tinyllm.validate import (
     validate_eos,
     validate_int,
     validate_model,
+    validate_prefill_chunk,
     validate_sampling,
     validate_token_list,
     validate_use_graph,
 )
+
+PREFILL_CHUNK = 512  # kv="paged": positions of each prompt per prefill forward
 
 
 @dataclass
@@ -60,16 +65,29 @@ class Engine:
     results finished so far with the rest, the same tokens as an uninterrupted run. A request
     whose own prefill or sampling raises leaves alone, into `failed` (rid → the exception),
     and that exception is raised once the move is done; the others go on.
+
+    kv="paged" prefills in batches: the requests admitted together (as many as there are
+    free rows) share each prefill forward, their prompts right-padded, in chunks of at most
+    prefill_chunk positions of each prompt (default PREFILL_CHUNK: the presets' longest
+    prompt in two chunks); a longer prompt goes on in the next chunk, which attends to its
+    earlier ones through the cache. An eager forward's host cost (its launches) does not
+    grow with the rows it holds: this pays it once per chunk instead of once per request.
+    The forward is shared, so its failure is the admission's, undone whole like a decode
+    step's; a request's own sampling still leaves alone. kv="slots" prefills each prompt
+    alone.
     """
 
     def __init__(self, model: Transformer, n_slots: int, max_len: int | None = None,
                  use_graph: bool | None = None, eos_id: int | None = None,
                  buckets: tuple[int, ...] | None = None, compile=False,
                  graph_api=torch.cuda, kv: str = "slots",
-                 capture_sizes: tuple[int, ...] | None = None, limits=LIMITS):  # fmt: skip
+                 capture_sizes: tuple[int, ...] | None = None, limits=LIMITS,
+                 prefill_chunk: int | None = None):  # fmt: skip
         device, cfg = validate_model(model), model.cfg
         if kv not in ("slots", "paged"):
             raise ValueError(f"kv must be 'slots' or 'paged', got {kv!r}")
+        validate_prefill_chunk(prefill_chunk, kv, limits)
+        self.prefill_chunk = (prefill_chunk or PREFILL_CHUNK) if kv == "paged" else None
         max_len = cfg.max_seq_len if max_len is None else max_len
         validate_int("max_len", max_len, lo=2, hi=cfg.max_seq_len)
         validate_eos(eos_id, cfg.vocab_size)
@@ -129,12 +147,17 @@ class Engine:
     @torch.no_grad()
     def admit(self) -> None:
         """Move queued requests into free slots: prefill each prompt alone, eagerly, into
-        its slot, and sample its first token."""
+        its slot (kv="paged": all of them together, admit_batch), and sample its first
+        token."""
+        if self.kv == "paged":
+            while self.queue and self.slots.free_slots():
+                self.admit_batch()
+            return
         while self.queue and self.slots.free_slots():
             slot, req = self.slots.free_slots()[0], self.queue[0]  # the lowest free slot
             with self.transaction([req]):
                 self.queue.popleft()
-                kv = self.slots.prefilling(slot if self.kv == "slots" else [slot])
+                kv = self.slots.prefilling(slot)
                 idx = torch.tensor([req.prompt], device=self.device)
                 try:
                     logits = prefill(self.model, idx, kv, check=False)  # checked at submit
@@ -149,6 +172,49 @@ class Engine:
                     failure = None
             if failure is not None:
                 raise failure
+
+    def admit_batch(self) -> None:
+        """kv="paged": as many queued requests as there are free rows, prefilled together
+        into the lowest free rows (prefill_batch), then each samples its first token; the
+        requests that finish at once leave their rows, and the rest stay compact."""
+        rows = self.slots.free_slots()[: len(self.queue)]
+        reqs = [self.queue[b] for b in range(len(rows))]
+        failure = None
+        with self.transaction(reqs):
+            for _ in reqs:
+                self.queue.popleft()
+            last = self.prefill_batch(rows, [req.prompt for req in reqs])
+            for b, (row, req) in enumerate(zip(rows, reqs)):
+                try:
+                    tok = self.sample_for(req, last[b : b + 1])
+                except Exception as e:  # its own sampling: it leaves, the others go on
+                    self.slots.release(row)
+                    self.failed[req.rid] = e
+                    failure = failure or e
+                    continue
+                self.running[row] = req
+                self.emit(row, req, tok)
+            self.compact()
+        if failure is not None:
+            raise failure
+
+    def prefill_batch(self, rows: list[int], prompts: list[list[int]]):
+        """Prefill the prompts into their rows together, one forward per chunk: chunk j holds
+        positions j·C..(j+1)·C-1 (C = prefill_chunk) of every prompt that long, right-padded
+        to the longest. Returns each prompt's logits at its last position, (len(rows), V)."""
+        C, last = self.prefill_chunk, [None] * len(rows)
+        for start in range(0, max(map(len, prompts)), C):
+            todo = [b for b, p in enumerate(prompts) if len(p) > start]
+            chunks = [prompts[b][start : start + C] for b in todo]
+            T = max(map(len, chunks))
+            idx = torch.tensor([c + [0] * (T - len(c)) for c in chunks], device=self.device)
+            counts = [len(c) for c in chunks]
+            kv = self.slots.prefilling_chunk([rows[b] for b in todo], start, counts)
+            logits = prefill(self.model, idx, kv, check=False)  # checked at submit
+            for i, b in enumerate(todo):
+                if start + counts[i] == len(prompts[b]):  # its last position is here
+                    last[b] = logits[i, counts[i] - 1]
+        return torch.stack(last)
 
     @torch.no_grad()
     def step(self) -> None:
