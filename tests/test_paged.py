@@ -211,4 +211,7 @@ def test_the_paged_engine_prefills_in_batches_like_each_alone(shipped_model, doc
     assert max(len(rows) for rows, _, _ in chunks) == 5 and max(s for _, s, _ in chunks) == 24
     assert sum(min(counts) < max(counts) for _, _, counts in chunks) >= 5  # padded rows
     assert len(chunks) < sum(-(-len(p) // C) for p, _, _ in reqs)
+    for s in engine.stats:  # the requests that finished at admission left no hole
+        held = [r for r in s["slots"] if r is not None]
+        assert s["slots"][: len(held)] == held
     check_twins(engine.slots)

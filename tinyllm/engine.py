@@ -1,10 +1,11 @@
 """Continuous batching: many requests, a fixed number of slots, one decode step for all.
 
 Requests wait in a queue. Whenever a slot is free, the next request is admitted: its
-prompt is prefilled eagerly into that slot, alone. Then every decode step advances all
-active slots by one token together, through SlotGraphDecoder (a CUDA graph per window on
-a GPU, or the same step eagerly). A request leaves its slot when it emits eos_id or
-reaches its max_new_tokens, and the slot is free for the next one at once.
+prompt is prefilled eagerly into that slot, alone (kv="paged": in batches, below). Then
+every decode step advances all active slots by one token together, through
+SlotGraphDecoder (a CUDA graph per window on a GPU, or the same step eagerly). A request
+leaves its slot when it emits eos_id or reaches its max_new_tokens, and the slot is free
+for the next one at once.
 
 kv="slots" (notebook 06): a SlotKVCache, every step over all n_slots rows through the
 window of the longest. kv="paged" (notebook 08): a PagedKVCache; the requests are kept in
