@@ -106,6 +106,8 @@ class Engine:
         self.finished: dict[int, list[int]] = {}  # rid → ids, until run() returns them
         self.failed: dict[int, BaseException] = {}  # rid → what its own data raised
         self.next_rid = 0
+        if kv == "paged":  # admission prefills the requests of a step together
+            self.admit = self.admit_in_batches
 
     @property
     def max_len(self) -> int:
@@ -148,17 +150,12 @@ class Engine:
     @torch.no_grad()
     def admit(self) -> None:
         """Move queued requests into free slots: prefill each prompt alone, eagerly, into
-        its slot (kv="paged": all of them together, admit_batch), and sample its first
-        token."""
-        if self.kv == "paged":
-            while self.queue and self.slots.free_slots():
-                self.admit_batch()
-            return
+        its slot, and sample its first token."""
         while self.queue and self.slots.free_slots():
             slot, req = self.slots.free_slots()[0], self.queue[0]  # the lowest free slot
             with self.transaction([req]):
                 self.queue.popleft()
-                kv = self.slots.prefilling(slot)
+                kv = self.slots.prefilling(slot if self.kv == "slots" else [slot])
                 idx = torch.tensor([req.prompt], device=self.device)
                 try:
                     logits = prefill(self.model, idx, kv, check=False)  # checked at submit
@@ -174,30 +171,32 @@ class Engine:
             if failure is not None:
                 raise failure
 
-    def admit_batch(self) -> None:
-        """kv="paged": as many queued requests as there are free rows, prefilled together
-        into the lowest free rows (prefill_batch), then each samples its first token; the
-        requests that finish at once leave their rows, and the rest stay compact."""
-        rows = self.slots.free_slots()[: len(self.queue)]
-        reqs = [self.queue[b] for b in range(len(rows))]
-        failure = None
-        with self.transaction(reqs):
-            for _ in reqs:
-                self.queue.popleft()
-            last = self.prefill_batch(rows, [req.prompt for req in reqs])
-            for b, (row, req) in enumerate(zip(rows, reqs)):
-                try:
-                    tok = self.sample_for(req, last[b : b + 1])
-                except Exception as e:  # its own sampling: it leaves, the others go on
-                    self.slots.release(row)
-                    self.failed[req.rid] = e
-                    failure = failure or e
-                    continue
-                self.running[row] = req
-                self.emit(row, req, tok)
-            self.compact()
-        if failure is not None:
-            raise failure
+    @torch.no_grad()
+    def admit_in_batches(self) -> None:
+        """kv="paged"'s admit(): as many queued requests as there are free rows, prefilled
+        together into the lowest free rows (prefill_batch), then each samples its first
+        token; the requests that finish at once leave their rows, the rest stay compact."""
+        while self.queue and self.slots.free_slots():
+            rows = self.slots.free_slots()[: len(self.queue)]
+            reqs = [self.queue[b] for b in range(len(rows))]
+            failure = None
+            with self.transaction(reqs):
+                for _ in reqs:
+                    self.queue.popleft()
+                last = self.prefill_batch(rows, [req.prompt for req in reqs])
+                for b, (row, req) in enumerate(zip(rows, reqs)):
+                    try:
+                        tok = self.sample_for(req, last[b : b + 1])
+                    except Exception as e:  # its own sampling: it leaves, the others go on
+                        self.slots.release(row)
+                        self.failed[req.rid] = e
+                        failure = failure or e
+                        continue
+                    self.running[row] = req
+                    self.emit(row, req, tok)
+                self.compact()
+            if failure is not None:
+                raise failure
 
     def prefill_batch(self, rows: list[int], prompts: list[list[int]]):
         """Prefill the prompts into their rows together, one forward per chunk: chunk j holds
