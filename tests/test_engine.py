@@ -8,6 +8,7 @@ mismatch would show a near-tie, and the test then reports the margin at the firs
 differing token.
 """
 
+import functools
 import os
 import random
 import signal
@@ -19,6 +20,7 @@ from tinyllm import Engine, SlotGraphDecoder, SlotKVCache, generate
 from tinyllm import engine as engine_module
 from tinyllm.generation import decode_step, prefill
 from tinyllm.kv_cache import KVCache
+from tinyllm.paged import PagedChunk
 
 EOS = ord("e")  # a byte the shipped model emits often, but not always within 30 tokens
 
@@ -204,16 +206,21 @@ FAULT_REQUESTS = [  # (prompt start, length, max_new_tokens, sampling): greedy a
 ]
 
 
-def fault_engine(model, doc_ids):
-    engine = Engine(model, n_slots=3, max_len=64, use_graph=False, eos_id=EOS)
+def fault_engine(model, doc_ids, kv="slots"):
+    """kv="paged" prefills in chunks of 4 positions: every prompt takes 2 or 3 forwards,
+    shared with the requests admitted beside it."""
+    chunk = {"prefill_chunk": 4} if kv == "paged" else {}
+    engine = Engine(model, n_slots=3, max_len=64, use_graph=False, eos_id=EOS, kv=kv, **chunk)
     rids = [engine.submit(doc_ids[s : s + n], m, **kw) for s, n, m, kw in FAULT_REQUESTS]
     return engine, rids
 
 
 @pytest.fixture(scope="module")
 def uninterrupted(shipped_model, doc_ids):
-    engine, rids = fault_engine(shipped_model, doc_ids)
-    return engine.run()
+    """Each kv's uninterrupted run of the fault workload (the same tokens for both)."""
+    runs = {kv: fault_engine(shipped_model, doc_ids, kv)[0].run() for kv in ("slots", "paged")}
+    assert runs["slots"] == runs["paged"]
+    return runs
 
 
 class Fault:
@@ -229,37 +236,58 @@ class Fault:
             raise self.error
         return self.fn(*args, **kwargs)
 
+    def __get__(self, obj, owner=None):  # set on a class, it wraps a method
+        return self if obj is None else functools.partial(self, obj)
+
 
 def check_positions(engine):
     slots = engine.slots
     assert slots.lens == slots.lens_dev.tolist()
     assert slots.active == [bool(a) for a in slots.active_dev.tolist()]
-    assert sorted(engine.running) == [s for s in range(slots.n_slots) if slots.active[s]]
+    assert sorted(engine.running) == [s for s in range(engine.n_slots) if slots.active[s]]
+    if engine.kv == "paged":  # every block held by one row or free
+        held = sorted(b for t in slots.tables for b in t)
+        assert sorted(held + slots.free) == list(range(1, slots.n_blocks))
 
 
-POINTS = {  # where a fault is injected: (object, attribute) → the calls to fail
-    "admission": (lambda e: e.slots, "prefilling", (1, 3, 5)),
-    "prefill": (lambda e: engine_module, "prefill", (1, 2, 6)),
+STEPS = {  # the decode step's points, the same for either kv
     "sample": (lambda e: engine_module, "sample", (1, 4, 13)),
     "decode step": (lambda e: e.decoder, "step", (1, 5, 8)),
     "release": (lambda e: e.slots, "release", (1, 3)),
     "host advance": (lambda e: e.slots, "advance_host", (2, 7)),
 }
+POINTS = {  # kv → where a fault is injected: (object, attribute) → the calls to fail
+    "slots": {
+        "admission": (lambda e: e.slots, "prefilling", (1, 3, 5)),
+        "prefill": (lambda e: engine_module, "prefill", (1, 2, 6)),
+        **STEPS,
+    },
+    "paged": {  # 2 and 4: between the chunks of an admission; "chunk forward": inside one
+        "chunk": (lambda e: e.slots, "prefilling_chunk", (1, 2, 4, 6)),
+        "prefill": (lambda e: engine_module, "prefill", (1, 3, 5)),
+        "chunk forward": (lambda e: PagedChunk, "update", (2, 7, 13, 20)),
+        **STEPS,
+    },
+}
+OWN = {"slots": ("prefill",), "paged": ()}  # a request's own prefill, as an Exception
 
 
-@pytest.mark.parametrize("point", POINTS)
+@pytest.mark.parametrize("kv, point", [(kv, p) for kv in POINTS for p in POINTS[kv]])
 @pytest.mark.parametrize("error", [KeyboardInterrupt(), RuntimeError("device lost")],
                          ids=["ctrl-c", "runtime"])  # fmt: skip
-def test_a_fault_anywhere_loses_nothing(shipped_model, doc_ids, uninterrupted, point, error,
+def test_a_fault_anywhere_loses_nothing(shipped_model, doc_ids, uninterrupted, kv, point, error,
                                         monkeypatch):  # fmt: skip
     """A Ctrl-C (or an error that is not one request's own) at any admission, prefill,
     sample, decode step, release or host advance: run() raises, the positions on host and
     device still agree, and the next run() returns every request with the tokens of an
     uninterrupted run. Where the fault hit a request's own prefill or sampling as an
-    Exception, that request alone is in engine.failed."""
-    owner, name, ats = POINTS[point]
+    Exception, that request alone is in engine.failed. kv="paged": between the chunks of a
+    batched prefill and inside a chunk's forward too; its prefill forward is shared, so a
+    fault there is no request's own: the whole admission goes back to the queue."""
+    owner, name, ats = POINTS[kv][point]
+    uninterrupted = uninterrupted[kv]
     for at in ats:
-        engine, rids = fault_engine(shipped_model, doc_ids)
+        engine, rids = fault_engine(shipped_model, doc_ids, kv)
         target = owner(engine)
         fault = Fault(getattr(target, name), at, error)
         monkeypatch.setattr(target, name, fault)
@@ -269,10 +297,12 @@ def test_a_fault_anywhere_loses_nothing(shipped_model, doc_ids, uninterrupted, p
         monkeypatch.setattr(target, name, fault.fn)
         got = engine.run()
         check_positions(engine)
-        # a prefill, or the sampling of an admission (one row), is the request's own; a
-        # decode step samples every row at once, so a fault there is the step's
+        assert fault.calls >= at, (point, at, "the fault was never reached")
+        # kv="slots": a prefill is the request's own (kv="paged": the forward is shared); the
+        # sampling of an admission (one row) is the request's own, a decode step's (every
+        # row at once) is the step's
         one_row = point == "sample" and fault.raised_on[0].shape[0] == 1
-        own = isinstance(error, Exception) and (point == "prefill" or one_row)
+        own = isinstance(error, Exception) and (point in OWN[kv] or one_row)
         assert len(engine.failed) == int(own), (point, at, engine.failed)
         for rid in rids:
             if rid in engine.failed:
@@ -288,6 +318,7 @@ def test_a_request_whose_sampling_fails_leaves_alone(shipped_model, doc_ids, uni
     its prefill): it is removed into engine.failed with its error, the error is raised, and
     the others finish as if nothing happened."""
     engine, rids = fault_engine(shipped_model, doc_ids)
+    uninterrupted = uninterrupted["slots"]
     bad = next(r for r in engine.queue if r.rid == 5)
     original = engine.sample_for
 
@@ -320,19 +351,24 @@ def test_results_of_a_run_that_raised_come_with_the_next(shipped_model, doc_ids,
     assert engine.run() == {}  # returned once
 
 
-@pytest.mark.parametrize("point", ["decode step", "sample", "release"])
+SECOND_CTRL_C = [("slots", "decode step"), ("slots", "sample"), ("slots", "release"),
+                 ("paged", "chunk"), ("paged", "chunk forward"), ("paged", "sample")]  # fmt: skip
+
+
+@pytest.mark.parametrize("kv, point", SECOND_CTRL_C)
 def test_a_second_ctrl_c_while_a_move_is_undone_loses_nothing(shipped_model, doc_ids,
-                                                              uninterrupted, point,
+                                                              uninterrupted, kv, point,
                                                               monkeypatch):  # fmt: skip
     """A Ctrl-C, then a second one (a real SIGINT) while the engine puts the move back: the
     putting back runs with Ctrl-C held off, so it finishes, the second KeyboardInterrupt comes
     after it, and the next run() returns the tokens of an uninterrupted run."""
-    owner, name, _ = POINTS[point]
-    engine, rids = fault_engine(shipped_model, doc_ids)
+    owner, name, _ = POINTS[kv][point]
+    engine, rids = fault_engine(shipped_model, doc_ids, kv)
     target = owner(engine)
     fault = Fault(getattr(target, name), 4, KeyboardInterrupt())
     monkeypatch.setattr(target, name, fault)
-    set_lens, sent = engine.slots.set_lens, []
+    setter = "set_lens" if kv == "slots" else "set_row"  # what the undo rewrites every row by
+    set_lens, sent = getattr(engine.slots, setter), []
 
     def set_lens_under_ctrl_c(*args):  # the undo rewrites every slot: Ctrl-C on the first
         if fault.calls >= fault.at and not sent:
@@ -340,11 +376,11 @@ def test_a_second_ctrl_c_while_a_move_is_undone_loses_nothing(shipped_model, doc
             os.kill(os.getpid(), signal.SIGINT)
         return set_lens(*args)
 
-    monkeypatch.setattr(engine.slots, "set_lens", set_lens_under_ctrl_c)
+    monkeypatch.setattr(engine.slots, setter, set_lens_under_ctrl_c)
     with pytest.raises(KeyboardInterrupt):
         engine.run()
     assert sent, "the second Ctrl-C was not sent"
     check_positions(engine)
     monkeypatch.setattr(target, name, fault.fn)
     got = engine.run()
-    assert got == {rid: uninterrupted[rid] for rid in rids}
+    assert got == {rid: uninterrupted[kv][rid] for rid in rids}

@@ -8,6 +8,8 @@ out-of-range id that reached a CUDA kernel would poison the whole process); wher
 set-up made a decoder or a cache, its positions must be unchanged.
 """
 
+import types
+
 import pytest
 import torch
 
@@ -30,6 +32,7 @@ from tinyllm import (
 )
 from tinyllm.checkpoint import PRETRAINED
 from tinyllm.generation import decode_step, prefill
+from tinyllm.paged import PagedKVCache
 
 V = 258  # vocab_size of every preset
 MAX = 1024  # the shipped model's max_seq_len
@@ -69,6 +72,13 @@ def full_static(m):
     for _ in range(3):  # positions 37, 38, 39: the last three of the cache
         dec.step(ids(1, 1))
     return dec
+
+
+def paged(m):
+    """A paged cache of 4 rows, row 1 prefilled with 5 positions."""
+    cache = PagedKVCache(m.cfg.n_layers, 4, 64, "cpu")
+    prefill(m, ids(1, 5), cache.prefilling([1]))
+    return types.SimpleNamespace(cache=cache)
 
 
 def engine(m):
@@ -821,6 +831,79 @@ DOORS = {  # door → [(what the user passed, set-up, call, message)]
             model,
             lambda m: Engine(m, 2, max_len=64, compile=True),
             r"compile=True compiles the step for a CUDA device",
+        ),
+        (
+            "prefill_chunk with kv='slots'",
+            model,
+            lambda m: Engine(m, 2, max_len=64, use_graph=False, prefill_chunk=16),
+            r"prefill_chunk is for kv='paged' \(kv='slots' prefills each prompt alone\), got 16",
+        ),
+        *(
+            (
+                f"prefill_chunk {chunk!r}",
+                model,
+                lambda m, chunk=chunk: Engine(
+                    m, 2, use_graph=False, kv="paged", prefill_chunk=chunk
+                ),  # fmt: skip
+                rf"prefill_chunk must be an int in \[1, 8192\], got {chunk!r}",
+            )
+            for chunk in (0, True, 8193, 16.0)
+        ),
+    ],
+    "PagedKVCache.prefilling_chunk": [
+        (
+            "rows 2",
+            paged,
+            lambda d: d.cache.prefilling_chunk(2, 0, [4]),
+            r"rows must be a list of rows, got 2",
+        ),
+        (
+            "a row outside",
+            paged,
+            lambda d: d.cache.prefilling_chunk([4], 0, [4]),
+            r"row 4 outside \[0, 4\)",
+        ),
+        (
+            "a count for each row",
+            paged,
+            lambda d: d.cache.prefilling_chunk([0, 2], 0, [4]),
+            r"with one count each, got rows \[0, 2\] and counts \[4\]",
+        ),
+        (
+            "count 0",
+            paged,
+            lambda d: d.cache.prefilling_chunk([0], 0, [0]),
+            r"count must be an int in \[1, 64\], got 0",
+        ),
+        (
+            "past max_len",
+            paged,
+            lambda d: d.cache.prefilling_chunk([1], 5, [60]),
+            r"count must be an int in \[1, 59\], got 60",
+        ),
+        (
+            "start -1",
+            paged,
+            lambda d: d.cache.prefilling_chunk([0], -1, [4]),
+            r"start must be an int in \[0, 63\], got -1",
+        ),
+        (
+            "a row in use at start 0",
+            paged,
+            lambda d: d.cache.prefilling_chunk([1], 0, [4]),
+            r"row 1 holds 5 positions, a chunk at 0 needs 0 \(0: a free row\)",
+        ),
+        (
+            "a free row at start 5",
+            paged,
+            lambda d: d.cache.prefilling_chunk([0], 5, [4]),
+            r"row 0 holds 0 positions, a chunk at 5 needs 5",
+        ),
+        (
+            "a row at another length",
+            paged,
+            lambda d: d.cache.prefilling_chunk([1], 4, [4]),
+            r"row 1 holds 5 positions, a chunk at 4 needs 4",
         ),
     ],
     "Engine.submit": [

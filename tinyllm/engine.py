@@ -1,16 +1,19 @@
 """Continuous batching: many requests, a fixed number of slots, one decode step for all.
 
 Requests wait in a queue. Whenever a slot is free, the next request is admitted: its
-prompt is prefilled eagerly into that slot, alone. Then every decode step advances all
-active slots by one token together, through SlotGraphDecoder (a CUDA graph per window on
-a GPU, or the same step eagerly). A request leaves its slot when it emits eos_id or
-reaches its max_new_tokens, and the slot is free for the next one at once.
+prompt is prefilled eagerly into that slot, alone (kv="paged": in batches, below). Then
+every decode step advances all active slots by one token together, through
+SlotGraphDecoder (a CUDA graph per window on a GPU, or the same step eagerly). A request
+leaves its slot when it emits eos_id or reaches its max_new_tokens, and the slot is free
+for the next one at once.
 
 kv="slots" (notebook 06): a SlotKVCache, every step over all n_slots rows through the
 window of the longest. kv="paged" (notebook 08): a PagedKVCache; the requests are kept in
 the first rows (a request that finishes leaves its row to the last one, moved there: its
 table row and length, never its K/V), and each step runs the graph of the smallest capture
-size that holds them, at every length.
+size that holds them, at every length. The requests admitted together are prefilled in
+batches (prefill_batch): one forward per chunk of prefill_chunk positions for all of them,
+instead of one forward per request.
 
     engine = Engine(model, n_slots=8)
     rid = engine.submit(tokenizer.encode("The for statement"), max_new_tokens=50)
@@ -34,10 +37,13 @@ from tinyllm.validate import (
     validate_eos,
     validate_int,
     validate_model,
+    validate_prefill_chunk,
     validate_sampling,
     validate_token_list,
     validate_use_graph,
 )
+
+PREFILL_CHUNK = 512  # kv="paged": positions of each prompt per prefill forward
 
 
 @dataclass
@@ -61,16 +67,29 @@ class Engine:
     whose own prefill or first sampling raises leaves alone, into `failed` (rid → the
     exception), and that exception is raised once the move is done; the others go on. A
     decode step samples every row in one call, so a failure there is the step's: undone.
+
+    kv="paged" prefills in batches: the requests admitted together (as many as there are
+    free rows) share each prefill forward, their prompts right-padded, in chunks of at most
+    prefill_chunk positions of each prompt (default PREFILL_CHUNK: the presets' longest
+    prompt in two chunks); a longer prompt goes on in the next chunk, which attends to its
+    earlier ones through the cache. An eager forward's host cost (its launches) does not
+    grow with the rows it holds: this pays it once per chunk instead of once per request.
+    The forward is shared, so its failure is the admission's, undone whole like a decode
+    step's; a request's own first-token sampling still leaves alone. kv="slots" prefills
+    each prompt alone.
     """
 
     def __init__(self, model: Transformer, n_slots: int, max_len: int | None = None,
                  use_graph: bool | None = None, eos_id: int | None = None,
                  buckets: tuple[int, ...] | None = None, compile=False,
                  graph_api=torch.cuda, kv: str = "slots",
-                 capture_sizes: tuple[int, ...] | None = None, limits=LIMITS):  # fmt: skip
+                 capture_sizes: tuple[int, ...] | None = None, limits=LIMITS,
+                 prefill_chunk: int | None = None):  # fmt: skip
         device, cfg = validate_model(model), model.cfg
         if kv not in ("slots", "paged"):
             raise ValueError(f"kv must be 'slots' or 'paged', got {kv!r}")
+        validate_prefill_chunk(prefill_chunk, kv, limits)
+        self.prefill_chunk = (prefill_chunk or PREFILL_CHUNK) if kv == "paged" else None
         max_len = cfg.max_seq_len if max_len is None else max_len
         validate_int("max_len", max_len, lo=2, hi=cfg.max_seq_len)
         validate_eos(eos_id, cfg.vocab_size)
@@ -88,6 +107,8 @@ class Engine:
         self.finished: dict[int, list[int]] = {}  # rid → ids, until run() returns them
         self.failed: dict[int, BaseException] = {}  # rid → what its own data raised
         self.next_rid = 0
+        if kv == "paged":  # admission prefills the requests of a step together
+            self.admit = self.admit_in_batches
 
     @property
     def max_len(self) -> int:
@@ -151,6 +172,51 @@ class Engine:
                     failure = None
             if failure is not None:
                 raise failure
+
+    @torch.no_grad()
+    def admit_in_batches(self) -> None:
+        """kv="paged"'s admit(): as many queued requests as there are free rows, prefilled
+        together into the lowest free rows (prefill_batch), then each samples its first
+        token; the requests that finish at once leave their rows, the rest stay compact."""
+        while self.queue and self.slots.free_slots():
+            rows = self.slots.free_slots()[: len(self.queue)]
+            reqs = [self.queue[b] for b in range(len(rows))]
+            failure = None
+            with self.transaction(reqs):
+                for _ in reqs:
+                    self.queue.popleft()
+                last = self.prefill_batch(rows, [req.prompt for req in reqs])
+                for b, (row, req) in enumerate(zip(rows, reqs)):
+                    try:
+                        (tok,) = self.sample_for([req], last[b : b + 1])
+                    except Exception as e:  # its own sampling: it leaves, the others go on
+                        self.slots.release(row)
+                        self.failed[req.rid] = e
+                        failure = failure or e
+                        continue
+                    self.running[row] = req
+                    self.emit(row, req, tok)
+                self.compact()
+            if failure is not None:
+                raise failure
+
+    def prefill_batch(self, rows: list[int], prompts: list[list[int]]):
+        """Prefill the prompts into their rows together, one forward per chunk: chunk j holds
+        positions j·C..(j+1)·C-1 (C = prefill_chunk) of every prompt that long, right-padded
+        to the longest. Returns each prompt's logits at its last position, (len(rows), V)."""
+        C, last = self.prefill_chunk, [None] * len(rows)
+        for start in range(0, max(map(len, prompts)), C):
+            todo = [b for b, p in enumerate(prompts) if len(p) > start]
+            chunks = [prompts[b][start : start + C] for b in todo]
+            T = max(map(len, chunks))
+            idx = torch.tensor([c + [0] * (T - len(c)) for c in chunks], device=self.device)
+            counts = [len(c) for c in chunks]
+            kv = self.slots.prefilling_chunk([rows[b] for b in todo], start, counts)
+            logits = prefill(self.model, idx, kv, check=False)  # checked at submit
+            for i, b in enumerate(todo):
+                if start + counts[i] == len(prompts[b]):  # its last position is here
+                    last[b] = logits[i, counts[i] - 1]
+        return torch.stack(last)
 
     @torch.no_grad()
     def step(self) -> None:

@@ -19,6 +19,7 @@ length, never its K/V.
 
     cache = PagedKVCache(n_layers, n_rows, max_len, device)
     model(idx, cache=cache.prefilling(rows))     # the prompts of those rows, one length
+    model(idx, cache=cache.prefilling_chunk(rows, start, counts))   # or chunks of several
     cache.grow(); model(tok, cache=cache.decoding(n)); cache.advance_host()   # rows 0..n-1
 """
 
@@ -90,6 +91,25 @@ class PagedKVCache(FixedCache):
         if not rows or len(set(rows)) != len(rows):
             raise ValueError(f"rows must be distinct, and at least one, got {rows}")
         return PagedPrefill(self, rows)
+
+    def prefilling_chunk(self, rows, start: int, counts) -> "PagedChunk":
+        """The step of one chunk of a batched prefill (the engine's): idx (len(rows), T),
+        row rows[b]'s prompt positions start..start + counts[b] - 1, right-padded to T =
+        max(counts). At start 0 the rows must be free; later, each holds start positions."""
+        if isinstance(rows, int) or not hasattr(rows, "__iter__"):
+            raise ValueError(f"rows must be a list of rows, got {rows!r}")
+        rows, counts = list(rows), list(counts)
+        validate_int("start", start, lo=0, hi=self.max_len - 1)
+        if not rows or len(set(rows)) != len(rows) or len(counts) != len(rows):
+            raise ValueError(f"rows must be distinct, at least one, with one count each, got "
+                             f"rows {rows} and counts {counts}")  # fmt: skip
+        for row, n in zip(rows, counts):
+            self.validate_row(row)
+            validate_int("count", n, hi=self.max_len - start)
+            if self.active[row] != (start > 0) or self.active[row] and self.lens[row] != start:
+                raise ValueError(f"row {row} holds {self.lens[row]} positions, a chunk at "
+                                 f"{start} needs {start} (0: a free row)")  # fmt: skip
+        return PagedChunk(self, rows, start, counts)
 
     def decoding(self, n: int) -> "PagedDecode":
         """The step of one decode call over rows 0..n-1, one token each."""
@@ -219,6 +239,52 @@ class PagedPrefill:
         c = self.cache
         for row in self.rows:
             c.set_row(row, T, True, c.tables[row])
+
+
+class PagedChunk:
+    """A PagedKVCache as one chunk of a batched prefill sees it: the prompts of several rows,
+    each at positions start..start + counts[b] - 1, right-padded to T = max(counts). Each row
+    writes its positions into its own blocks (a pad position writes to the scratch block) and
+    attends, causally, to its earlier chunks and this one, gathered from its blocks; pad keys
+    are masked, and a pad query attends to its row's keys, finite and ignored."""
+
+    def __init__(self, cache: PagedKVCache, rows: list[int], start: int, counts: list[int]):
+        self.cache, self.rows, self.start, self.counts = cache, rows, start, counts
+        self.attn_kwargs: dict = {}
+
+    def begin_step(self, T: int, rope) -> tuple[Tensor, Tensor]:
+        c, start = self.cache, self.start
+        for row, n in zip(self.rows, self.counts):  # this chunk's blocks, before any write
+            c.take(row, start + n)
+        S = start + T  # the keys of the chunk's longest row
+        table = torch.full((len(self.rows), c.blocks_for(S)), SCRATCH, device=c.device)
+        for b, row in enumerate(self.rows):
+            table[b, : len(c.tables[row])] = torch.tensor(c.tables[row])
+        pos = torch.arange(S, device=c.device)
+        ends = start + torch.tensor(self.counts, device=c.device)
+        real = pos[None] < ends[:, None]  # (rows, S): the prompt's positions, not pads
+        blocks = torch.where(real, table[:, pos // c.block_size], SCRATCH)
+        self.keys = blocks, pos % c.block_size  # (rows, S) each: where every key lies
+        self.where = blocks[:, start:], pos[start:] % c.block_size  # this chunk's writes
+        causal = pos[None, :] <= pos[start:, None]  # (T, S)
+        self.attn_kwargs = {"attn_mask": (causal[None] & real[:, None])[:, None]}
+        return rope(T, start)
+
+    def layer(self, i: int) -> LayerKV:
+        return LayerKV(self, i)
+
+    def update(self, i: int, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        kc, vc = self.cache.buffers(i, k)
+        blocks, offsets = self.where
+        kc[blocks, :, offsets] = k.transpose(1, 2)  # (rows, T, kv_heads, D) into the pool
+        vc[blocks, :, offsets] = v.transpose(1, 2)
+        blocks, offsets = self.keys  # then every key of the rows, earlier chunks included
+        return kc[blocks, :, offsets].transpose(1, 2), vc[blocks, :, offsets].transpose(1, 2)
+
+    def end_step(self, T: int) -> None:
+        c = self.cache
+        for row, n in zip(self.rows, self.counts):
+            c.set_row(row, self.start + n, True, c.tables[row])
 
 
 class PagedDecode:

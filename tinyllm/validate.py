@@ -293,6 +293,17 @@ def validate_use_graph(use_graph, device: torch.device, graph_api) -> bool:
     return use_graph
 
 
+def validate_prefill_chunk(prefill_chunk, kv: str, limits: Limits = LIMITS) -> None:
+    """The engine's prefill_chunk: None (the default), or with kv="paged" the positions of
+    each prompt one prefill forward covers, an int in [1, limits.seq_len]."""
+    if prefill_chunk is None:
+        return
+    if kv != "paged":
+        raise ValueError(f"prefill_chunk is for kv='paged' (kv={kv!r} prefills each prompt "
+                         f"alone), got {prefill_chunk!r}")  # fmt: skip
+    validate_int("prefill_chunk", prefill_chunk, hi=validate_limits(limits).seq_len)
+
+
 def validate_compile(compile, device: torch.device) -> None:
     if compile is False:
         return
