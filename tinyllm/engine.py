@@ -107,8 +107,6 @@ class Engine:
         self.finished: dict[int, list[int]] = {}  # rid → ids, until run() returns them
         self.failed: dict[int, BaseException] = {}  # rid → what its own data raised
         self.next_rid = 0
-        if kv == "paged":  # admission prefills the requests of a step together
-            self.admit = self.admit_in_batches
 
     @property
     def max_len(self) -> int:
@@ -152,12 +150,14 @@ class Engine:
     @torch.no_grad()
     def admit(self) -> None:
         """Move queued requests into free slots: prefill each prompt alone, eagerly, into
-        its slot, and sample its first token."""
+        its slot, and sample its first token (kv="paged": admit_in_batches)."""
+        if self.kv == "paged":
+            return self.admit_in_batches()
         while self.queue and self.slots.free_slots():
             slot, req = self.slots.free_slots()[0], self.queue[0]  # the lowest free slot
             with self.transaction([req]):
                 self.queue.popleft()
-                kv = self.slots.prefilling(slot if self.kv == "slots" else [slot])
+                kv = self.slots.prefilling(slot)
                 idx = torch.tensor([req.prompt], device=self.device)
                 try:
                     logits = prefill(self.model, idx, kv, check=False)  # checked at submit
