@@ -18,6 +18,7 @@ import torch
 
 from tinyllm import Engine, SlotGraphDecoder, SlotKVCache, generate
 from tinyllm import engine as engine_module
+from tinyllm import graphs as graphs_module
 from tinyllm.generation import decode_step, prefill
 from tinyllm.kv_cache import KVCache
 from tinyllm.paged import PagedChunk
@@ -209,8 +210,10 @@ FAULT_REQUESTS = [  # (prompt start, length, max_new_tokens, sampling): greedy a
 def fault_engine(model, doc_ids, kv="slots"):
     """kv="paged" prefills in chunks of 4 positions: every prompt takes 2 or 3 forwards,
     shared with the requests admitted beside it."""
-    chunk = {"prefill_chunk": 4} if kv == "paged" else {}
-    engine = Engine(model, n_slots=3, max_len=64, use_graph=False, eos_id=EOS, kv=kv, **chunk)
+    kw = {"kv": "paged", "prefill_chunk": 4} if kv in ("paged", "overlap") else {"kv": kv}
+    if kv == "overlap":
+        kw["overlap"] = True
+    engine = Engine(model, n_slots=3, max_len=64, use_graph=False, eos_id=EOS, **kw)
     rids = [engine.submit(doc_ids[s : s + n], m, **kw) for s, n, m, kw in FAULT_REQUESTS]
     return engine, rids
 
@@ -218,8 +221,9 @@ def fault_engine(model, doc_ids, kv="slots"):
 @pytest.fixture(scope="module")
 def uninterrupted(shipped_model, doc_ids):
     """Each kv's uninterrupted run of the fault workload (the same tokens for both)."""
-    runs = {kv: fault_engine(shipped_model, doc_ids, kv)[0].run() for kv in ("slots", "paged")}
-    assert runs["slots"] == runs["paged"]
+    kvs = ("slots", "paged", "overlap")
+    runs = {kv: fault_engine(shipped_model, doc_ids, kv)[0].run() for kv in kvs}
+    assert runs["slots"] == runs["paged"] == runs["overlap"]
     return runs
 
 
@@ -266,10 +270,18 @@ POINTS = {  # kv → where a fault is injected: (object, attribute) → the call
         "chunk": (lambda e: e.slots, "prefilling_chunk", (1, 2, 4, 6)),
         "prefill": (lambda e: engine_module, "prefill", (1, 3, 5)),
         "chunk forward": (lambda e: PagedChunk, "update", (2, 7, 13, 20)),
+        "step sample": (lambda e: graphs_module, "sample", (1, 4, 13)),  # inside the step
+        "read": (lambda e: engine_module.InFlight, "wait", (1, 3, 9)),  # the ids, one step late
         **STEPS,
+        "sample": (lambda e: engine_module, "sample", (1, 2, 4)),  # an admission's first ids
     },
 }
-OWN = {"slots": ("prefill",), "paged": ()}  # a request's own prefill, as an Exception
+POINTS["overlap"] = POINTS["paged"]  # kv="paged", overlap=True: the same points
+OWN = {
+    "slots": ("prefill",),
+    "paged": (),
+    "overlap": (),
+}  # a request's own prefill, as an Exception
 
 
 @pytest.mark.parametrize("kv, point", [(kv, p) for kv in POINTS for p in POINTS[kv]])
@@ -300,8 +312,8 @@ def test_a_fault_anywhere_loses_nothing(shipped_model, doc_ids, uninterrupted, k
         assert fault.calls >= at, (point, at, "the fault was never reached")
         # kv="slots": a prefill is the request's own (kv="paged": the forward is shared); the
         # sampling of an admission (one row) is the request's own, a decode step's (every
-        # row at once) is the step's
-        one_row = point == "sample" and fault.raised_on[0].shape[0] == 1
+        # row at once) is the step's (kv="paged": every sampling is of all rows at once)
+        one_row = kv == "slots" and point == "sample" and fault.raised_on[0].shape[0] == 1
         own = isinstance(error, Exception) and (point in OWN[kv] or one_row)
         assert len(engine.failed) == int(own), (point, at, engine.failed)
         for rid in rids:
@@ -352,7 +364,8 @@ def test_results_of_a_run_that_raised_come_with_the_next(shipped_model, doc_ids,
 
 
 SECOND_CTRL_C = [("slots", "decode step"), ("slots", "sample"), ("slots", "release"),
-                 ("paged", "chunk"), ("paged", "chunk forward"), ("paged", "sample")]  # fmt: skip
+                 ("paged", "chunk"), ("paged", "chunk forward"), ("paged", "sample"),
+                 ("overlap", "step sample"), ("overlap", "read")]  # fmt: skip
 
 
 @pytest.mark.parametrize("kv, point", SECOND_CTRL_C)

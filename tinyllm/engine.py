@@ -13,7 +13,9 @@ the first rows (a request that finishes leaves its row to the last one, moved th
 table row and length, never its K/V), and each step runs the graph of the smallest capture
 size that holds them, at every length. The requests admitted together are prefilled in
 batches (prefill_batch): one forward per chunk of prefill_chunk positions for all of them,
-instead of one forward per request.
+instead of one forward per request. Its decode step samples inside the graph, into the next
+step's input, and the host reads each step's ids one step late (notebook 09), which lets it
+schedule step t+1 while the GPU runs step t (overlap=True).
 
     engine = Engine(model, n_slots=8)
     rid = engine.submit(tokenizer.encode("The for statement"), max_new_tokens=50)
@@ -31,12 +33,13 @@ from tinyllm.generation import draw_seeds, prefill, sample
 from tinyllm.graphs import SlotGraphDecoder
 from tinyllm.kv_cache import SlotKVCache
 from tinyllm.model import Transformer
-from tinyllm.paged import PagedKVCache
+from tinyllm.paged import PagedKVCache, to_device
 from tinyllm.validate import (
     LIMITS,
     validate_eos,
     validate_int,
     validate_model,
+    validate_overlap,
     validate_prefill_chunk,
     validate_sampling,
     validate_token_list,
@@ -57,6 +60,21 @@ class Request:
     out: list[int] = field(default_factory=list)
 
 
+@dataclass
+class InFlight:
+    """A move's sampled ids on their way to the host (kv="paged"): ids[i] is reqs[i]'s next
+    token (None: a padded row), copied from the device without waiting; `ready` is a CUDA
+    event recorded after the copy (None on a CPU, where the copy is done at once)."""
+
+    reqs: list[Request | None]
+    ids: torch.Tensor
+    ready: object = None
+
+    def wait(self) -> None:
+        if self.ready is not None:
+            self.ready.synchronize()
+
+
 class Engine:
     """Continuous batching over n_slots slots. submit() queues a request, run() serves them
     all; admit() and step() are its two moves, public for the lessons.
@@ -75,8 +93,17 @@ class Engine:
     earlier ones through the cache. An eager forward's host cost (its launches) does not
     grow with the rows it holds: this pays it once per chunk instead of once per request.
     The forward is shared, so its failure is the admission's, undone whole like a decode
-    step's; a request's own first-token sampling still leaves alone. kv="slots" prefills
-    each prompt alone.
+    step's. kv="slots" prefills each prompt alone.
+
+    kv="paged" samples on the device: the admitted rows' first ids in one call, and every
+    decode step inside its graph (SlotGraphDecoder(sampling=True)), into the next step's
+    input, so no token goes through the host between steps. The host reads each move's ids
+    one move late (InFlight): step t is launched, then the ids of the move before it are
+    read, handed to their requests, the finished ones leave and new ones are admitted. A
+    request's end is therefore seen one step late: its row runs once more, and that extra
+    token is dropped. overlap=False waits for step t right after launching it, overlap=True
+    does that host work while the GPU runs step t; both follow the same schedule (which
+    request in which step, in which row), so the tokens are identical.
     """
 
     def __init__(self, model: Transformer, n_slots: int, max_len: int | None = None,
@@ -84,11 +111,13 @@ class Engine:
                  buckets: tuple[int, ...] | None = None, compile=False,
                  graph_api=torch.cuda, kv: str = "slots",
                  capture_sizes: tuple[int, ...] | None = None, limits=LIMITS,
-                 prefill_chunk: int | None = None):  # fmt: skip
+                 prefill_chunk: int | None = None, overlap: bool = False):  # fmt: skip
         device, cfg = validate_model(model), model.cfg
         if kv not in ("slots", "paged"):
             raise ValueError(f"kv must be 'slots' or 'paged', got {kv!r}")
         validate_prefill_chunk(prefill_chunk, kv, limits)
+        validate_overlap(overlap, kv)
+        self.overlap = overlap
         self.prefill_chunk = (prefill_chunk or PREFILL_CHUNK) if kv == "paged" else None
         max_len = cfg.max_seq_len if max_len is None else max_len
         validate_int("max_len", max_len, lo=2, hi=cfg.max_seq_len)
@@ -99,11 +128,14 @@ class Engine:
         self.kv, self.slots = kv, cache(cfg.n_layers, n_slots, max_len, device, limits=limits)
         self.n_slots = n_slots
         self.decoder = SlotGraphDecoder(
-            model, self.slots, buckets, use_graph, compile, graph_api, capture_sizes
-        )
+            model, self.slots, buckets, use_graph, compile, graph_api, capture_sizes,
+            sampling=kv == "paged",
+        )  # fmt: skip
+        self.in_flight: list[InFlight] = []  # kv="paged": moves whose ids the host has not read
         self.queue: deque[Request] = deque()
         self.running: dict[int, Request] = {}  # slot → request
-        self.stats: list[dict] = []  # one entry per decode step
+        self.stats: list[dict] = []  # one entry per decode step (times: time.perf_counter)
+        self.admissions: list[dict] = []  # one entry per admit() of run() that admitted
         self.finished: dict[int, list[int]] = {}  # rid → ids, until run() returns them
         self.failed: dict[int, BaseException] = {}  # rid → what its own data raised
         self.next_rid = 0
@@ -140,9 +172,13 @@ class Engine:
     def run(self) -> dict[int, list[int]]:
         """Serve every queued request; returns {request id: generated ids (EOS included)} for
         every request finished since the last run() returned."""
-        while self.queue or self.running:
+        while self.queue or self.running or self.in_flight:
+            t0, waiting = time.perf_counter(), len(self.queue)
             self.admit()
-            if self.running:
+            if len(self.queue) < waiting:
+                self.admissions.append({"t0": t0, "n": waiting - len(self.queue),
+                                        "admit_s": time.perf_counter() - t0})  # fmt: skip
+            if self.running or self.in_flight:
                 self.step()
         done, self.finished = self.finished, {}
         return done
@@ -176,29 +212,26 @@ class Engine:
     @torch.no_grad()
     def admit_in_batches(self) -> None:
         """kv="paged"'s admit(): as many queued requests as there are free rows, prefilled
-        together into the lowest free rows (prefill_batch), then each samples its first
-        token; the requests that finish at once leave their rows, the rest stay compact."""
+        together into the lowest free rows (prefill_batch); their rows take their sampling
+        arguments, and their first ids are sampled in one call, into the next step's input.
+        The host reads those ids after the next step is launched (step_ahead)."""
         while self.queue and self.slots.free_slots():
             rows = self.slots.free_slots()[: len(self.queue)]
             reqs = [self.queue[b] for b in range(len(rows))]
-            failure = None
             with self.transaction(reqs):
                 for _ in reqs:
                     self.queue.popleft()
                 last = self.prefill_batch(rows, [req.prompt for req in reqs])
-                for b, (row, req) in enumerate(zip(rows, reqs)):
-                    try:
-                        (tok,) = self.sample_for([req], last[b : b + 1])
-                    except Exception as e:  # its own sampling: it leaves, the others go on
-                        self.slots.release(row)
-                        self.failed[req.rid] = e
-                        failure = failure or e
-                        continue
-                    self.running[row] = req
-                    self.emit(row, req, tok)
-                self.compact()
-            if failure is not None:
-                raise failure
+                dec, at = self.decoder, to_device(rows, self.device)
+                dec.temperature[at] = to_device([r.temperature for r in reqs], self.device,
+                                                dec.temperature.dtype)  # fmt: skip
+                dec.top_k[at] = to_device([r.top_k or 0 for r in reqs], self.device)
+                dec.seed[at] = to_device([r.seed for r in reqs], self.device)
+                position = to_device([len(r.prompt) for r in reqs], self.device)
+                ids = sample(last, dec.temperature[at], dec.top_k[at], dec.seed[at], position)
+                dec.tok[at, 0] = ids
+                self.running.update(zip(rows, reqs))
+                self.send_to_host(reqs, ids)
 
     def prefill_batch(self, rows: list[int], prompts: list[list[int]]):
         """Prefill the prompts into their rows together, one forward per chunk: chunk j holds
@@ -220,7 +253,10 @@ class Engine:
 
     @torch.no_grad()
     def step(self) -> None:
-        """One decode step for every slot at once (free slots compute and are ignored)."""
+        """One decode step for every slot at once (free slots compute and are ignored)
+        (kv="paged": step_ahead)."""
+        if self.kv == "paged":
+            return self.step_ahead()
         t0 = time.perf_counter()
         n = self.n_slots
         holders = [self.running[s].rid if s in self.running else None for s in range(n)]
@@ -228,17 +264,67 @@ class Engine:
         tok = torch.tensor(last, device=self.device)[:, None]
         key = self.decoder.graph_key()
         with self.transaction(self.running.values()):
+            t1 = time.perf_counter()
             logits = self.decoder.step(tok, check=False)[:, -1]  # ids checked or sampled
-            rows = range(logits.shape[0])  # kv="paged": the capture size's rows
-            toks = self.sample_for([self.running.get(s) for s in rows], logits)
+            t2 = time.perf_counter()
+            toks = self.sample_for([self.running.get(s) for s in range(n)], logits)
+            t3 = time.perf_counter()
             for s, req in list(self.running.items()):
                 self.emit(s, req, toks[s])
-            if self.kv == "paged":
-                self.compact()
-        shape = "window" if self.kv == "slots" else "capture_size"
-        self.stats.append({"step": len(self.stats), shape: key, "slots": holders,
-                           "n_active": n - holders.count(None),
+        self.stats.append({"step": len(self.stats), "window": key, "slots": holders,
+                           "n_active": n - holders.count(None), "t0": t0, "t_launch": t1,
+                           "launch_s": t2 - t1, "read_s": t3 - t2,
                            "step_s": time.perf_counter() - t0})  # fmt: skip
+
+    @torch.no_grad()
+    def step_ahead(self) -> None:
+        """kv="paged"'s step(): launch decode step t for the rows in use (it samples their
+        next ids into its own input), then read the ids of the moves before it and hand them
+        to their requests; the ones that finished leave, the rest are compacted. A request
+        that finished at step t-1 ran in step t too: that token is dropped. overlap=False
+        waits for step t first; overlap=True reads while the GPU runs it."""
+        t0, key, holders = time.perf_counter(), None, []
+        t1 = t2 = t0
+        with self.transaction(self.running.values()):
+            ready, self.in_flight = self.in_flight, []
+            if self.running:
+                key = self.decoder.graph_key()
+                holders = [self.running.get(r) for r in range(key)]
+                t1 = time.perf_counter()
+                self.decoder.step(None, check=False)  # on the ids it sampled last time
+                launched = self.send_to_host(holders, self.decoder.tok[:key, 0])
+                t2 = time.perf_counter()
+                if not self.overlap:
+                    launched.wait()
+            rows = {req.rid: row for row, req in self.running.items()}
+            read_s = time.perf_counter() - t2
+            for move in ready:
+                t3 = time.perf_counter()
+                move.wait()
+                read_s += time.perf_counter() - t3
+                for req, tok in zip(move.reqs, move.ids.tolist()):
+                    if req is not None and not self.is_done(req):  # else its extra token
+                        self.emit(rows[req.rid], req, tok)
+            self.compact()
+        if key is None:  # nothing launched: the last ids read, no step to record
+            return
+        self.stats.append({"step": len(self.stats), "capture_size": key,
+                           "slots": [r.rid if r else None for r in holders],
+                           "n_active": len(holders) - holders.count(None), "t0": t0,
+                           "t_launch": t1, "launch_s": t2 - t1, "read_s": read_s,
+                           "step_s": time.perf_counter() - t0})  # fmt: skip
+
+    def send_to_host(self, reqs: list[Request | None], ids) -> InFlight:
+        """Start copying a move's ids to the host, without waiting; step_ahead reads them."""
+        move = InFlight(reqs, ids.to("cpu", non_blocking=True, copy=True))
+        if ids.is_cuda:
+            move.ready = torch.cuda.Event()
+            move.ready.record()
+        self.in_flight.append(move)
+        return move
+
+    def is_done(self, req: Request) -> bool:
+        return len(req.out) == req.max_new_tokens or (bool(req.out) and req.out[-1] == self.eos_id)
 
     def emit(self, slot: int, req: Request, tok: int) -> None:
         """Append a generated token; a request that is done leaves its slot."""
@@ -256,6 +342,10 @@ class Engine:
             if not free or free[0] > last:
                 return
             self.slots.move(last, free[0])
+            if self.kv == "paged":  # the row's next id and sampling arguments move with it
+                dec = self.decoder
+                for buf in (dec.tok, dec.temperature, dec.top_k, dec.seed):
+                    buf[free[0]] = buf[last]
             self.running[free[0]] = self.running.pop(last)
 
     def sample_for(self, reqs: list[Request | None], logits) -> list[int]:
@@ -278,13 +368,17 @@ class Engine:
         which slot, the results and failures, and each request's tokens (its noise is keyed
         by seed and position: no generator state to put back). K/V are not saved: what an
         undone step wrote lies past every slot's length."""
-        state = (deque(self.queue), dict(self.running), dict(self.finished), dict(self.failed))
+        state = (deque(self.queue), dict(self.running), dict(self.finished), dict(self.failed),
+                 list(self.in_flight))  # fmt: skip
         reqs = [(r, len(r.out)) for r in reqs]
+        tok = self.decoder.tok.clone() if self.kv == "paged" else None  # a step overwrites it
         with self.slots.transaction():  # Ctrl-C held off from here to the end
             try:
                 yield
             except BaseException:
-                self.queue, self.running, self.finished, self.failed = state
+                self.queue, self.running, self.finished, self.failed, self.in_flight = state
                 for req, n_out in reqs:
                     del req.out[n_out:]
+                if tok is not None:
+                    self.decoder.tok.copy_(tok)
                 raise

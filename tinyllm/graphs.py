@@ -32,7 +32,7 @@ import time
 import torch
 from torch import Tensor
 
-from tinyllm.generation import decode_n_tokens, prompt_lens
+from tinyllm.generation import decode_n_tokens, prompt_lens, sample
 from tinyllm.kv_cache import SlotKVCache, StaticKVCache
 from tinyllm.model import Transformer
 from tinyllm.paged import PagedKVCache
@@ -148,7 +148,8 @@ class Decoder:
     GraphDecoder and SlotGraphDecoder differ only in the cache they decode. The pool is made
     at the first capture, so use_graph=False needs no CUDA."""
 
-    def __init__(self, model: Transformer, cache, graph_keys, use_graph, compile, graph_api):
+    def __init__(self, model: Transformer, cache, graph_keys, use_graph, compile, graph_api,
+                 sampling: bool = False):  # fmt: skip
         device = validate_model(model)
         self.use_graph = validate_use_graph(use_graph, device, graph_api)
         validate_compile(compile, device)
@@ -158,16 +159,30 @@ class Decoder:
         cache.allocate(cfg.n_kv_heads, cfg.head_dim, activation_dtype(model))
         self.model, self.cache, self.graph_api = model, cache, graph_api
         self.tok = torch.zeros(cache.shape[0], 1, dtype=torch.long, device=device)
+        self.sampling = sampling
+        if sampling:  # each row's sampling arguments, fixed buffers the caller fills
+            rows = cache.shape[0]
+            self.temperature = torch.zeros(rows, device=device)
+            self.top_k = torch.zeros(rows, dtype=torch.long, device=device)
+            self.seed = torch.zeros(rows, dtype=torch.long, device=device)
         self.step_model = compile_step(model, compile)
         self.graphs: dict[int, tuple] = {}  # graph key -> (graph, its static output logits)
         self.pool = None
 
     @torch.no_grad()
     def forward(self, key: int) -> Tensor:
-        """The static step itself: one token per row from self.tok, for graph key `key`."""
+        """The static step itself: one token per row from self.tok, for graph key `key`.
+        sampling=True: the step also samples each row's next id (generation.sample, with the
+        row's temperature, top_k and seed, at the position the step just filled) into
+        self.tok, the next step's input, inside the graph: no host work between steps."""
         step = self.cache.decoding(key)
         with precision(self.model):
             logits, _ = self.step_model(self.tok[: step.rows], cache=step, check=False)
+        if self.sampling:
+            n, position = step.rows, self.cache.lens_dev[: step.rows].long()
+            ids = sample(logits[:, -1], self.temperature[:n], self.top_k[:n], self.seed[:n],
+                         position)  # fmt: skip
+            self.tok[:n, 0].copy_(ids)
         return logits
 
     def capture_graph(self, key: int) -> tuple:
@@ -181,7 +196,7 @@ class Decoder:
         # Warm up on a side stream: the first run of each op loads kernels and makes
         # workspaces, which must not happen during capture. The warm-up really runs the
         # step, so it moves the device positions: restore() puts the saved ones back.
-        saved = cache.snapshot()
+        saved, tok = cache.snapshot(), self.tok.clone()  # sampling=True writes tok too
         try:
             side = api.Stream()
             side.wait_stream(api.current_stream())
@@ -190,6 +205,7 @@ class Decoder:
             api.current_stream().wait_stream(side)
         finally:
             cache.restore(saved)
+            self.tok.copy_(tok)
         graph = api.CUDAGraph()
         with api.graph(graph, pool=self.pool):
             out = self.forward(key)  # recorded, not run: nothing moves until replay()
@@ -221,17 +237,19 @@ class Decoder:
         return out
 
     @torch.no_grad()
-    def step(self, tok: Tensor, check: bool = True) -> Tensor:
+    def step(self, tok: Tensor | None, check: bool = True) -> Tensor:
         """tok (rows, 1) → logits (rows, 1, V) (the first rows only, for a paged cache's
         capture size). With graphs, the result is a static buffer that the next step
         overwrites: read it (or sample from it) first. check=False skips the checks of tok
-        (a device read), for tokens the caller sampled itself."""
-        if check:
+        (a device read), for tokens the caller sampled itself; tok=None steps on what
+        self.tok holds (sampling=True: what the last step sampled there)."""
+        if check and tok is not None:
             self.validate_step(tok)
         key = self.graph_key()
         if self.use_graph and key not in self.graphs:
             self.capture_graph(key)  # the first step of this key records its graph
-        self.tok[: tok.shape[0]].copy_(tok)  # into the static input
+        if tok is not None:
+            self.tok[: tok.shape[0]].copy_(tok)  # into the static input
         with self.cache.transaction():  # if the step does not finish, the positions go back
             self.cache.grow()  # the paged cache hands out the blocks the step will write
             out = self.replay(key)
@@ -386,12 +404,17 @@ class SlotGraphDecoder(Decoder):
 
     The step advances the device lengths; the host lengths follow in advance_host(), after
     the step, replayed or eager. use_graph=False runs the identical step eagerly, the
-    reference that replay must match bit for bit.
+    reference that replay must match bit for bit. sampling=True (the paged engine, notebook
+    09): the step samples each row's next id into its input too, in the graph; the caller
+    fills each row's temperature, top_k and seed buffers when it admits a request.
     """
 
     def __init__(self, model: Transformer, slots, buckets: tuple[int, ...] | None = None,
                  use_graph: bool = True, compile=False, graph_api=torch.cuda,
-                 capture_sizes: tuple[int, ...] | None = None):  # fmt: skip
+                 capture_sizes: tuple[int, ...] | None = None,
+                 sampling: bool = False):  # fmt: skip
+        if not isinstance(sampling, bool):
+            raise ValueError(f"sampling must be True or False, got {sampling!r}")
         if isinstance(slots, SlotKVCache):
             if capture_sizes is not None:
                 raise ValueError("capture_sizes are for a PagedKVCache; a SlotKVCache's "
@@ -409,4 +432,4 @@ class SlotGraphDecoder(Decoder):
                 f"SlotGraphDecoder decodes a SlotKVCache or a PagedKVCache, got "
                 f"{type(slots).__name__}"
             )
-        super().__init__(model, slots, keys, use_graph, compile, graph_api)
+        super().__init__(model, slots, keys, use_graph, compile, graph_api, sampling)

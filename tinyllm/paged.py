@@ -33,6 +33,17 @@ from tinyllm.validate import LIMITS, interrupts_held, is_int, validate_int, vali
 SCRATCH = 0  # the block a row without a request points at
 
 
+def to_device(values, device, dtype=torch.long) -> Tensor:
+    """Host values as a tensor on `device`, without waiting for the GPU. A plain copy from
+    host memory to CUDA waits for every kernel queued before it (PyTorch's copy_kernel_cuda:
+    cudaMemcpyAsync, then cudaStreamSynchronize), which would end the host's overlap with a
+    step in flight; from pinned memory the copy is queued like a kernel."""
+    t = torch.tensor(values, dtype=dtype)
+    if torch.device(device).type != "cuda":
+        return t.to(device)
+    return t.pin_memory().to(device, non_blocking=True)
+
+
 class PagedKVCache(FixedCache):
     """n_rows rows of up to max_len positions, in a pool of n_blocks blocks of block_size
     positions (default: enough for every row at max_len, and the scratch block).
@@ -158,7 +169,7 @@ class PagedKVCache(FixedCache):
         self.lens_dev[row], self.active_dev[row] = length, int(active)
         self.block_table[row] = SCRATCH
         if blocks:
-            self.block_table[row, : len(blocks)] = torch.tensor(blocks, dtype=torch.int32)
+            self.block_table[row, : len(blocks)] = to_device(blocks, self.device, torch.int32)
 
     def free_slots(self) -> list[int]:
         """The rows that hold no request (the engine's slots)."""
@@ -218,7 +229,7 @@ class PagedPrefill:
         c = self.cache
         for row in self.rows:  # the prompt's blocks, handed out before any is written
             c.take(row, T)
-        blocks = torch.tensor([c.tables[r] for r in self.rows], device=c.device)
+        blocks = to_device([c.tables[r] for r in self.rows], c.device)
         pos = torch.arange(T, device=c.device)
         self.where = blocks[:, pos // c.block_size], pos % c.block_size  # (rows, T) each
         cos, sin = rope(T, 0)
@@ -257,11 +268,11 @@ class PagedChunk:
         for row, n in zip(self.rows, self.counts):  # this chunk's blocks, before any write
             c.take(row, start + n)
         S = start + T  # the keys of the chunk's longest row
-        table = torch.full((len(self.rows), c.blocks_for(S)), SCRATCH, device=c.device)
-        for b, row in enumerate(self.rows):
-            table[b, : len(c.tables[row])] = torch.tensor(c.tables[row])
+        width = c.blocks_for(S)
+        tables = [c.tables[r] + [SCRATCH] * (width - len(c.tables[r])) for r in self.rows]
+        table = to_device(tables, c.device)
         pos = torch.arange(S, device=c.device)
-        ends = start + torch.tensor(self.counts, device=c.device)
+        ends = start + to_device(self.counts, c.device)
         real = pos[None] < ends[:, None]  # (rows, S): the prompt's positions, not pads
         blocks = torch.where(real, table[:, pos // c.block_size], SCRATCH)
         self.keys = blocks, pos % c.block_size  # (rows, S) each: where every key lies
@@ -322,4 +333,4 @@ class PagedDecode:
         self.cache.lens_dev[:n].add_(self.cache.active_dev[:n])  # advance_host() moves lens
 
 
-__all__ = ["PagedKVCache", "paged_decode_attention"]
+__all__ = ["PagedKVCache", "paged_decode_attention", "to_device"]

@@ -34,14 +34,24 @@ from torch.nn.attention import SDPBackend
 from tinyllm import Engine, GraphDecoder, Tokenizer, default_buckets, load_pretrained
 from tinyllm.generation import left_pad
 from tinyllm.graphs import COURSE_COMPILE
-from tinyllm.lab import gptfast, pages, peers
+from tinyllm.lab import engine_time, gptfast, pages, peers
 from tinyllm.lab.exactness import compare_eager_static, compare_replay
-from tinyllm.lab.prompts import PROMPT, prompt_batch, prompt_ids
+from tinyllm.lab.prompts import PROMPT, prompt_batch
 from tinyllm.lab.timing import copy_bandwidth_GBps, pool_bytes, step_times
 from tinyllm.precision import ATTENTION_BACKENDS
 
 RESULTS = Path(__file__).resolve().parents[2] / "results"
-SECTIONS = ("steps", "capture", "exactness", "engine", "peers", "sweep", "windows", "paged")
+SECTIONS = (
+    "steps",
+    "capture",
+    "exactness",
+    "engine",
+    "peers",
+    "sweep",
+    "windows",
+    "paged",
+    "engine_paged",
+)
 
 
 def gpu_slug(name: str) -> str:
@@ -142,10 +152,8 @@ def measure_capture(model, idx) -> dict:
 
 
 def measure_engine(model, n_slots: int, n_requests: int, seed: int = 0) -> dict:
-    gen = torch.Generator().manual_seed(seed)
-    text = prompt_ids(10 * len(PROMPT))
-    lens = torch.randint(8, 65, (n_requests,), generator=gen).tolist()
-    news = torch.randint(32, 257, (n_requests,), generator=gen).tolist()
+    prompts, news = engine_time.workload(n_requests, seed)
+    lens = [len(p) for p in prompts]
     out = {
         "n_slots": n_slots,
         "n_requests": n_requests,
@@ -157,18 +165,31 @@ def measure_engine(model, n_slots: int, n_requests: int, seed: int = 0) -> dict:
         engine = Engine(model, n_slots, max_len=512, use_graph=mode == "graph")
         if mode == "graph":
             engine.decoder.capture()
-        for L, n in zip(lens, news):
-            engine.submit(text[:L], n)
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        done = engine.run()
-        torch.cuda.synchronize()
-        seconds = time.perf_counter() - t0
-        if sum(len(v) for v in done.values()) != sum(news):
-            raise RuntimeError("the engine lost tokens")
+        _, seconds = engine_time.serve(engine, prompts, news)
         out[f"{mode}_s"] = round(seconds, 3)
         out[f"{mode}_tok_s"] = round(sum(news) / seconds, 1)
     out["speedup"] = round(out["graph_tok_s"] / out["eager_tok_s"], 2)
+    return out
+
+
+def measure_engine_paged(model, n_requests: int) -> dict:
+    """The paged engine beside the graphed slot engine, both with graphs, on the engine
+    workload, at 32 and 8 slots (lab.engine_time.measure: each engine's tok_s and host
+    sections, then its GPU busy share from a profiled run). A row's tok_s is the paged
+    engine with overlap=True, speedup_over_slots its tok_s over the slot engine's."""
+    out = {"rows": [], "detail": {}, "gpu_busy_share": engine_time.GPU_BUSY}
+    for n_slots in (32, 8):
+        m = engine_time.measure(model, n_slots, n_requests)
+        best = m["paged_overlap"]
+        out["rows"].append({
+            "n_slots": n_slots,
+            "tok_s": best["tok_s"],
+            "gpu_busy_share": best["gpu_busy_share"],
+            "speedup_over_slots": round(best["tok_s"] / m["slots"]["tok_s"], 2),
+            "tok_s_overlap_false": m["paged"]["tok_s"],
+            "slots_tok_s": m["slots"]["tok_s"],
+        })  # fmt: skip
+        out["detail"][str(n_slots)] = m
     return out
 
 
@@ -333,6 +354,8 @@ def record(args, command: str) -> dict:
         res["eager_vs_static"] = compare_eager_static(model, prompt_batch(8, 32, "cuda"), 256)
     if "engine" in sections:
         res["engine"] = measure_engine(model, 32, 64 if args.quick else 256)
+    if "engine_paged" in sections:
+        res["engine_paged"] = measure_engine_paged(model, 64 if args.quick else 256)
     built = {}
     if "peers" in sections:
         res["fusion"], built = measure_peers(model, repeats)

@@ -118,18 +118,17 @@ def workload(n_requests: int = 256, seed: int = 0) -> tuple[list[int], list[int]
 def occupancy(news, n_slots: int) -> list[int]:
     """Rows in use at each decode step when Engine(kv="paged", eos_id=None) serves requests
     of news[i] new tokens, submitted in order: before each step every free slot takes the
-    next queued request (FIFO), whose prefill gives its first token; each step gives every
-    running request one more, and a request leaves after its last. Compaction keeps the
-    requests in the first rows, so the rows in use are the running requests."""
+    next queued request (FIFO). The host reads each move's ids one step late, so a request
+    of n new tokens runs in n steps: its prefill gives the first, n - 1 steps the rest, and
+    one more step runs before its end is seen (that token is dropped); then its row is free.
+    Compaction keeps the requests in the first rows, so the rows in use are the running
+    requests."""
     queue, running, trace = deque(news), [], []
     while queue or running:
         while queue and len(running) < n_slots:
-            left = queue.popleft() - 1  # the prefill's token
-            if left:
-                running.append(left)
-        if running:
-            trace.append(len(running))
-            running = [n - 1 for n in running if n > 1]
+            running.append(queue.popleft())
+        trace.append(len(running))
+        running = [n - 1 for n in running if n > 1]
     return trace
 
 

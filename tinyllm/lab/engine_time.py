@@ -1,0 +1,189 @@
+"""Where a graphed engine's time goes (notebook 09, bench.py's engine_paged).
+
+One run of the bench's engine workload (workload(): 256 requests, prompts of 8-64 tokens,
+32-256 new tokens), and its wall time cut into the host's sections:
+
+- "admission": Engine.admit, the prompts' prefill and their first ids;
+- "launch": the decode step handed to the GPU (SlotGraphDecoder.step: one replay, or the
+  step's kernels launched one by one when eager);
+- "read ids": the host waiting for the step's ids (kv="slots": Engine.sample_for, which
+  also launches the sampling; kv="paged": InFlight.wait, for the copy of the ids the step
+  sampled);
+- "other host": the rest of run(), the host's own bookkeeping.
+
+The engine records these itself (Engine.stats and Engine.admissions, time.perf_counter);
+host_sections() adds them up. On a GPU, profiled() runs the same workload under
+torch.profiler: gpu_busy_share (GPU_BUSY), and a window of the host's sections and the
+GPU's kernels on one clock, for the figure.
+"""
+
+import json
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from tinyllm.engine import Engine
+from tinyllm.lab.prompts import PROMPT, prompt_ids
+
+SECTIONS = ("admission", "launch", "read ids", "other host")
+GPU_BUSY = (
+    "the union of the GPU's kernel, copy and fill intervals (torch.profiler, the "
+    "kernels of graph replays included) inside the run's record_function range, over "
+    "that range's wall time, in a second run of the same workload"
+)
+
+
+def workload(n_requests: int = 256, seed: int = 0) -> tuple[list[list[int]], list[int]]:
+    """The bench's engine workload: prompts of 8-64 tokens of PROMPT, 32-256 new tokens."""
+    gen = torch.Generator().manual_seed(seed)
+    text = prompt_ids(10 * len(PROMPT))
+    lens = torch.randint(8, 65, (n_requests,), generator=gen).tolist()
+    news = torch.randint(32, 257, (n_requests,), generator=gen).tolist()
+    return [text[:L] for L in lens], news
+
+
+def serve(engine: Engine, prompts, news, **sampling) -> tuple[dict, float]:
+    """Submit every request, run() them all; returns (results, seconds), the GPU drained at
+    both ends. Raises if a token is missing (with eos_id=None every request runs to its
+    max_new_tokens)."""
+    rids = [engine.submit(p, n, **sampling) for p, n in zip(prompts, news)]
+    sync = torch.cuda.synchronize if engine.device.type == "cuda" else lambda: None
+    sync()
+    t0 = time.perf_counter()
+    done = engine.run()
+    sync()
+    seconds = time.perf_counter() - t0
+    if [len(done[r]) for r in rids] != list(news):
+        raise RuntimeError("the engine lost tokens")
+    return done, seconds
+
+
+def host_sections(engine: Engine, t_start: float, wall: float) -> dict:
+    """Each section's share of a run's wall time, from the engine's own records (stats and
+    admissions, perf_counter times) of the moves since t_start; "other host" is the rest."""
+    steps = [s for s in engine.stats if s["t0"] >= t_start]
+    seconds = {
+        "admission": sum(a["admit_s"] for a in engine.admissions if a["t0"] >= t_start),
+        "launch": sum(s["launch_s"] for s in steps),
+        "read ids": sum(s["read_s"] for s in steps),
+    }
+    out = {k: v / wall for k, v in seconds.items()}
+    out["other host"] = 1 - sum(out.values())
+    return {k: round(v, 4) for k, v in out.items()}
+
+
+def host_spans(engine: Engine, t_start: float) -> dict:
+    """The host's sections of the moves since t_start as (start, end) seconds from t_start:
+    each admission, each step's launch, and its reads drawn right after the launch (where
+    they happen, give or take the bookkeeping between)."""
+    steps = [s for s in engine.stats if s["t0"] >= t_start]
+    launch = [(s["t_launch"] - t_start, s["t_launch"] - t_start + s["launch_s"]) for s in steps]
+    return {
+        "admission": [
+            (a["t0"] - t_start, a["t0"] - t_start + a["admit_s"])
+            for a in engine.admissions
+            if a["t0"] >= t_start
+        ],  # fmt: skip
+        "launch": launch,
+        "read ids": [(b, b + s["read_s"]) for (_, b), s in zip(launch, steps)],
+    }
+
+
+def timed_run(engine: Engine, prompts, news) -> dict:
+    """One run of the workload with its sections: tok_s, seconds and each section's share."""
+    t_start = time.perf_counter()
+    _, seconds = serve(engine, prompts, news)
+    return {"tok_s": round(sum(news) / seconds, 1), "seconds": round(seconds, 4),
+            "sections": host_sections(engine, t_start, seconds)}  # fmt: skip
+
+
+def union_us(intervals) -> float:
+    """Total length of the union of (start, end) intervals."""
+    total, end = 0.0, float("-inf")
+    for a, b in sorted(intervals):
+        if b > end:
+            total += b - max(a, end)
+            end = b
+    return total
+
+
+def profiled(engine: Engine, prompts, news, window_us: float = 4000.0) -> dict:
+    """The workload once more under torch.profiler, CUDA activity only (kernels and runtime
+    calls: no per-op host events, whose cost would slow the host it measures):
+    gpu_busy_share (GPU_BUSY) and a timeline window of window_us from the middle of the run,
+    the host's sections (the engine's records, placed on the profiler's clock by the
+    synchronize that opens the run) and the GPU's busy intervals, µs from the window's start."""
+    from torch.profiler import ProfilerActivity, profile
+
+    rids = [engine.submit(p, n) for p, n in zip(prompts, news)]
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        t_start = time.perf_counter()
+        torch.cuda.synchronize()  # the trace's first runtime call: t_start on its clock
+        done = engine.run()
+        torch.cuda.synchronize()
+        wall = time.perf_counter() - t_start
+    if [len(done[r]) for r in rids] != list(news):
+        raise RuntimeError("the engine lost tokens")
+    with tempfile.TemporaryDirectory() as tmp:
+        prof.export_chrome_trace(f"{tmp}/trace.json")
+        events = json.loads(Path(f"{tmp}/trace.json").read_text())["traceEvents"]
+    lo = min(e["ts"] for e in events if e.get("cat") == "cuda_runtime")
+    hi = lo + wall * 1e6
+    busy = ("kernel", "gpu_memcpy", "gpu_memset")
+    gpu = [(e["ts"], e["ts"] + e["dur"]) for e in events if e.get("cat") in busy]
+    w0 = (lo + hi) / 2
+    w1 = w0 + window_us
+
+    def cut(spans):
+        return [(round(max(a, w0) - w0, 2), round(min(b, w1) - w0, 2)) for a, b in spans
+                if b > w0 and a < w1]  # fmt: skip
+
+    host = {name: cut((lo + a * 1e6, lo + b * 1e6) for a, b in spans)
+            for name, spans in host_spans(engine, t_start).items()}  # fmt: skip
+    return {
+        "gpu_busy_share": round(union_us(gpu) / (hi - lo), 4),
+        "profiled_tok_s": round(sum(news) / wall, 1),
+        "n_gpu_events": len(gpu),
+        "gpu_span_us": round(max(b for _, b in gpu) - min(a for a, _ in gpu), 1),
+        "timeline": {"window_us": window_us, "host": host, "gpu": cut(merge(gpu))},
+    }
+
+
+def merge(intervals) -> list[tuple[float, float]]:
+    out: list[list[float]] = []
+    for a, b in sorted(intervals):
+        if out and a <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], b)
+        else:
+            out.append([a, b])
+    return [tuple(x) for x in out]
+
+
+ENGINES = {  # name → Engine arguments (model and n_slots aside), in the order of the changes
+    "slots": {"kv": "slots"},  # notebook 06: each prompt alone, sampling on the host
+    "paged": {"kv": "paged"},  # prefill in batches, sampling in the step, read a step late
+    "paged_overlap": {"kv": "paged", "overlap": True},  # and the host while the GPU runs
+}
+
+
+def measure(model, n_slots: int, n_requests: int = 256, profile: bool = True,
+            graph_api=torch.cuda) -> dict:  # fmt: skip
+    """Each of ENGINES with graphs on the workload: a timed run (tok_s, sections) and, with
+    profile, a profiled one (gpu_busy_share, timeline); the paged engines' tokens must equal
+    each other's (overlap changes when the host works, not what is computed)."""
+    prompts, news = workload(n_requests)
+    out, tokens = {"n_slots": n_slots, "n_requests": n_requests, "n_tokens": sum(news)}, {}
+    for name, kw in ENGINES.items():
+        engine = Engine(model, n_slots, max_len=512, use_graph=True, graph_api=graph_api, **kw)
+        row = {"capture_s": round(engine.decoder.capture(), 3)}
+        tokens[name], _ = serve(engine, prompts, news)  # warm: every graph and kernel once
+        row.update(timed_run(engine, prompts, news))
+        if profile:
+            row.update(profiled(engine, prompts, news))
+        out[name] = row
+    out["overlap_tokens_identical"] = tokens["paged"] == tokens["paged_overlap"]
+    out["paged_tokens_equal_slots"] = tokens["paged"] == tokens["slots"]
+    return out
