@@ -21,6 +21,7 @@ from tinyllm import engine as engine_module
 from tinyllm import graphs as graphs_module
 from tinyllm.generation import decode_step, prefill
 from tinyllm.kv_cache import KVCache
+from tinyllm.lab import simgraph
 from tinyllm.paged import PagedChunk
 
 EOS = ord("e")  # a byte the shipped model emits often, but not always within 30 tokens
@@ -213,7 +214,10 @@ def fault_engine(model, doc_ids, kv="slots"):
     kw = {"kv": "paged", "prefill_chunk": 4} if kv in ("paged", "overlap") else {"kv": kv}
     if kv == "overlap":
         kw["overlap"] = True
-    engine = Engine(model, n_slots=3, max_len=64, use_graph=False, eos_id=EOS, **kw)
+    if kv == "graphs":  # prefill and decode replayed (simulated), the host overlapped
+        kw = {"kv": "paged", "overlap": True, "use_graph": True, "graph_api": simgraph}
+    kw.setdefault("use_graph", False)
+    engine = Engine(model, n_slots=3, max_len=64, eos_id=EOS, **kw)
     rids = [engine.submit(doc_ids[s : s + n], m, **kw) for s, n, m, kw in FAULT_REQUESTS]
     return engine, rids
 
@@ -221,9 +225,9 @@ def fault_engine(model, doc_ids, kv="slots"):
 @pytest.fixture(scope="module")
 def uninterrupted(shipped_model, doc_ids):
     """Each kv's uninterrupted run of the fault workload (the same tokens for both)."""
-    kvs = ("slots", "paged", "overlap")
+    kvs = ("slots", "paged", "overlap", "graphs")
     runs = {kv: fault_engine(shipped_model, doc_ids, kv)[0].run() for kv in kvs}
-    assert runs["slots"] == runs["paged"] == runs["overlap"]
+    assert runs["slots"] == runs["paged"] == runs["overlap"] == runs["graphs"]
     return runs
 
 
@@ -277,10 +281,20 @@ POINTS = {  # kv → where a fault is injected: (object, attribute) → the call
     },
 }
 POINTS["overlap"] = POINTS["paged"]  # kv="paged", overlap=True: the same points
+POINTS["graphs"] = {  # prefill graphs: the prompts fit one chunk
+    "reserve": (lambda e: e.slots, "reserve", (1, 3, 5)),
+    "upload": (lambda e: graphs_module, "copy_from_host", (1, 2, 5)),
+    "replay": (lambda e: simgraph.CUDAGraph, "replay", (1, 3, 8, 20)),
+    "filled": (lambda e: e.slots, "filled", (1, 2)),
+    "read": (lambda e: engine_module.InFlight, "wait", (1, 3, 9)),
+    "release": (lambda e: e.slots, "release", (1, 3)),
+    "host advance": (lambda e: e.slots, "advance_host", (2, 7)),
+}
 OWN = {
     "slots": ("prefill",),
     "paged": (),
     "overlap": (),
+    "graphs": (),
 }  # a request's own prefill, as an Exception
 
 
@@ -365,7 +379,8 @@ def test_results_of_a_run_that_raised_come_with_the_next(shipped_model, doc_ids,
 
 SECOND_CTRL_C = [("slots", "decode step"), ("slots", "sample"), ("slots", "release"),
                  ("paged", "chunk"), ("paged", "chunk forward"), ("paged", "sample"),
-                 ("overlap", "step sample"), ("overlap", "read")]  # fmt: skip
+                 ("overlap", "step sample"), ("overlap", "read"), ("graphs", "replay"),
+                 ("graphs", "upload")]  # fmt: skip
 
 
 @pytest.mark.parametrize("kv, point", SECOND_CTRL_C)

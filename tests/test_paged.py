@@ -174,13 +174,17 @@ def test_chunks_of_several_prompts_give_each_prompt_its_own_logits(shipped_model
                 assert not layer[cache.tables[row][-1], :, n % cache.block_size :].any(), row
 
 
-def test_the_paged_engine_prefills_in_batches_like_each_alone(shipped_model, doc_ids):
+@pytest.mark.parametrize("prefill_graphs", [False, True], ids=["chunks", "graphs"])
+def test_the_paged_engine_prefills_in_batches_like_each_alone(shipped_model, doc_ids,
+                                                              prefill_graphs):  # fmt: skip
     """30 requests, prompts of 1 to 30 tokens (chunks of 8: up to 4 forwards each), greedy
     and seeded, 5 submitted every 3 decode steps, so admissions come at different steps, in
     batches of several sizes and lengths: each request's tokens are those of generate() alone. The
     batched forward is not the lone one (other rows, pads, an explicit mask: the logits
     differ by fp32 rounding, ~1e-5, within the tolerance of the chunk test above), so equal
-    tokens rest on the shipped model's margins on real text, far above that rounding."""
+    tokens rest on the shipped model's margins on real text, far above that rounding.
+    prefill_graphs=True: the prompts longer than a chunk go in chunks, the others through
+    the prefill graphs' static forward (here eager: the same forward a replay runs)."""
     rng, C, eos = random.Random(11), 8, ord("e")
     reqs = []
     for s in rng.sample(range(len(doc_ids) - 40), 30):
@@ -188,7 +192,7 @@ def test_the_paged_engine_prefills_in_batches_like_each_alone(shipped_model, doc
         sampling = rng.choice([{}, {"temperature": 0.9, "top_k": 30, "seed": s}])
         reqs.append((prompt, rng.randint(1, 16), sampling))
     engine = Engine(shipped_model, 6, max_len=64, use_graph=False, kv="paged", eos_id=eos,
-                    prefill_chunk=C)  # fmt: skip
+                    prefill_chunk=C, prefill_graphs=prefill_graphs)  # fmt: skip
     chunks, prefilling_chunk = [], engine.slots.prefilling_chunk
     engine.slots.prefilling_chunk = lambda *a: chunks.append(a) or prefilling_chunk(*a)
     rids = []
@@ -203,6 +207,13 @@ def test_the_paged_engine_prefills_in_batches_like_each_alone(shipped_model, doc
     for rid, (prompt, n, kw) in zip(rids, reqs):
         alone = generate(shipped_model, torch.tensor([prompt]), n, eos_id=eos, **kw)[0].tolist()
         assert out[rid] == alone[: alone.index(eos) + 1 if eos in alone else n], rid
+    for s in engine.stats:  # the requests that finished at admission left no hole
+        held = [r for r in s["slots"] if r is not None]
+        assert s["slots"][: len(held)] == held
+    check_twins(engine.slots)
+    if prefill_graphs:  # only an admission with a prompt longer than C goes in chunks
+        assert chunks and all(C in counts for _, s, counts in chunks if s == 0)
+        return
     # every prompt position prefilled once, in forwards of at most C positions per row,
     # several prompts in a forward and long prompts over several: fewer forwards than the
     # requests' chunks one by one
@@ -211,7 +222,3 @@ def test_the_paged_engine_prefills_in_batches_like_each_alone(shipped_model, doc
     assert max(len(rows) for rows, _, _ in chunks) == 5 and max(s for _, s, _ in chunks) == 24
     assert sum(min(counts) < max(counts) for _, _, counts in chunks) >= 5  # padded rows
     assert len(chunks) < sum(-(-len(p) // C) for p, _, _ in reqs)
-    for s in engine.stats:  # the requests that finished at admission left no hole
-        held = [r for r in s["slots"] if r is not None]
-        assert s["slots"][: len(held)] == held
-    check_twins(engine.slots)

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 import torch
 
 from tinyllm.generation import draw_seeds, prefill, sample
-from tinyllm.graphs import SlotGraphDecoder
+from tinyllm.graphs import PrefillGraphs, SlotGraphDecoder
 from tinyllm.kv_cache import SlotKVCache
 from tinyllm.model import Transformer
 from tinyllm.paged import PagedKVCache, to_device
@@ -41,6 +41,7 @@ from tinyllm.validate import (
     validate_model,
     validate_overlap,
     validate_prefill_chunk,
+    validate_prefill_graphs,
     validate_sampling,
     validate_token_list,
     validate_use_graph,
@@ -111,12 +112,14 @@ class Engine:
                  buckets: tuple[int, ...] | None = None, compile=False,
                  graph_api=torch.cuda, kv: str = "slots",
                  capture_sizes: tuple[int, ...] | None = None, limits=LIMITS,
-                 prefill_chunk: int | None = None, overlap: bool = False):  # fmt: skip
+                 prefill_chunk: int | None = None, overlap: bool = False,
+                 prefill_graphs: bool = True):  # fmt: skip
         device, cfg = validate_model(model), model.cfg
         if kv not in ("slots", "paged"):
             raise ValueError(f"kv must be 'slots' or 'paged', got {kv!r}")
         validate_prefill_chunk(prefill_chunk, kv, limits)
         validate_overlap(overlap, kv)
+        validate_prefill_graphs(prefill_graphs)
         self.overlap = overlap
         self.prefill_chunk = (prefill_chunk or PREFILL_CHUNK) if kv == "paged" else None
         max_len = cfg.max_seq_len if max_len is None else max_len
@@ -132,6 +135,9 @@ class Engine:
             sampling=kv == "paged",
         )  # fmt: skip
         self.in_flight: list[InFlight] = []  # kv="paged": moves whose ids the host has not read
+        self.prefill_graphs = None  # kv="paged": prompts that fit one chunk, as graphs
+        if kv == "paged" and prefill_graphs:
+            self.prefill_graphs = PrefillGraphs(self.decoder, self.prefill_chunk)
         self.queue: deque[Request] = deque()
         self.running: dict[int, Request] = {}  # slot → request
         self.stats: list[dict] = []  # one entry per decode step (times: time.perf_counter)
@@ -218,10 +224,17 @@ class Engine:
         while self.queue and self.slots.free_slots():
             rows = self.slots.free_slots()[: len(self.queue)]
             reqs = [self.queue[b] for b in range(len(rows))]
+            prompts = [req.prompt for req in reqs]
             with self.transaction(reqs):
                 for _ in reqs:
                     self.queue.popleft()
-                last = self.prefill_batch(rows, [req.prompt for req in reqs])
+                if self.prefill_graphs and max(map(len, prompts)) <= self.prefill_chunk:
+                    sampling = [(r.temperature, r.top_k, r.seed) for r in reqs]
+                    ids = self.prefill_graphs.prefill(rows, prompts, sampling)
+                    self.running.update(zip(rows, reqs))
+                    self.send_to_host(reqs, ids)
+                    continue
+                last = self.prefill_batch(rows, prompts)
                 dec, at = self.decoder, to_device(rows, self.device)
                 dec.temperature[at] = to_device([r.temperature for r in reqs], self.device,
                                                 dec.temperature.dtype)  # fmt: skip

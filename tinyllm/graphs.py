@@ -35,7 +35,7 @@ from torch import Tensor
 from tinyllm.generation import decode_n_tokens, prompt_lens, sample
 from tinyllm.kv_cache import SlotKVCache, StaticKVCache
 from tinyllm.model import Transformer
-from tinyllm.paged import PagedKVCache
+from tinyllm.paged import SCRATCH, PagedKVCache, copy_from_host
 from tinyllm.precision import activation_dtype, precision
 from tinyllm.validate import (
     LIMITS,
@@ -433,3 +433,117 @@ class SlotGraphDecoder(Decoder):
                 f"{type(slots).__name__}"
             )
         super().__init__(model, slots, keys, use_graph, compile, graph_api, sampling)
+
+
+def powers_of_two(first: int, last: int) -> tuple[int, ...]:
+    """first, 2·first, 4·first, ... below last, then last: a bucket list that ends at last."""
+    out, b = [], first
+    while b < last:
+        out.append(b)
+        b *= 2
+    return (*out, last)
+
+
+class PrefillGraphs:
+    """kv="paged"'s prefill as CUDA graphs (notebook 09): the bucket idea applied to token
+    counts. The prompts admitted together are padded to a bucket of rows and one of
+    positions (powers of two, up to the cache's rows and max_positions) and go in with one
+    upload into fixed buffers. One replay then writes their K/V into their rows' blocks,
+    samples each one's first id at its last position, and sets each admitted row's length,
+    table, sampling arguments and next input (the decode step's buffers, SlotGraphDecoder
+    with sampling=True), with every other row left as it is. The graphs go into the
+    decoder's pool; use_graph=False runs the same forward eagerly, the reference a replay
+    matches bit for bit.
+
+    One upload, `ints`: for bucket (R, T), the ids (R, T), then a row of [count, top_k,
+    seed, its blocks...] per prompt (R, 3 + max_blocks), then for each cache row the prompt
+    it takes (-1: none); and the temperatures, `temps` (R,)."""
+
+    def __init__(self, decoder: "SlotGraphDecoder", max_positions: int):
+        cache = decoder.cache
+        self.decoder, self.cache, self.max_positions = decoder, cache, max_positions
+        self.row_buckets = powers_of_two(1, cache.n_rows)
+        self.len_buckets = powers_of_two(min(16, max_positions), max_positions)
+        R, T, device = cache.n_rows, max_positions, decoder.tok.device
+        self.width = 3 + cache.max_blocks
+        self.ints = torch.zeros(R * T + R * self.width + R, dtype=torch.long, device=device)
+        self.temps = torch.zeros(R, device=device)
+        self.graphs: dict[tuple[int, int], tuple] = {}
+
+    def key(self, n_prompts: int, longest: int) -> tuple[int, int]:
+        return bucket_for(n_prompts, self.row_buckets), bucket_for(longest, self.len_buckets)
+
+    @torch.no_grad()
+    def forward(self, key: tuple[int, int]) -> Tensor:
+        """The static prefill of bucket `key` from the fixed buffers; returns the first ids
+        (R,) (a pad row's is ignored)."""
+        (R, T), dec, cache = key, self.decoder, self.cache
+        ids = self.ints[: R * T].view(R, T)
+        meta = self.ints[R * T : R * T + R * self.width].view(R, self.width)
+        src = self.ints[R * T + R * self.width :][: cache.n_rows]  # each cache row's prompt
+        count, top_k, seed, table = meta[:, 0], meta[:, 1], meta[:, 2], meta[:, 3:]
+        temperature = self.temps[:R]
+        with precision(dec.model):
+            logits, _ = dec.model(ids, cache=cache.filling(table, count), check=False)
+        last = logits[torch.arange(R, device=ids.device), (count - 1).clamp(min=0)]
+        first = sample(last, temperature, top_k, seed, count)  # drawn at position count
+        take, b = src >= 0, src.clamp(min=0)
+        ones = torch.ones_like(count)
+        for buf, new in ((dec.tok[:, 0], first), (dec.temperature, temperature),
+                         (dec.top_k, top_k), (dec.seed, seed),
+                         (cache.lens_dev, count), (cache.active_dev, ones)):  # fmt: skip
+            buf.copy_(torch.where(take, new[b].to(buf.dtype), buf))
+        cache.block_table.copy_(torch.where(take[:, None], table[b].int(), cache.block_table))
+        return first
+
+    def capture_graph(self, key: tuple[int, int]) -> tuple:
+        """Record bucket `key`'s prefill into the decoder's pool (warmed up on a side stream,
+        its effects put back: the cache's positions, the decoder's row buffers)."""
+        dec, api, cache = self.decoder, self.decoder.graph_api, self.cache
+        if dec.pool is None:
+            dec.pool = api.graph_pool_handle()
+        rows = (dec.tok, dec.temperature, dec.top_k, dec.seed)
+        saved, kept = cache.snapshot(), [buf.clone() for buf in rows]
+        try:
+            side = api.Stream()
+            side.wait_stream(api.current_stream())
+            with api.stream(side):
+                self.forward(key)
+            api.current_stream().wait_stream(side)
+        finally:
+            cache.restore(saved)
+            for buf, old in zip(rows, kept):
+                buf.copy_(old)
+        graph = api.CUDAGraph()
+        with api.graph(graph, pool=dec.pool):
+            out = self.forward(key)
+        self.graphs[key] = graph, out
+        return graph, out
+
+    def prefill(self, rows: list[int], prompts: list[list[int]], sampling: list[tuple]) -> Tensor:
+        """Admit prompts[b] into free row rows[b], each with its (temperature, top_k, seed):
+        blocks reserved on the host, one upload, one replay (or the same forward eagerly).
+        Returns the first ids (len(rows),) on the device; the host has not read them."""
+        cache, n = self.cache, len(rows)
+        R, T = self.key(n, max(map(len, prompts)))
+        flat = [t for p in prompts for t in p + [0] * (T - len(p))] + [0] * ((R - n) * T)
+        for row, p, (_, top_k, seed) in zip(rows, prompts, sampling):
+            blocks = cache.reserve(row, len(p))
+            flat += [len(p), top_k or 0, seed, *blocks]
+            flat += [SCRATCH] * (self.width - 3 - len(blocks))
+        flat += [0] * ((R - n) * self.width)  # pad prompts: count 0, scratch blocks
+        src = [-1] * cache.n_rows
+        for b, row in enumerate(rows):
+            src[row] = b
+        flat += src
+        copy_from_host(self.ints, flat)
+        copy_from_host(self.temps, [t for t, _, _ in sampling] + [0.0] * (R - n))
+        if not self.decoder.use_graph:
+            first = self.forward((R, T))
+        else:
+            if (R, T) not in self.graphs:
+                self.capture_graph((R, T))
+            graph, first = self.graphs[R, T]
+            graph.replay()
+        cache.filled(rows, [len(p) for p in prompts])
+        return first[:n]

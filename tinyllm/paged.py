@@ -44,6 +44,14 @@ def to_device(values, device, dtype=torch.long) -> Tensor:
     return t.pin_memory().to(device, non_blocking=True)
 
 
+def copy_from_host(dst: Tensor, values) -> None:
+    """dst[: len(values)] = values, without waiting for the GPU (to_device's rule)."""
+    t = torch.tensor(values, dtype=dst.dtype)
+    if dst.is_cuda:
+        t = t.pin_memory()
+    dst[: len(values)].copy_(t, non_blocking=True)
+
+
 class PagedKVCache(FixedCache):
     """n_rows rows of up to max_len positions, in a pool of n_blocks blocks of block_size
     positions (default: enough for every row at max_len, and the scratch block).
@@ -122,6 +130,17 @@ class PagedKVCache(FixedCache):
                                  f"{start} needs {start} (0: a free row)")  # fmt: skip
         return PagedChunk(self, rows, start, counts)
 
+    def filling(self, table: Tensor, count: Tensor) -> "PagedFill":
+        """The step of a prefill graph (graphs.PrefillGraphs): prompts padded to one length,
+        each written into the blocks of its row of `table`, its first count[b] positions;
+        everything a device tensor, so one graph serves any prompts that fit."""
+        return PagedFill(self, table, count)
+
+    def filled(self, rows, counts) -> None:
+        """After a prefill graph set the rows on the device: the host lengths and flags follow."""
+        for row, n in zip(rows, counts):
+            self.lens[row], self.active[row] = n, True
+
     def decoding(self, n: int) -> "PagedDecode":
         """The step of one decode call over rows 0..n-1, one token each."""
         validate_int("rows", n, hi=self.n_rows)
@@ -129,15 +148,21 @@ class PagedKVCache(FixedCache):
 
     def take(self, row: int, n_positions: int) -> None:
         """Hand row `row` the blocks it lacks for n_positions positions, from the free list."""
+        first = len(self.tables[row])
+        for k, block in enumerate(self.reserve(row, n_positions), start=first):
+            self.block_table[row, k] = block
+
+    def reserve(self, row: int, n_positions: int) -> list[int]:
+        """take() on the host alone: the blocks row `row` lacks for n_positions positions go
+        into its host table; returns them (the caller writes the device table)."""
         need = self.blocks_for(n_positions) - len(self.tables[row])
         if need > len(self.free):
             raise ValueError(
                 f"row {row} needs {need} more blocks, {len(self.free)} are free: release a row"
             )
-        for _ in range(need):
-            block = self.free.pop()
-            self.block_table[row, len(self.tables[row])] = block
-            self.tables[row].append(block)
+        blocks = [self.free.pop() for _ in range(need)]
+        self.tables[row] += blocks
+        return blocks
 
     def grow(self) -> None:
         """Before a decode step: every active row whose next position crosses into a new
@@ -298,6 +323,41 @@ class PagedChunk:
             c.set_row(row, self.start + n, True, c.tables[row])
 
 
+class PagedFill:
+    """A PagedKVCache as a prefill graph sees it: prompts (R, T) right-padded, row b's first
+    count[b] positions written at positions 0.. of the blocks in table[b] (R, max_blocks),
+    the rest (pads, and whole pad rows of count 0) to the scratch block; causal, each prompt
+    attending to its own keys. Nothing here reads a host value. The rows' lengths, flags and
+    tables are the caller's to set, on the device inside the same graph."""
+
+    def __init__(self, cache: PagedKVCache, table: Tensor, count: Tensor):
+        self.cache, self.table, self.count = cache, table, count
+        self.attn_kwargs: dict = {}
+
+    def begin_step(self, T: int, rope) -> tuple[Tensor, Tensor]:
+        c = self.cache
+        pos = torch.arange(T, device=c.device)
+        real = pos[None] < self.count[:, None]  # (R, T)
+        blocks = torch.where(real, self.table[:, pos // c.block_size], SCRATCH)
+        self.where = blocks, pos % c.block_size
+        cos, sin = rope(T, 0)
+        self.attn_kwargs = causal_kwargs(0, T, cos.device)
+        return cos, sin
+
+    def layer(self, i: int) -> LayerKV:
+        return LayerKV(self, i)
+
+    def update(self, i: int, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        kc, vc = self.cache.buffers(i, k)
+        blocks, offsets = self.where
+        kc[blocks, :, offsets] = k.transpose(1, 2)  # (R, T, kv_heads, D) into the pool
+        vc[blocks, :, offsets] = v.transpose(1, 2)
+        return k, v
+
+    def end_step(self, T: int) -> None:
+        pass  # the prefill graph sets lengths, flags and tables after the forward
+
+
 class PagedDecode:
     """A PagedKVCache as one decode step sees it: rows 0..n-1, one token each. Row b writes
     its new K/V at position lens_dev[b] (block block_table[b, lens_dev[b] // block_size],
@@ -333,4 +393,4 @@ class PagedDecode:
         self.cache.lens_dev[:n].add_(self.cache.active_dev[:n])  # advance_host() moves lens
 
 
-__all__ = ["PagedKVCache", "paged_decode_attention", "to_device"]
+__all__ = ["PagedKVCache", "copy_from_host", "paged_decode_attention", "to_device"]

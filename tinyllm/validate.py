@@ -314,6 +314,11 @@ def validate_overlap(overlap, kv: str) -> None:
                          f"before the next)")  # fmt: skip
 
 
+def validate_prefill_graphs(prefill_graphs) -> None:
+    if not isinstance(prefill_graphs, bool):
+        raise ValueError(f"prefill_graphs must be True or False, got {prefill_graphs!r}")
+
+
 def validate_compile(compile, device: torch.device) -> None:
     if compile is False:
         return

@@ -186,7 +186,7 @@ def measure_engine_paged(model, n_requests: int) -> dict:
             "tok_s": best["tok_s"],
             "gpu_busy_share": best["gpu_busy_share"],
             "speedup_over_slots": round(best["tok_s"] / m["slots"]["tok_s"], 2),
-            "tok_s_overlap_false": m["paged"]["tok_s"],
+            "tok_s_overlap_false": m["paged_prefill_graphs"]["tok_s"],
             "slots_tok_s": m["slots"]["tok_s"],
         })  # fmt: skip
         out["detail"][str(n_slots)] = m

@@ -164,7 +164,9 @@ def merge(intervals) -> list[tuple[float, float]]:
 
 ENGINES = {  # name → Engine arguments (model and n_slots aside), in the order of the changes
     "slots": {"kv": "slots"},  # notebook 06: each prompt alone, sampling on the host
-    "paged": {"kv": "paged"},  # prefill in batches, sampling in the step, read a step late
+    # prefill in batches (eager), sampling in the step, the ids read a step late
+    "paged": {"kv": "paged", "prefill_graphs": False},
+    "paged_prefill_graphs": {"kv": "paged"},  # and the prefill replayed from graphs
     "paged_overlap": {"kv": "paged", "overlap": True},  # and the host while the GPU runs
 }
 
@@ -180,10 +182,12 @@ def measure(model, n_slots: int, n_requests: int = 256, profile: bool = True,
         engine = Engine(model, n_slots, max_len=512, use_graph=True, graph_api=graph_api, **kw)
         row = {"capture_s": round(engine.decoder.capture(), 3)}
         tokens[name], _ = serve(engine, prompts, news)  # warm: every graph and kernel once
+        if engine.prefill_graphs is not None:  # captured in the warm run, as first needed
+            row["prefill_graphs"] = sorted(engine.prefill_graphs.graphs)
         row.update(timed_run(engine, prompts, news))
         if profile:
             row.update(profiled(engine, prompts, news))
         out[name] = row
-    out["overlap_tokens_identical"] = tokens["paged"] == tokens["paged_overlap"]
+    out["overlap_tokens_identical"] = tokens["paged_prefill_graphs"] == tokens["paged_overlap"]
     out["paged_tokens_equal_slots"] = tokens["paged"] == tokens["slots"]
     return out
