@@ -1,6 +1,6 @@
 """The README's H200 section, written from results/h200.json (and h200_diet.json,
-h200_paged.json) by `make images`, never by hand: tests/test_readme.py checks that the README
-holds what this makes."""
+h200_paged.json, h200_engine.json) by `make images`, never by hand: tests/test_readme.py
+checks that the README holds what this makes."""
 
 import re
 from pathlib import Path
@@ -20,7 +20,8 @@ def us(cell: dict) -> str:
     )
 
 
-def h200_section(res: dict, diet: dict | None = None, paged: dict | None = None) -> str:
+def h200_section(res: dict, diet: dict | None = None, paged: dict | None = None,
+                 engine: dict | None = None) -> str:  # fmt: skip
     """The section's markdown: where the numbers come from, then one row per result."""
     p, h, op = res["provenance"], res["headline"], res["operating_point"]
     rows = {r["name"]: r for r in res["fusion"]["rows"]}
@@ -103,6 +104,8 @@ def h200_section(res: dict, diet: dict | None = None, paged: dict | None = None)
         ]
     if paged:
         lines += ["", *paged_section(paged)]
+    if engine:
+        lines += ["", *engine_section(engine)]
     return "\n".join(lines)
 
 
@@ -167,22 +170,74 @@ def paged_section(rec: dict) -> list[str]:
     return lines
 
 
+ENGINE_NAMES = {  # lab.engine_time.ENGINES, as the table names them
+    "slots": "the slot engine (notebook 06)",
+    "paged": "paged: prefill in batches, sampling in the step, ids read a step late",
+    "paged_prefill_graphs": "paged, and the prefill replayed from graphs",
+    "paged_overlap": "paged, prefill graphs, and the host overlapped (`overlap=True`)",
+}
+
+
+def engine_section(rec: dict) -> list[str]:
+    """The engine recording's lines: each engine's tokens/s and where its host time goes at
+    32 slots, the paged engine's rows at 32 and 8 slots (engine_paged), capture."""
+    p, ep, eng = rec["provenance"], rec["engine_paged"], rec["engine"]
+    d32 = ep["detail"]["32"]
+    lines = [
+        f"The engine around the graph, from `results/h200_engine.json` (`{p['command']}` on "
+        f"one {p['gpu']}, torch {p['torch']}, {p['date']}, commit {p['commit']}"
+        f"{', with uncommitted changes' if p.get('dirty') else ''}; {p['note']}): the "
+        f"bench's engine workload ({d32['n_requests']} requests, {d32['n_tokens']} tokens), "
+        f"every engine with graphs, in one run. Host sections from the engine's own records "
+        f"(admission, launch, read ids, the rest); GPU busy: {ep['gpu_busy_share']}.",
+        "",
+        "| engine, 32 slots | tokens/s | admission / launch / read ids / other host | GPU busy |",
+        "| --- | --- | --- | --- |",
+        *(
+            f"| {ENGINE_NAMES.get(name, name)} | {sig3(r['tok_s'])} | "
+            f"{' / '.join(f'{v:.0%}' for v in r['sections'].values())} | "
+            f"{format(r['gpu_busy_share'], '.0%') if 'gpu_busy_share' in r else 'not profiled'} |"
+            for name, r in d32.items()
+            if isinstance(r, dict)
+        ),
+        "",
+        "| `engine_paged` | tokens/s | over the graphed slot engine | GPU busy |",
+        "| --- | --- | --- | --- |",
+        *(
+            f"| {r['n_slots']} slots | {sig3(r['tok_s'])} | {r['speedup_over_slots']:.2f}× "
+            f"(`speedup_over_slots`) | {r['gpu_busy_share']:.0%} |"
+            for r in ep["rows"]
+        ),
+        f"| capture of the paged engine's decode graphs, 32 slots | "
+        f"{sig3(d32['paged_overlap']['capture_s'])} s (the first engine of the run: "
+        f"{sig3(d32['paged']['capture_s'])} s, Triton's compile included) |",
+        f"| tokens with `overlap=True` and `overlap=False` | "
+        f"{'identical' if d32['overlap_tokens_identical'] else 'different'} |",
+        f"| the slot engine in the same run, eager and with graphs | "
+        f"{sig3(eng['eager_tok_s'])} and {sig3(eng['graph_tok_s'])} tokens/s "
+        f"({sig3(eng['speedup'])}×) |",
+    ]
+    return lines
+
+
 def update_readme(
-    res: dict, diet: dict | None = None, paged: dict | None = None, path: Path = README
-) -> bool:
+    res: dict, diet: dict | None = None, paged: dict | None = None,
+    engine: dict | None = None, path: Path = README,
+) -> bool:  # fmt: skip
     """Rewrite the README's H200 section between its markers; True if it changed."""
     text = path.read_text()
     pattern = re.compile(re.escape(BEGIN) + r".*?" + re.escape(END), re.S)
     if not pattern.search(text):
         raise ValueError(f"{path} has no section between {BEGIN!r} and {END!r}")
-    new = pattern.sub(lambda m: f"{BEGIN}\n{h200_section(res, diet, paged)}\n{END}", text)
+    section = h200_section(res, diet, paged, engine)
+    new = pattern.sub(lambda m: f"{BEGIN}\n{section}\n{END}", text)
     if new != text:
         path.write_text(new)
     return new != text
 
 
 if __name__ == "__main__":
-    from tinyllm.lab.results import load_diet, load_paged, load_results
+    from tinyllm.lab.results import load_diet, load_engine, load_paged, load_results
 
-    changed = update_readme(load_results(), load_diet(), load_paged())
+    changed = update_readme(load_results(), load_diet(), load_paged(), load_engine())
     print("README updated" if changed else "README unchanged")

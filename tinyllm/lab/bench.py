@@ -179,7 +179,8 @@ def measure_engine_paged(model, n_requests: int) -> dict:
     engine with overlap=True, speedup_over_slots its tok_s over the slot engine's."""
     out = {"rows": [], "detail": {}, "gpu_busy_share": engine_time.GPU_BUSY}
     for n_slots in (32, 8):
-        m = engine_time.measure(model, n_slots, n_requests)
+        profile = ("slots", "paged_overlap") if n_slots == 32 else ("paged_overlap",)
+        m = engine_time.measure(model, n_slots, n_requests, profile)
         best = m["paged_overlap"]
         out["rows"].append({
             "n_slots": n_slots,

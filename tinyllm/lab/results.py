@@ -71,6 +71,15 @@ def load_paged(gpu: str = SHIPPED) -> dict | None:
     return _read(path) if path.exists() else None
 
 
+def load_engine(gpu: str = SHIPPED) -> dict | None:
+    """results/<gpu>_engine.json, the bench's engine and engine_paged sections (the slot
+    engine eager and with graphs; the paged engine's variants beside the graphed slot
+    engine, with their host sections, GPU busy shares and timelines), or None if it was not
+    recorded."""
+    path = results_dir() / f"{gpu}_engine.json"
+    return _read(path) if path.exists() else None
+
+
 def own_results() -> dict | None:
     """The newest recording other than the shipped one (a learner's `make bench`, by the
     date in its provenance), or None."""
