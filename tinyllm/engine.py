@@ -358,7 +358,7 @@ class Engine:
             if self.kv == "paged":  # the row's next id and sampling arguments move with it
                 dec = self.decoder
                 for buf in (dec.tok, dec.temperature, dec.top_k, dec.seed):
-                    buf[free[0]] = buf[last]
+                    buf[free[0] : free[0] + 1] = buf[last : last + 1]
             self.running[free[0]] = self.running.pop(last)
 
     def sample_for(self, reqs: list[Request | None], logits) -> list[int]:

@@ -150,7 +150,7 @@ class PagedKVCache(FixedCache):
         """Hand row `row` the blocks it lacks for n_positions positions, from the free list."""
         first = len(self.tables[row])
         for k, block in enumerate(self.reserve(row, n_positions), start=first):
-            self.block_table[row, k] = block
+            self.block_table[row, k : k + 1] = block  # a slice: [row, k] = would sync (below)
 
     def reserve(self, row: int, n_positions: int) -> list[int]:
         """take() on the host alone: the blocks row `row` lacks for n_positions positions go
@@ -189,10 +189,14 @@ class PagedKVCache(FixedCache):
         self.set_row(src, 0, False, [])
 
     def set_row(self, row: int, length: int, active: bool, blocks: list[int]) -> None:
-        """One row's length, active flag and blocks, on the host and on the device."""
+        """One row's length, active flag and blocks, on the host and on the device. Written
+        through slices: setting one element of a CUDA tensor from a Python number copies it
+        from pageable host memory and waits for the GPU (pytorch/pytorch#186482), a slice is
+        a fill kernel."""
         self.lens[row], self.active[row], self.tables[row] = length, active, list(blocks)
-        self.lens_dev[row], self.active_dev[row] = length, int(active)
-        self.block_table[row] = SCRATCH
+        self.lens_dev[row : row + 1] = length
+        self.active_dev[row : row + 1] = int(active)
+        self.block_table[row : row + 1] = SCRATCH
         if blocks:
             self.block_table[row, : len(blocks)] = to_device(blocks, self.device, torch.int32)
 
