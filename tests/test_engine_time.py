@@ -68,6 +68,7 @@ def test_the_recorded_engine_rows_are_their_detail():
     rec = json.loads(RECORDED.read_text())
     ep = rec["engine_paged"]
     assert [r["n_slots"] for r in ep["rows"]] == [32, 8]
+    assert ep["gpu_busy_share"] == et.GPU_BUSY  # how it was measured, as the code says
     for row in ep["rows"]:
         d = ep["detail"][str(row["n_slots"])]
         assert row["tok_s"] == d["paged_overlap"]["tok_s"]

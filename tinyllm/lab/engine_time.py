@@ -29,9 +29,9 @@ from tinyllm.lab.prompts import PROMPT, prompt_ids
 
 SECTIONS = ("admission", "launch", "read ids", "other host")
 GPU_BUSY = (
-    "the union of the GPU's kernel, copy and fill intervals (torch.profiler, the "
-    "kernels of graph replays included) inside the run's record_function range, over "
-    "that range's wall time, in a second run of the same workload"
+    "the union of the GPU's kernel, copy and fill intervals in a torch.profiler trace (CUDA "
+    "activity only; the kernels of graph replays included) over the run's wall time, in "
+    "another run of the same workload on the same engine"
 )
 
 
