@@ -11,11 +11,12 @@ kv="slots" (notebook 06): a SlotKVCache, every step over all n_slots rows throug
 window of the longest. kv="paged" (notebook 08): a PagedKVCache; the requests are kept in
 the first rows (a request that finishes leaves its row to the last one, moved there: its
 table row and length, never its K/V), and each step runs the graph of the smallest capture
-size that holds them, at every length. The requests admitted together are prefilled in
-batches (prefill_batch): one forward per chunk of prefill_chunk positions for all of them,
-instead of one forward per request. Its decode step samples inside the graph, into the next
-step's input, and the host reads each step's ids one step late (notebook 09), which lets it
-schedule step t+1 while the GPU runs step t (overlap=True).
+size that holds them, at every length. The requests admitted together are prefilled
+together (notebook 09): one replay of a prefill graph when their prompts fit one chunk
+(graphs.PrefillGraphs), else one eager forward per chunk of prefill_chunk positions for all
+of them (prefill_batch). Its decode step samples inside the graph, into the next step's
+input, and the host reads each step's ids one step late, which lets it schedule step t+1
+while the GPU runs step t (overlap=True).
 
     engine = Engine(model, n_slots=8)
     rid = engine.submit(tokenizer.encode("The for statement"), max_new_tokens=50)
@@ -82,19 +83,21 @@ class Engine:
 
     Nothing is lost when run() raises (Ctrl-C included): each move runs as one transaction
     (transaction()), undone whole if it does not finish, so the next run() returns the
-    results finished so far with the rest, the same tokens as an uninterrupted run. A request
-    whose own prefill or first sampling raises leaves alone, into `failed` (rid → the
-    exception), and that exception is raised once the move is done; the others go on. A
-    decode step samples every row in one call, so a failure there is the step's: undone.
+    results finished so far with the rest, the same tokens as an uninterrupted run.
+    kv="slots": a request whose own prefill or first sampling raises leaves alone, into
+    `failed` (rid → the exception), and that exception is raised once the move is done; the
+    others go on. A decode step samples every row in one call, so a failure there is the
+    step's: undone. kv="paged" shares every forward and every sampling call between the
+    requests of a move, so any failure is the move's, undone whole.
 
     kv="paged" prefills in batches: the requests admitted together (as many as there are
-    free rows) share each prefill forward, their prompts right-padded, in chunks of at most
-    prefill_chunk positions of each prompt (default PREFILL_CHUNK: the presets' longest
-    prompt in two chunks); a longer prompt goes on in the next chunk, which attends to its
-    earlier ones through the cache. An eager forward's host cost (its launches) does not
-    grow with the rows it holds: this pays it once per chunk instead of once per request.
-    The forward is shared, so its failure is the admission's, undone whole like a decode
-    step's. kv="slots" prefills each prompt alone.
+    free rows) share one prefill. When their prompts fit in prefill_chunk positions (default
+    PREFILL_CHUNK: the presets' longest prompt in two chunks), it is one replay of the
+    prefill graph of their bucket (graphs.PrefillGraphs: rows and positions padded to powers
+    of two): an eager forward's host cost is its launches, which a replay pays once.
+    prefill_graphs=False, or a longer prompt: eager forwards, one per chunk of prefill_chunk
+    positions of each prompt, right-padded; a longer prompt goes on in the next chunk, which
+    attends to its earlier ones through the cache. kv="slots" prefills each prompt alone.
 
     kv="paged" samples on the device: the admitted rows' first ids in one call, and every
     decode step inside its graph (SlotGraphDecoder(sampling=True)), into the next step's
@@ -218,9 +221,9 @@ class Engine:
     @torch.no_grad()
     def admit_in_batches(self) -> None:
         """kv="paged"'s admit(): as many queued requests as there are free rows, prefilled
-        together into the lowest free rows (prefill_batch); their rows take their sampling
-        arguments, and their first ids are sampled in one call, into the next step's input.
-        The host reads those ids after the next step is launched (step_ahead)."""
+        together into the lowest free rows, which take their sampling arguments; their first
+        ids are sampled in one call, into the next step's input. The host reads those ids
+        after the next step is launched (step_ahead)."""
         while self.queue and self.slots.free_slots():
             rows = self.slots.free_slots()[: len(self.queue)]
             reqs = [self.queue[b] for b in range(len(rows))]
@@ -230,21 +233,26 @@ class Engine:
                     self.queue.popleft()
                 if self.prefill_graphs and max(map(len, prompts)) <= self.prefill_chunk:
                     sampling = [(r.temperature, r.top_k, r.seed) for r in reqs]
-                    ids = self.prefill_graphs.prefill(rows, prompts, sampling)
-                    self.running.update(zip(rows, reqs))
-                    self.send_to_host(reqs, ids)
-                    continue
-                last = self.prefill_batch(rows, prompts)
-                dec, at = self.decoder, to_device(rows, self.device)
-                dec.temperature[at] = to_device([r.temperature for r in reqs], self.device,
-                                                dec.temperature.dtype)  # fmt: skip
-                dec.top_k[at] = to_device([r.top_k or 0 for r in reqs], self.device)
-                dec.seed[at] = to_device([r.seed for r in reqs], self.device)
-                position = to_device([len(r.prompt) for r in reqs], self.device)
-                ids = sample(last, dec.temperature[at], dec.top_k[at], dec.seed[at], position)
-                dec.tok[at, 0] = ids
+                    ids = self.prefill_graphs.prefill(rows, prompts, sampling)  # one replay
+                else:
+                    ids = self.prefill_eagerly(rows, reqs)
                 self.running.update(zip(rows, reqs))
                 self.send_to_host(reqs, ids)
+
+    def prefill_eagerly(self, rows: list[int], reqs: list[Request]):
+        """What a prefill graph does, eagerly and in chunks: the prompts prefilled
+        (prefill_batch), the rows' sampling arguments set, the first ids sampled into the
+        next step's input. Returns the ids (len(rows),) on the device."""
+        last = self.prefill_batch(rows, [req.prompt for req in reqs])
+        dec, at = self.decoder, to_device(rows, self.device)
+        temperature = [r.temperature for r in reqs]
+        dec.temperature[at] = to_device(temperature, self.device, dec.temperature.dtype)
+        dec.top_k[at] = to_device([r.top_k or 0 for r in reqs], self.device)
+        dec.seed[at] = to_device([r.seed for r in reqs], self.device)
+        position = to_device([len(r.prompt) for r in reqs], self.device)
+        ids = sample(last, dec.temperature[at], dec.top_k[at], dec.seed[at], position)
+        dec.tok[at, 0] = ids
+        return ids
 
     def prefill_batch(self, rows: list[int], prompts: list[list[int]]):
         """Prefill the prompts into their rows together, one forward per chunk: chunk j holds
