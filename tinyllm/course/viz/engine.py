@@ -113,12 +113,11 @@ def preset_table(cp: dict) -> list[dict]:
     out = []
     for name, pad in cp["padding"]["presets"].items():
         m = cp["measured"]["presets"].get(name, {})
-        pool = m.get("shared_pool_bytes")
+        pool, linear = m.get("shared_pool_bytes"), m.get("linear_estimate_bytes")
         out.append({"preset": name, "graphs": pad["graphs"], "waste_share": pad["waste_share"],
                     "capture_s": m.get("largest_first_capture_s"),
                     "pool_mib": None if pool is None else pool / MIB,
-                    "linear_estimate_mib": (m["linear_estimate_bytes"] / MIB
-                                            if m.get("linear_estimate_bytes") else None)})  # fmt: skip
+                    "linear_estimate_mib": None if linear is None else linear / MIB})  # fmt: skip
     return out
 
 
@@ -139,7 +138,11 @@ def capture_policy_figure(cp: dict):
         ax.tick_params(axis="x", labelsize=8)
     best = min(rows, key=lambda r: r["waste_share"])
     pools = {r["pool_mib"] for r in rows if r["pool_mib"] is not None}
-    pool = f"; every preset's graphs share one pool of {sig3(max(pools))} MiB" if len(pools) == 1 else ""
+    pool = (
+        f"; every preset's graphs share one pool of {sig3(max(pools))} MiB"
+        if len(pools) == 1
+        else ""
+    )
     n = cp["padding"]["n_slots"]
     fig.suptitle(f"{n} slots: {best['preset']} pads least ({best['waste_share']:.1%}){pool}",
                  fontsize=10)  # fmt: skip
