@@ -39,6 +39,7 @@ from tinyllm.course.viz.costs import (
 )
 from tinyllm.course.viz.engine import (
     SECTION_COLORS,
+    busy_us,
     capture_policy_figure,
     count_ops,
     engine_variants,
@@ -104,7 +105,7 @@ __all__ = [
     "pool_figure", "sig3", "slot_segments", "slot_timeline_figure", "slots_figure",
     "static_cache_figure", "static_cache_step", "step_time_figure", "timeline_figure",
     "attention_figure", "pages_figure", "pages_scene", "paged_sweep_figure",
-    "SECTION_COLORS", "capture_policy_figure", "count_ops", "engine_variants",
+    "SECTION_COLORS", "busy_us", "capture_policy_figure", "count_ops", "engine_variants",
     "overlap_timeline_figure", "prefill_forwards", "preset_table", "recorded_groups",
     "sections_figure", "timeline_window",
 ]  # fmt: skip
