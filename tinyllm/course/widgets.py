@@ -14,11 +14,11 @@ from IPython.display import display
 
 from tinyllm.course.viz import (
     MIB,
-    engine_variants,
-    overlap_timeline_figure,
     bucket_figure,
     cpu_gpu_figure,
+    engine_variants,
     mask_figure,
+    overlap_timeline_figure,
     pages_figure,
     pages_scene,
     slot_timeline_figure,
