@@ -547,6 +547,9 @@ FUNCTION_CHECKERS = {  # checkers of a learner's function, with the notebook's o
     "check_blocks_for": ex.check_blocks_for,
     "check_paged_write": ex.check_paged_write,
     "check_replay_loop": lambda fn: ex.check_replay_loop(fn, toy()),
+    "check_step_sampling": ex.check_step_sampling,
+    "check_hand_out": ex.check_hand_out,
+    "check_noise_key": ex.check_noise_key,
 }
 NONE_IS_AN_ANSWER = {"check_first_difference", "check_static_write"}  # "no difference", in place
 ANSWER_CHECKERS = {  # checkers of a value the learner sets

@@ -231,6 +231,13 @@ SHIPPED_FIGURES = {  # every figure drawn from a recording, on the shipped ones
     "pool_figure": lambda r, d, t: viz.pool_figure(r),
     "paged_sweep_figure": lambda r, d, t: viz.paged_sweep_figure(r, results.load_paged()),
     "attention_figure": lambda r, d, t: viz.attention_figure(results.load_paged()),
+    "sections_figure": lambda r, d, t: viz.sections_figure(
+        viz.recorded_groups(results.load_engine()), results.load_engine()
+    ),
+    "overlap_timeline_figure": lambda r, d, t: viz.overlap_timeline_figure(results.load_engine()),
+    "capture_policy_figure": lambda r, d, t: viz.capture_policy_figure(
+        results.load_capture_policy()
+    ),
 }
 NOT_FROM_A_RECORDING = {"mask_figure", "bucket_figure", "bucket_tradeoff_figure",
                         "buckets_figure", "static_cache_figure", "slots_figure",

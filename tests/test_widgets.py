@@ -90,3 +90,18 @@ def test_pages_explorer_follows_the_host_moves(capsys):
     control(w, "steps").value = 16  # the sliders' ends: a row at max_len, never past it
     assert w.result["lens"][1] == 32 and len(w.result["tables"][1]) == 4
     assert "free list" in capsys.readouterr().out
+
+
+def test_engine_explorer_offers_the_recorded_runs_only(capsys):
+    from tinyllm.lab.results import load_engine
+
+    rec = load_engine()
+    detail = rec["engine_paged"]["detail"]
+    w = widgets.engine_explorer(rec)
+    assert sorted(control(w, "n_slots").options) == sorted(detail)
+    assert list(control(w, "variant").options)[0] == "slots"
+    assert w.result["tok_s"] == detail["8"]["slots"]["tok_s"]
+    control(w, "variant").value = "paged_overlap"
+    control(w, "n_slots").value = "32"
+    assert w.result["gpu_busy_share"] == detail["32"]["paged_overlap"]["gpu_busy_share"]
+    assert "paged_overlap, 32 slots" in capsys.readouterr().out

@@ -16,7 +16,9 @@ from tinyllm.course.viz import (
     MIB,
     bucket_figure,
     cpu_gpu_figure,
+    engine_variants,
     mask_figure,
+    overlap_timeline_figure,
     pages_figure,
     pages_scene,
     slot_timeline_figure,
@@ -207,4 +209,29 @@ def pages_explorer(prompt_lens=(5, 9, 3), max_len: int = 32):
         ),
         compact=W.Checkbox(value=False, description="then compact", style=style),
         **lens,
+    )
+
+
+def engine_explorer(rec: dict):
+    """The recorded engine runs (results/<gpu>_engine.json, engine_paged): pick a recorded
+    n_slots and an engine variant; its tok/s, GPU busy share and host sections, and its
+    profiled window (host and GPU lanes). Only the recorded settings are offered."""
+    detail = rec["engine_paged"]["detail"]
+    sizes = sorted(detail, key=int, reverse=True)
+    variants = engine_variants(detail[sizes[0]])
+
+    def show(n_slots, variant):
+        row = detail[n_slots][variant]
+        sections = ", ".join(f"{k} {v:.0%}" for k, v in row["sections"].items())
+        print(f"{variant}, {n_slots} slots: {row['tok_s']:.0f} tok/s, GPU busy "
+              f"{row['gpu_busy_share']:.0%}; wall time: {sections}")  # fmt: skip
+        print(provenance_label(rec))
+        display(overlap_timeline_figure(rec, n_slots, [variant]))
+        return {"n_slots": n_slots, "variant": variant, **row}
+
+    style = {"description_width": "initial"}
+    return _show(
+        show,
+        n_slots=W.Dropdown(options=sizes, value=sizes[-1], description="n_slots", style=style),
+        variant=W.ToggleButtons(options=variants, description="engine", style=style),
     )

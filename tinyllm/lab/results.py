@@ -80,6 +80,20 @@ def load_engine(gpu: str = SHIPPED) -> dict | None:
     return _read(path) if path.exists() else None
 
 
+def load_seeded_share(gpu: str = SHIPPED) -> dict | None:
+    """results/<gpu>_seeded_share.json (results/probes/seeded_share.py): seeded requests
+    served alone and batched by the paged engine, the share whose tokens agree, or None."""
+    path = results_dir() / f"{gpu}_seeded_share.json"
+    return _read(path) if path.exists() else None
+
+
+def load_capture_policy(gpu: str = SHIPPED) -> dict | None:
+    """results/<gpu>_capture_policy.json (python -m tinyllm.lab.capture_policy): each preset's
+    padding on the bench's workload and its graphs captured into one pool, or None."""
+    path = results_dir() / f"{gpu}_capture_policy.json"
+    return _read(path) if path.exists() else None
+
+
 def own_results() -> dict | None:
     """The newest recording other than the shipped one (a learner's `make bench`, by the
     date in its provenance), or None."""

@@ -1,4 +1,4 @@
-"""Checkers for the notebooks' exercises, one module per notebook (nb00 ... nb08) on a
+"""Checkers for the notebooks' exercises, one module per notebook (nb00 ... nb09) on a
 shared harness.
 
 Each checker compares the learner's answer with what the package really does, on edge
@@ -42,6 +42,7 @@ from tinyllm.course.exercises.nb08 import (
     check_paged_write,
     check_replay_loop,
 )
+from tinyllm.course.exercises.nb09 import check_hand_out, check_noise_key, check_step_sampling
 
 __all__ = [
     "check_token_count",
@@ -71,4 +72,7 @@ __all__ = [
     "check_blocks_for",
     "check_paged_write",
     "check_replay_loop",
+    "check_step_sampling",
+    "check_hand_out",
+    "check_noise_key",
 ]

@@ -18,7 +18,9 @@ and shapes.bucket_tradeoff), so a picture of a mask is the mask the decoder uses
   costs (03);
 - mechanism: pictures of the mechanism (a step's launches, the static cache, buckets, the
   pool, the slots), drawn from what scenes computes with the book's own objects;
-- pages: the paged cache's block table and pool, and the paged section's recordings (08).
+- pages: the paged cache's block table and pool, and the paged section's recordings (08);
+- engine: where a graphed engine's time goes, its recorded host and GPU lanes, the capture
+  presets, and the live counts beside them (09).
 
 A figure drawn from a recording carries its provenance label as a footnote
 (style.label_source); data without a provenance block gets none.
@@ -34,6 +36,19 @@ from tinyllm.course.viz.costs import (
     sweep_wins,
     window_costs,
     window_times_figure,
+)
+from tinyllm.course.viz.engine import (
+    SECTION_COLORS,
+    busy_us,
+    capture_policy_figure,
+    count_ops,
+    engine_variants,
+    overlap_timeline_figure,
+    prefill_forwards,
+    preset_table,
+    recorded_groups,
+    sections_figure,
+    timeline_window,
 )
 from tinyllm.course.viz.mechanism import (
     buckets_figure,
@@ -90,4 +105,7 @@ __all__ = [
     "pool_figure", "sig3", "slot_segments", "slot_timeline_figure", "slots_figure",
     "static_cache_figure", "static_cache_step", "step_time_figure", "timeline_figure",
     "attention_figure", "pages_figure", "pages_scene", "paged_sweep_figure",
+    "SECTION_COLORS", "busy_us", "capture_policy_figure", "count_ops", "engine_variants",
+    "overlap_timeline_figure", "prefill_forwards", "preset_table", "recorded_groups",
+    "sections_figure", "timeline_window",
 ]  # fmt: skip

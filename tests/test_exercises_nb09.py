@@ -1,0 +1,180 @@
+"""tinyllm.course.exercises.nb09: the checkers of notebook 09's exercises (the step's sampling
+on the device, a late-read move's ids handed to their requests, the noise key).
+
+A checker accepts the right answer and answers every wrong one with one [HINT] line:
+never a traceback, never a false [OK]. Junk, stubs, crashes and hangs: tests/test_exercises.py.
+"""
+
+import pytest
+import torch
+from conftest import assert_hint, assert_ok
+
+from tinyllm.course.exercises import check_hand_out, check_noise_key, check_step_sampling, nb09
+from tinyllm.engine import Engine
+from tinyllm.generation import sample, uniform_noise
+
+# --- exercise 1: the step's sampling, on the device -------------------------------------------
+
+
+def my_step_sampling(logits, temperature, seed, position):
+    u = uniform_noise(seed, position, logits.shape[-1])
+    t = torch.where(temperature > 0, temperature, 1.0)[:, None]
+    scores = logits / t - torch.log(-torch.log(u))
+    return torch.where(temperature > 0, scores.argmax(-1), logits.argmax(-1))
+
+
+def sampling_with_an_if(logits, temperature, seed, position):
+    out = []
+    for b in range(len(logits)):
+        if temperature[b] > 0:  # a Python if on a tensor: bool() reads it on the host
+            out.append(my_step_sampling(logits[b : b + 1], temperature[b : b + 1],
+                                        seed[b : b + 1], position[b : b + 1]))  # fmt: skip
+        else:
+            out.append(logits[b : b + 1].argmax(-1))
+    return torch.cat(out)
+
+
+def sampling_with_item(logits, temperature, seed, position):
+    t = temperature.max().item()  # the host reads a value
+    return my_step_sampling(logits, temperature, seed, position) if t > 0 else logits.argmax(-1)
+
+
+def sampling_with_tolist(logits, temperature, seed, position):
+    greedy = [t == 0 for t in temperature.tolist()]
+    out = my_step_sampling(logits, temperature, seed, position)
+    return torch.where(torch.tensor(greedy), logits.argmax(-1), out)
+
+
+def test_the_reference_is_the_engines_sampler():
+    logits, temperature, seed, position = nb09._sampling_case(0)
+    want = sample(logits, temperature, torch.zeros_like(seed), seed, position)
+    assert torch.equal(my_step_sampling(logits, temperature, seed, position), want)
+    assert not torch.equal(want, logits.argmax(-1))  # the sampled rows are not all greedy
+
+
+def test_step_sampling_right(capsys):
+    assert_ok(check_step_sampling, my_step_sampling, capsys)
+    assert_ok(check_step_sampling, lambda *a: my_step_sampling(*a).int(), capsys)
+
+
+@pytest.mark.parametrize(
+    "answer, needles",
+    [
+        (sampling_with_an_if, ("captured on case 2", "a Python `if` on a tensor")),
+        (sampling_with_item, ("captured on case 2", ".item()")),
+        (sampling_with_tolist, ("captured on case 2", "torch.where")),
+        (lambda x, t, s, p: x.argmax(-1), ("row 1 (temperature 0.7)", "Gumbel")),
+        (
+            lambda x, t, s, p: (x / t[:, None].clamp(min=1e-3) + torch.rand(x.shape)).argmax(-1),
+            ("uniform_noise(seed, position, V)",),
+        ),
+        (lambda x, t, s, p: my_step_sampling(x, t, s, p).float(), ("float32 ids",)),
+        (lambda x, t, s, p: my_step_sampling(x, t, s, p)[:2], ("shape (2,)",)),
+        (lambda x, t, s, p: my_step_sampling(x, t, s, p).tolist(), ("a list",)),
+    ],
+    ids=["if", "item", "tolist", "greedy only", "torch.rand", "float", "shape", "list"],
+)
+def test_step_sampling_wrong(answer, needles, capsys):
+    assert_hint(check_step_sampling, answer, capsys, *needles)
+
+
+# --- exercise 2: the late-read ids handed to their requests -------------------------------------
+
+
+def my_hand_out(reqs, ids, eos_id, drop=True, eos_seen=True, early=False, finished=True):
+    out = []
+    for req, tok in zip(reqs, ids):
+        if req is None:
+            continue
+        done = len(req.out) == req.max_new_tokens or (
+            eos_seen and bool(req.out) and req.out[-1] == eos_id
+        )
+        if early:  # a request one token short taken for finished: a real token dropped
+            done = len(req.out) + 1 >= req.max_new_tokens
+        if done and drop:
+            continue
+        req.out.append(tok)
+        if finished and (tok == eos_id or len(req.out) == req.max_new_tokens):
+            out.append(req.rid)
+    return out
+
+
+def test_the_engine_drops_one_extra_token_per_request(toy_model):
+    """The schedule the checker's rule follows: a request's first id comes from its
+    admission, and it runs one decode step per token after it plus one more, whose token
+    is dropped: the engine's rows over all steps equal the tokens it returns."""
+    engine = Engine(toy_model, 3, max_len=64, kv="paged", use_graph=False, eos_id=5)
+    g = torch.Generator().manual_seed(0)
+    news = (3, 6, 2, 5, 4)
+    rids = [engine.submit(torch.randint(0, 200, (4,), generator=g).tolist(), n) for n in news]
+    done = engine.run()
+    steps = sum(s["n_active"] for s in engine.stats)
+    produced = sum(len(v) for v in done.values())
+    assert steps == produced  # each request: its first id at admission, one extra step
+    assert all(len(done[r]) <= n for r, n in zip(rids, news))
+
+
+def test_hand_out_right(capsys):
+    assert_ok(check_hand_out, my_hand_out, capsys)
+    assert_ok(check_hand_out, lambda *a: tuple(my_hand_out(*a)), capsys)
+
+
+@pytest.mark.parametrize(
+    "changed, needles",
+    [
+        ({"drop": False}, ("finished at max_new_tokens 4", "extra token must be dropped")),
+        ({"eos_seen": False}, ("emitted EOS (3) in the move before", "extra token")),
+        ({"early": True}, ("reaches max_new_tokens now", "keep it")),
+        ({"finished": False}, ("finished rids []", "expected [0, 1]")),
+    ],
+    ids=["extra token kept", "EOS of the move before missed", "real token dropped",
+         "no finished rids"],
+)  # fmt: skip
+def test_hand_out_wrong(changed, needles, capsys):
+    assert_hint(check_hand_out, lambda *a: my_hand_out(*a, **changed), capsys, *needles)
+
+
+def test_hand_out_that_crashes_on_a_pad_row_gets_a_hint(capsys):
+    def no_pad_rows(reqs, ids, eos_id):
+        for req, tok in zip(reqs, ids):
+            req.out.append(tok)
+        return []
+
+    assert_hint(check_hand_out, no_pad_rows, capsys, "raised AttributeError")
+
+
+def test_hand_out_returning_junk_rids_gets_a_hint(capsys):
+    assert_hint(check_hand_out, lambda *a: (my_hand_out(*a), "x")[1], capsys, "list of ints")
+
+
+# --- exercise 3: the noise key ----------------------------------------------------------------
+
+
+def my_noise_key(seed, position, row, vocab_size):
+    return uniform_noise(seed, position, vocab_size)
+
+
+def test_noise_key_right(capsys):
+    assert_ok(check_noise_key, my_noise_key, capsys)
+
+
+@pytest.mark.parametrize(
+    "answer, needles",
+    [
+        (lambda s, p, r, v: uniform_noise(s + r, p, v), ("alone in row 0 and batched in row 2",)),
+        (lambda s, p, r, v: uniform_noise(s, p + r, v), ("row 2",)),
+        (lambda s, p, r, v: torch.rand(len(s), v), ("torch.rand",)),
+        (lambda s, p, r, v: uniform_noise(s, torch.zeros_like(p), v), ("positions 5 and 6",)),
+        (lambda s, p, r, v: uniform_noise(torch.zeros_like(s), p, v), ("depend on the seed",)),
+        (lambda s, p, r, v: torch.stack([
+            torch.rand(v, generator=torch.Generator().manual_seed(int(a) * 1000 + int(b)))
+            for a, b in zip(s, p)]), ("captured on 4 requests", "no .item()")),
+        (lambda s, p, r, v: uniform_noise(s, p, v)[:, :4], ("shape (4, 4)",)),
+        (lambda s, p, r, v: uniform_noise(s, p, v) * 2, ("outside (0, 1)",)),
+        (lambda s, p, r, v: (uniform_noise(s, p, v) * 1e6).long(), ("torch.int64",)),
+    ],
+    ids=["seed + row", "position + row", "torch.rand", "no position", "no seed",
+         "a generator per row on the host", "shape", "range", "ints"],
+)  # fmt: skip
+def test_noise_key_wrong(answer, needles, capsys):
+    assert_hint(check_noise_key, answer, capsys, *needles)

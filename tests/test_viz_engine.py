@@ -1,0 +1,86 @@
+"""viz.engine: the engine's figures draw the recording's sections, lanes and presets, titled
+with what the data says; the live counts count what the engine does."""
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+
+from tinyllm import Engine  # noqa: E402
+from tinyllm.course import viz  # noqa: E402
+from tinyllm.lab import results  # noqa: E402
+from tinyllm.lab.engine_time import ENGINES, SECTIONS  # noqa: E402
+
+
+@pytest.fixture
+def rec():
+    return results.load_engine()
+
+
+def test_variants_follow_the_engines_order_and_keep_a_new_one(rec):
+    detail = rec["engine_paged"]["detail"]["32"]
+    assert viz.engine_variants(detail) == [k for k in ENGINES if k in detail]
+    more = dict(detail, paged_new=dict(detail["paged"]))
+    assert viz.engine_variants(more)[-1] == "paged_new"
+
+
+def test_sections_figure_stacks_each_recorded_share(rec):
+    groups = viz.recorded_groups(rec)
+    assert list(groups) == ["32 slots", "8 slots"]
+    fig = viz.sections_figure(groups, rec)
+    assert isinstance(fig, Figure)
+    for ax, rows in zip(fig.axes, groups.values()):
+        heights = [p.get_height() for p in ax.patches]
+        want = [100 * max(0.0, rows[v]["sections"][s]) for v in rows for s in SECTIONS]
+        assert heights == pytest.approx(want)
+    busy = [r["gpu_busy_share"] for rows in groups.values() for r in rows.values()]
+    assert f"busy {min(busy):.0%} to {max(busy):.0%}" in fig.get_suptitle()
+    assert viz.footnote_text(fig).splitlines()[0] == results.provenance_label(rec)
+    fig.canvas.draw()
+
+
+def test_sections_figure_of_a_live_run_has_no_gpu_claim():
+    rows = {"slots": {"tok_s": 10.0, "sections": dict.fromkeys(SECTIONS, 0.25)}}
+    fig = viz.sections_figure({"this CPU": rows})
+    assert "GPU" not in fig.get_suptitle() and viz.footnote_text(fig) == ""
+
+
+def test_overlap_timeline_draws_the_recorded_lanes(rec):
+    fig = viz.overlap_timeline_figure(rec, "8")
+    detail = rec["engine_paged"]["detail"]["8"]
+    for ax, name in zip(fig.axes, ["paged", "paged_overlap"]):
+        tl = detail[name]["timeline"]
+        gpu = [c for c in ax.collections if c.get_facecolor()[0][1] > 0.5]  # the green lane
+        assert len(ax.collections) == 4  # three host lanes and the GPU's
+        assert gpu
+        share = viz.busy_us(tl["gpu"]) / tl["window_us"]
+        assert f"{name} {share:.0%}" in fig.get_suptitle()
+
+
+def test_capture_policy_figure_names_the_least_padding():
+    cp = results.load_capture_policy()
+    table = viz.preset_table(cp)
+    assert [r["preset"] for r in table] == list(cp["padding"]["presets"])
+    fig = viz.capture_policy_figure(cp)
+    best = min(table, key=lambda r: r["waste_share"])
+    assert f"{best['preset']} pads least ({best['waste_share']:.1%})" in fig.get_suptitle()
+    heights = [p.get_height() for p in fig.axes[0].patches]
+    assert heights == pytest.approx([100 * r["waste_share"] for r in table])
+
+
+def test_prefill_forwards_counts_one_per_request_alone_fewer_in_batches(toy_model):
+    prompts, news = [[1, 2, 3]] * 5, [2] * 5
+    alone = viz.prefill_forwards(Engine(toy_model, 4, max_len=32, use_graph=False), prompts, news)
+    assert alone["forwards"] == 5
+    paged = Engine(toy_model, 4, max_len=32, use_graph=False, kv="paged")
+    batched = viz.prefill_forwards(paged, prompts, news)
+    assert batched["forwards"] == batched["admissions"] == 2  # 4 admitted together, then 1
+
+
+def test_count_ops_does_not_grow_with_rows(toy_model):
+    one = viz.count_ops(lambda: toy_model(torch.zeros(1, 4, dtype=torch.long)))
+    four = viz.count_ops(lambda: toy_model(torch.zeros(4, 4, dtype=torch.long)))
+    assert one == four > 10

@@ -1,0 +1,341 @@
+"""Checkers of notebook 09 · the engine around the graph."""
+
+import torch
+
+from tinyllm.course.exercises.harness import (
+    CALL_SECONDS,
+    FAILED,
+    TooSlow,
+    Verdict,
+    as_int,
+    call,
+    checker,
+    hint,
+    items,
+    ok,
+    shown_type,
+    time_limit,
+)
+from tinyllm.engine import Request
+from tinyllm.generation import sample
+from tinyllm.lab import simgraph
+
+CAPTURE_SECONDS = 30.0  # a learner's function under the simulator's capture
+V = 64  # the vocabulary of the checkers' logits
+
+
+def _warm_simulator() -> None:
+    """One capture of nothing much, so that what the simulator loads on first use is loaded
+    before a learner's function is timed."""
+    x, y = torch.zeros(2), torch.ones(2)
+    with simgraph.graph(simgraph.CUDAGraph()):
+        x.add_(y)
+
+
+def _captured(fn, args, shown_as: str, what: str):
+    """Capture fn(*args) under the simulator: (graph, output), or FAILED after a hint."""
+    _warm_simulator()
+    graph = simgraph.CUDAGraph()
+    try:
+        with time_limit(
+            CAPTURE_SECONDS, f"your function did not finish within {CAPTURE_SECONDS:g} s"
+        ):
+            with simgraph.graph(graph):
+                out = fn(*args)
+    except TooSlow as e:
+        hint(f"under capture, {shown_as}: {e}")
+        return FAILED
+    except NotImplementedError:
+        hint("not solved yet: replace `raise NotImplementedError` with your code")
+        return FAILED
+    except Exception as e:
+        why = str(e).split("\n")[0].split(". ")[0][:160]
+        hint(f"captured on {shown_as}, your function failed ({type(e).__name__}: {why}): {what}")
+        return FAILED
+    return graph, out
+
+
+# --- exercise 1: the step's sampling, on the device -----------------------------------------
+
+HOST_READ = (
+    "it reads a tensor's value on the host (.item(), int(t), .tolist(), or a Python `if` on a "
+    "tensor), which waits for the GPU and cannot be captured: pick greedy or sampled rows "
+    "with torch.where, on the device"
+)
+
+
+def _sampling_case(seed=0, B=4):
+    g = torch.Generator().manual_seed(seed)
+    logits = torch.randn(B, V, generator=g) * 2
+    temperature = torch.tensor([0.0, 0.7, 1.0, 1.5][:B])
+    seeds = torch.randint(0, 2**40, (B,), generator=g)
+    position = torch.randint(5, 200, (B,), generator=g)
+    return logits, temperature, seeds, position
+
+
+def _reference_sample(logits, temperature, seed, position):
+    return sample(logits, temperature, torch.zeros_like(seed), seed, position)
+
+
+def _ids_problem(got, want, shown_as) -> str | None:
+    if not isinstance(got, torch.Tensor):
+        return (
+            f"on {shown_as} your function returned {shown_type(got)}: return a tensor of ids (B,)"
+        )
+    if got.shape != want.shape:
+        return (
+            f"on {shown_as} your function returned shape {tuple(got.shape)}, expected "
+            f"{tuple(want.shape)}: one id per row"
+        )
+    if got.dtype.is_floating_point or got.dtype == torch.bool:
+        return f"on {shown_as} your function returned {got.dtype} ids: return integer ids"
+    if torch.equal(got.long(), want):
+        return None
+    r = int((got.long() != want).nonzero()[0])
+    if r == 0:
+        return (
+            f"on {shown_as} row 0 (temperature 0) got id {int(got[r])}, expected "
+            f"{int(want[r])}: a row at temperature 0 takes the argmax of its logits"
+        )
+    return (
+        f"on {shown_as} row {r} (temperature {float(_sampling_case()[1][r]):g}) got id "
+        f"{int(got[r])}, expected {int(want[r])}: a sampled row takes the argmax of "
+        f"logits / temperature + Gumbel noise, the noise -log(-log(u)) of "
+        f"u = uniform_noise(seed, position, V)"
+    )
+
+
+@checker
+def check_step_sampling(fn) -> Verdict:
+    """fn(logits (B, V), temperature (B,), seed (B,), position (B,)) → ids (B,): greedy rows
+    (temperature 0) take the argmax, the others Gumbel-max with uniform_noise(seed,
+    position), as generation.sample does (top_k aside). Run eagerly, then captured under the
+    CPU graph simulator and replayed on new values: no host read may be in it."""
+    for seed in (0, 1):
+        case = _sampling_case(seed)
+        shown_as = f"case {seed} (temperatures [0, 0.7, 1, 1.5])"
+        got = call(fn, tuple(t.clone() for t in case), shown_as, seconds=CALL_SECONDS)
+        if got is FAILED:
+            return False
+        problem = _ids_problem(got, _reference_sample(*case), shown_as)
+        if problem:
+            return hint(problem)
+    static = [t.clone() for t in _sampling_case(2)]
+    done = _captured(fn, static, "case 2", HOST_READ)
+    if done is FAILED:
+        return False
+    graph, out = done
+    if not isinstance(out, torch.Tensor):
+        return hint(
+            f"under capture your function returned {shown_type(out)}: return the ids tensor"
+        )
+    for seed in (3, 4):
+        new = _sampling_case(seed)
+        for buf, value in zip(static, new):
+            buf.copy_(value)
+        graph.replay()
+        want = _reference_sample(*new)
+        if out.shape != want.shape or not torch.equal(out.long(), want):
+            return hint(
+                "captured on case 2 and replayed on new logits, temperatures, seeds and "
+                "positions, the ids are those of the values it was captured with: the graph "
+                "replays what was read on the host. Compute every row's choice with tensor "
+                "ops from the buffers"
+            )
+    return ok("greedy and sampled rows chosen on the device: the step captures and replays")
+
+
+# --- exercise 2: handing one late-read move's ids to their requests ---------------------------
+
+EOS = 3
+
+
+def _requests():
+    """Rows of one move, read a step late: each case's (reqs, ids) and what it tests."""
+
+    def req(rid, out, max_new):
+        return Request(rid, [1, 2], max_new, out=list(out))
+
+    return [
+        ([req(0, [7], 4), req(1, [8, 9], 4), None], [5, 6, 11],
+         "two running requests and a pad row"),
+        ([req(0, [7, 8, 9], 4), req(1, [8], 4)], [5, EOS],
+         "request 0 reaches max_new_tokens now, request 1 emits EOS now"),
+        ([req(0, [7, 8, 9, 10], 4), req(1, [8], 4)], [5, 6],
+         "request 0 finished at max_new_tokens 4 in the move before"),
+        ([req(0, [7, EOS], 9), req(1, [8], 4)], [5, 6],
+         "request 0 emitted EOS (3) in the move before"),
+        ([req(0, [], 2), None, req(1, [4], 2)], [9, 9, 9], "a request's first token"),
+    ]  # fmt: skip
+
+
+def _reference_hand_out(reqs, ids, eos_id):
+    finished = []
+    for req, tok in zip(reqs, ids):
+        if req is None:
+            continue
+        done = len(req.out) == req.max_new_tokens or (bool(req.out) and req.out[-1] == eos_id)
+        if done:  # its end was seen one step late: this token is the extra one, dropped
+            continue
+        req.out.append(tok)
+        if tok == eos_id or len(req.out) == req.max_new_tokens:
+            finished.append(req.rid)
+    return finished
+
+
+@checker
+def check_hand_out(fn) -> Verdict:
+    """fn(reqs, ids, eos_id) appends each row's id (ids[i], an int) to reqs[i].out (an
+    engine Request; None: a padded row) unless that request had finished already (its end
+    seen one step late: the extra token is dropped), and returns the rids of the requests
+    that finish with this move, as Engine.step_ahead's reading does."""
+    for reqs, ids, shown_as in _requests():
+        ref = [None if r is None else Request(r.rid, r.prompt, r.max_new_tokens, out=list(r.out))
+               for r in reqs]  # fmt: skip
+        want_finished = _reference_hand_out(ref, ids, EOS)
+        before = [None if r is None else list(r.out) for r in reqs]
+        got = call(fn, (reqs, list(ids), EOS), shown_as, none_ok=True, seconds=CALL_SECONDS)
+        if got is FAILED:
+            return False
+        for r, w, b in zip(reqs, ref, before):
+            if r is None:
+                continue
+            try:
+                same = isinstance(r.out, list) and r.out == w.out
+            except Exception:  # what was appended cannot even be compared
+                same = False
+            if not same:
+                got_out = shown_type(r.out) if not isinstance(r.out, list) else r.out
+                if isinstance(r.out, list) and len(r.out) > len(w.out):
+                    why = (
+                        f"request {r.rid} had finished in the move before (its end is seen "
+                        f"one step late), so its row ran once more: that extra token must be "
+                        f"dropped"
+                    )
+                elif isinstance(r.out, list) and len(r.out) < len(w.out):
+                    why = f"request {r.rid} was still running: its token is a real one, keep it"
+                else:
+                    why = "append ids[i] to reqs[i].out, as an int"
+                return hint(
+                    f"on {shown_as}: request {r.rid}'s out went from {b} to {got_out}, "
+                    f"expected {w.out}: {why}"
+                )
+        rids = items(got, (tuple, list, set, frozenset))
+        if rids is None or any(as_int(x) is None for x in rids):
+            return hint(
+                f"on {shown_as} your function returned {shown_type(got)}: return the rids of "
+                f"the requests that finish with this move, as a list of ints"
+            )
+        rids = sorted(as_int(x) for x in rids)
+        if rids != sorted(want_finished):
+            return hint(
+                f"on {shown_as} your function returned finished rids {rids}, expected "
+                f"{sorted(want_finished)}: a request finishes when the id just appended is "
+                f"eos_id or its out reaches max_new_tokens (and one that had finished "
+                f"before is not finished again)"
+            )
+    return ok(
+        "each late-read id goes to its request, and a finished request's extra token is dropped"
+    )
+
+
+# --- exercise 3: the noise key, independent of the row ------------------------------------------
+
+NOISE_V = 16
+
+
+def _noise_problem(u, B) -> str | None:
+    if not isinstance(u, torch.Tensor):
+        return f"returned {shown_type(u)}: return a float tensor (B, vocab_size)"
+    if tuple(u.shape) != (B, NOISE_V):
+        return (
+            f"returned shape {tuple(u.shape)}, expected {(B, NOISE_V)}: one row of uniforms "
+            f"per request"
+        )
+    if not u.dtype.is_floating_point:
+        return f"returned a {u.dtype} tensor: return uniforms in (0, 1), floats"
+    if not bool(((u > 0) & (u < 1)).all()):
+        return (
+            "returned values outside (0, 1): uniforms in the open interval, never 0 or 1 "
+            "(log(u) must be finite)"
+        )
+    return None
+
+
+@checker
+def check_noise_key(fn) -> Verdict:
+    """fn(seed (B,), position (B,), row (B,), vocab_size) → uniforms (B, vocab_size) in
+    (0, 1): a request's noise for the token at `position`. It must depend on the request's
+    seed and position alone, so that a request draws the same noise alone (row 0) or batched
+    (any row), and be made of device ops (captured under the CPU graph simulator)."""
+    seed = torch.tensor([11, 22, 33, 44])
+    position = torch.tensor([5, 9, 5, 17])
+    row = torch.arange(4)
+    shown_as = "4 requests in rows 0-3"
+    batched = call(fn, (seed.clone(), position.clone(), row.clone(), NOISE_V), shown_as,
+                   seconds=CALL_SECONDS)  # fmt: skip
+    if batched is FAILED:
+        return False
+    problem = _noise_problem(batched, 4)
+    if problem:
+        return hint(f"on {shown_as} your function {problem}")
+    for r in (2, 3):
+        shown_r = f"request {r} alone (row 0)"
+        alone = call(fn, (seed[r : r + 1].clone(), position[r : r + 1].clone(),
+                          torch.zeros(1, dtype=torch.long), NOISE_V), shown_r,
+                     seconds=CALL_SECONDS)  # fmt: skip
+        if alone is FAILED:
+            return False
+        problem = _noise_problem(alone, 1)
+        if problem:
+            return hint(f"on {shown_r} your function {problem}")
+        if not torch.equal(alone[0], batched[r]):
+            return hint(
+                f"request {r} (seed {int(seed[r])}, position {int(position[r])}) drew "
+                f"different noise alone in row 0 and batched in row {r}: the key must not "
+                f"depend on the row, nor on a generator shared by the batch (torch.rand): "
+                f"hash (seed, position, vocab id), as uniform_noise does"
+            )
+    again = call(fn, (seed.clone(), position.clone(), row.clone(), NOISE_V), shown_as,
+                 seconds=CALL_SECONDS)  # fmt: skip
+    if again is FAILED:
+        return False
+    if _noise_problem(again, 4) or not torch.equal(again, batched):
+        return hint(
+            "called twice with the same seeds and positions your function drew different "
+            "noise: a shared generator (torch.rand, a torch.Generator) moves on with each "
+            "draw. Key the noise by (seed, position) only"
+        )
+    if torch.equal(batched[0], batched[2]):
+        return hint(
+            "requests 0 and 2 (seeds 11 and 33, both at position 5) drew the same noise: "
+            "the key must depend on the seed"
+        )
+    moved = call(fn, (seed.clone(), position + 1, row.clone(), NOISE_V), "the next positions",
+                 seconds=CALL_SECONDS)  # fmt: skip
+    if moved is FAILED:
+        return False
+    if _noise_problem(moved, 4) or torch.equal(moved[0], batched[0]):
+        return hint(
+            "request 0 drew the same noise at positions 5 and 6: the key must depend on the "
+            "position, or every token of a request reuses one draw"
+        )
+    static = [seed.clone(), position.clone(), row.clone()]
+    done = _captured(fn, (*static, NOISE_V), shown_as,
+                     "the noise is drawn inside the decode step's graph: hash the seed and "
+                     "position with tensor ops (no .item(), int() or .tolist())")  # fmt: skip
+    if done is FAILED:
+        return False
+    graph, out = done
+    static[1].copy_(position + 7)
+    graph.replay()
+    ref_again = call(fn, (seed.clone(), position + 7, row.clone(), NOISE_V), shown_as,
+                     seconds=CALL_SECONDS)  # fmt: skip
+    if ref_again is FAILED:
+        return False
+    if not isinstance(out, torch.Tensor) or not torch.equal(out, ref_again):
+        return hint(
+            "captured at positions [5, 9, 5, 17] and replayed at new positions, the noise is "
+            "the captured one: compute the key from the position tensor on the device"
+        )
+    return ok("the noise is keyed by (seed, position) alone: the same draw alone or batched")

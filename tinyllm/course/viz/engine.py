@@ -1,0 +1,184 @@
+"""Where a graphed engine's time goes (notebook 09): the host's sections of a run, the host
+and GPU lanes of a recorded window, the capture presets' padding and graphs; and the live
+counts the notebook shows beside them (prefill forwards, the ops of one forward).
+
+The recordings are results/h200_engine.json (its "engine_paged" block, written by the bench
+through tinyllm.lab.engine_time) and results/h200_capture_policy.json; every number a
+title states is computed from the data drawn. The engine variants are taken in
+engine_time.ENGINES order, then any other variant a recording holds, so a recording with one
+more variant draws it without a change here.
+"""
+
+from matplotlib.patches import Patch
+
+from tinyllm.course.viz.style import MIB, label_source, new_figure, sig3
+from tinyllm.lab.engine_time import ENGINES, SECTIONS
+
+SECTION_COLORS = {
+    "admission": "#E69F00",  # orange
+    "launch": "#0072B2",  # blue
+    "read ids": "#D55E00",  # vermillion
+    "other host": "#999999",  # grey
+    "gpu": "#009E73",  # bluish green: the GPU busy
+}
+HOST_LANES = ("admission", "launch", "read ids")
+
+
+def engine_variants(detail: dict) -> list[str]:
+    """The engine variants recorded in one n_slots block of engine_paged.detail (or any
+    {name: row} dict whose rows have "sections"), in ENGINES order, then the others."""
+    rows = [k for k, v in detail.items() if isinstance(v, dict) and "sections" in v]
+    return [k for k in ENGINES if k in rows] + [k for k in rows if k not in ENGINES]
+
+
+def recorded_groups(rec: dict) -> dict[str, dict[str, dict]]:
+    """engine_paged.detail of a recording as {"<n> slots": {variant: row}}, most slots first."""
+    detail = rec["engine_paged"]["detail"]
+    order = sorted(detail, key=lambda k: -int(k))
+    return {f"{k} slots": {v: detail[k][v] for v in engine_variants(detail[k])} for k in order}
+
+
+def sections_figure(groups: dict[str, dict[str, dict]], recording: dict | None = None,
+                    title: str | None = None):  # fmt: skip
+    """One panel per group ({label: {variant: row}}), one stacked bar per variant: each of
+    SECTIONS' share of the run's wall time (row["sections"]); above it the row's tok/s and,
+    when recorded, the GPU busy share. The title says what the data shows, unless given."""
+    fig, axes = new_figure(1, len(groups), figsize=(4.2 * len(groups) + 0.6, 3.8), squeeze=False)
+    busy = []
+    for ax, (label, rows) in zip(axes[0], groups.items()):
+        names = engine_variants(rows)
+        for i, name in enumerate(names):
+            row, bottom = rows[name], 0.0
+            for s in SECTIONS:
+                share = max(0.0, row["sections"].get(s, 0.0))
+                ax.bar(i, 100 * share, bottom=100 * bottom, color=SECTION_COLORS[s], width=0.6)
+                bottom += share
+            text = f"{sig3(row['tok_s'])} tok/s" if "tok_s" in row else ""
+            if "gpu_busy_share" in row:
+                busy.append(row["gpu_busy_share"])
+                text += f"\nGPU busy {row['gpu_busy_share']:.0%}"
+            ax.text(i, 100 * bottom + 2, text, ha="center", va="bottom", fontsize=7)
+        ax.set_xticks(range(len(names)), [n.replace("_", "\n") for n in names], fontsize=8)
+        ax.set(ylim=(0, 145), ylabel="share of the run's wall time (%)", xlabel=label)
+    handles = [Patch(color=SECTION_COLORS[s], label=s) for s in SECTIONS]
+    axes[0][-1].legend(handles=handles, fontsize=7, loc="upper center", ncols=4)
+    if title is None:
+        title = "The host's sections fill the wall time"
+        if busy:
+            title += f"; the GPU is busy {min(busy):.0%} to {max(busy):.0%} of it"
+    fig.suptitle(title, fontsize=10)
+    return label_source(fig, recording)
+
+
+def timeline_window(rec: dict, n_slots: str, variant: str) -> dict:
+    """The recorded window of one variant: {"window_us", "host": {lane: spans}, "gpu": spans}."""
+    return rec["engine_paged"]["detail"][str(n_slots)][variant]["timeline"]
+
+
+def busy_us(spans) -> float:
+    """Total length of (start, end) spans that do not overlap (a recorded lane)."""
+    return sum(b - a for a, b in spans)
+
+
+def overlap_timeline_figure(rec: dict, n_slots: str = "8", variants=None):
+    """The recorded window of each variant (default: every paged one) as two lanes, the
+    host's sections above and the GPU's busy intervals below, µs from the window's start.
+    The title gives each variant's GPU busy share inside the window drawn."""
+    detail = rec["engine_paged"]["detail"][str(n_slots)]
+    variants = variants or [v for v in engine_variants(detail) if v != "slots"]
+    fig, axes = new_figure(len(variants), 1, figsize=(8, 1.5 + 1.1 * len(variants)),
+                           squeeze=False, sharex=True)  # fmt: skip
+    shares = []
+    for ax, name in zip(axes[:, 0], variants):
+        tl = detail[name]["timeline"]
+        for lane in HOST_LANES:
+            spans = [(a, b - a) for a, b in tl["host"].get(lane, [])]
+            ax.broken_barh(spans, (1.1, 0.8), color=SECTION_COLORS[lane])
+        ax.broken_barh([(a, b - a) for a, b in tl["gpu"]], (0.1, 0.8), color=SECTION_COLORS["gpu"])
+        share = busy_us(tl["gpu"]) / tl["window_us"]
+        shares.append(f"{name} {share:.0%}")
+        ax.set(yticks=[0.5, 1.5], yticklabels=["GPU", "host"], xlim=(0, tl["window_us"]))
+        ax.set_ylabel(name.replace("_", "\n"), fontsize=8, rotation=0, ha="right", va="center")
+    axes[-1, 0].set_xlabel("µs from the window's start")
+    handles = [Patch(color=SECTION_COLORS[s], label=s) for s in (*HOST_LANES, "gpu")]
+    axes[0, 0].legend(handles=handles, fontsize=7, ncols=4, loc="lower right",
+                      bbox_to_anchor=(1, 1.02))  # fmt: skip
+    fig.suptitle(f"{n_slots} slots, one window: GPU busy {', '.join(shares)}", fontsize=10)
+    return label_source(fig, rec, "window from the middle of a profiled run of the workload")
+
+
+def preset_table(cp: dict) -> list[dict]:
+    """results/h200_capture_policy.json per preset: graphs, padded share of the rows the
+    graphs computed, capture seconds (largest first) and the shared pool in MiB."""
+    out = []
+    for name, pad in cp["padding"]["presets"].items():
+        m = cp["measured"]["presets"].get(name, {})
+        pool, linear = m.get("shared_pool_bytes"), m.get("linear_estimate_bytes")
+        out.append({"preset": name, "graphs": pad["graphs"], "waste_share": pad["waste_share"],
+                    "capture_s": m.get("largest_first_capture_s"),
+                    "pool_mib": None if pool is None else pool / MIB,
+                    "linear_estimate_mib": None if linear is None else linear / MIB})  # fmt: skip
+    return out
+
+
+def capture_policy_figure(cp: dict):
+    """Each preset's padding waste (left) and its graphs' capture seconds (right), from the
+    recording; the title names the preset with the least padding and the pool they share."""
+    rows = preset_table(cp)
+    fig, (left, right) = new_figure(1, 2, figsize=(9, 3.4))
+    names = [r["preset"] for r in rows]
+    left.bar(names, [100 * r["waste_share"] for r in rows], color="#999999")
+    for i, r in enumerate(rows):
+        left.text(i, 100 * r["waste_share"], f"{r['graphs']} graphs", ha="center",
+                  va="bottom", fontsize=7)  # fmt: skip
+    left.set(ylabel="padded rows (% of rows computed)")
+    right.bar(names, [r["capture_s"] or 0 for r in rows], color="#0072B2")
+    right.set(ylabel="capture, largest first (s)")
+    for ax in (left, right):
+        ax.tick_params(axis="x", labelsize=8)
+    best = min(rows, key=lambda r: r["waste_share"])
+    pools = {r["pool_mib"] for r in rows if r["pool_mib"] is not None}
+    pool = (
+        f"; every preset's graphs share one pool of {sig3(max(pools))} MiB"
+        if len(pools) == 1
+        else ""
+    )
+    n = cp["padding"]["n_slots"]
+    fig.suptitle(f"{n} slots: {best['preset']} pads least ({best['waste_share']:.1%}){pool}",
+                 fontsize=10)  # fmt: skip
+    return label_source(fig, cp)
+
+
+# --- live counts, on this machine -----------------------------------------------------------
+
+
+def prefill_forwards(engine, prompts, news) -> dict:
+    """Serve the requests on `engine` (eager decode, use_graph=False, so that every forward
+    of the model is a call) and count the model's forwards of more than one position: the
+    prefills. Returns {"forwards", "admissions", "requests"}."""
+    shapes = []
+    hook = engine.model.register_forward_pre_hook(lambda m, args: shapes.append(args[0].shape))
+    try:
+        for p, n in zip(prompts, news):
+            engine.submit(p, n)
+        engine.run()
+    finally:
+        hook.remove()
+    return {"forwards": sum(1 for s in shapes if s[1] > 1), "admissions": len(engine.admissions),
+            "requests": len(prompts)}  # fmt: skip
+
+
+def count_ops(fn) -> int:
+    """How many aten ops fn() dispatches (each one a kernel launch on a GPU, views aside)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    seen = []
+
+    class Count(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            seen.append(func)
+            return func(*args, **(kwargs or {}))
+
+    with Count():
+        fn()
+    return len(seen)
