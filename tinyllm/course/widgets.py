@@ -223,10 +223,15 @@ def engine_explorer(rec: dict):
     def show(n_slots, variant):
         row = detail[n_slots][variant]
         sections = ", ".join(f"{k} {v:.0%}" for k, v in row["sections"].items())
-        print(f"{variant}, {n_slots} slots: {row['tok_s']:.0f} tok/s, GPU busy "
-              f"{row['gpu_busy_share']:.0%}; wall time: {sections}")  # fmt: skip
+        busy = row.get("gpu_busy_share")
+        busy = f"{busy:.0%}" if busy is not None else "not profiled"
+        print(f"{variant}, {n_slots} slots: {row['tok_s']:.0f} tok/s, GPU busy {busy}; "
+              f"wall time: {sections}")  # fmt: skip
         print(provenance_label(rec))
-        display(overlap_timeline_figure(rec, n_slots, [variant]))
+        if "timeline" in row:
+            display(overlap_timeline_figure(rec, n_slots, [variant]))
+        else:
+            print("(not profiled in this recording: no host and GPU lanes to draw)")
         return {"n_slots": n_slots, "variant": variant, **row}
 
     style = {"description_width": "initial"}

@@ -81,11 +81,12 @@ def busy_us(spans) -> float:
 
 
 def overlap_timeline_figure(rec: dict, n_slots: str = "8", variants=None):
-    """The recorded window of each variant (default: every paged one) as two lanes, the
-    host's sections above and the GPU's busy intervals below, µs from the window's start.
-    The title gives each variant's GPU busy share inside the window drawn."""
+    """The recorded window of each variant (default: every profiled one, those with a
+    timeline) as two lanes, the host's sections above and the GPU's busy intervals below,
+    µs from the window's start. The title gives each variant's GPU busy share inside the
+    window drawn."""
     detail = rec["engine_paged"]["detail"][str(n_slots)]
-    variants = variants or [v for v in engine_variants(detail) if v != "slots"]
+    variants = variants or [v for v in engine_variants(detail) if "timeline" in detail[v]]
     fig, axes = new_figure(len(variants), 1, figsize=(8, 1.5 + 1.1 * len(variants)),
                            squeeze=False, sharex=True)  # fmt: skip
     shares = []
