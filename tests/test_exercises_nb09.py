@@ -5,6 +5,9 @@ A checker accepts the right answer and answers every wrong one with one [HINT] l
 never a traceback, never a false [OK]. Junk, stubs, crashes and hangs: tests/test_exercises.py.
 """
 
+import sys
+
+import numpy as np
 import pytest
 import torch
 from conftest import assert_hint, assert_ok
@@ -20,6 +23,13 @@ def my_step_sampling(logits, temperature, seed, position):
     u = uniform_noise(seed, position, logits.shape[-1])
     t = torch.where(temperature > 0, temperature, 1.0)[:, None]
     scores = logits / t - torch.log(-torch.log(u))
+    return torch.where(temperature > 0, scores.argmax(-1), logits.argmax(-1))
+
+
+def sampling_times_t(logits, temperature, seed, position):
+    u = uniform_noise(seed, position, logits.shape[-1])
+    t = torch.where(temperature > 0, temperature, 1.0)[:, None]
+    scores = logits * t - torch.log(-torch.log(u))  # times the temperature, not divided by it
     return torch.where(temperature > 0, scores.argmax(-1), logits.argmax(-1))
 
 
@@ -63,7 +73,13 @@ def test_step_sampling_right(capsys):
         (sampling_with_an_if, ("captured on case 2", "a Python `if` on a tensor")),
         (sampling_with_item, ("captured on case 2", ".item()")),
         (sampling_with_tolist, ("captured on case 2", "torch.where")),
-        (lambda x, t, s, p: x.argmax(-1), ("row 1 (temperature 0.7)", "Gumbel")),
+        (lambda x, t, s, p: x.argmax(-1), ("row 1 (temperature 0.3)", "Gumbel")),
+        (sampling_times_t, ("case 0", "temperature 3", "logits / temperature")),
+        (
+            lambda x, t, s, p: (x / t[:, None].clamp(min=1e-3) + torch.log(
+                uniform_noise(s, p, x.shape[-1]))).argmax(-1),
+            ("-log(-log(u))",),
+        ),
         (
             lambda x, t, s, p: (x / t[:, None].clamp(min=1e-3) + torch.rand(x.shape)).argmax(-1),
             ("uniform_noise(seed, position, V)",),
@@ -72,10 +88,40 @@ def test_step_sampling_right(capsys):
         (lambda x, t, s, p: my_step_sampling(x, t, s, p)[:2], ("shape (2,)",)),
         (lambda x, t, s, p: my_step_sampling(x, t, s, p).tolist(), ("a list",)),
     ],
-    ids=["if", "item", "tolist", "greedy only", "torch.rand", "float", "shape", "list"],
-)
+    ids=["if", "item", "tolist", "greedy only", "logits * t", "log(u) for Gumbel",
+         "torch.rand", "float", "shape", "list"],
+)  # fmt: skip
 def test_step_sampling_wrong(answer, needles, capsys):
-    assert_hint(check_step_sampling, answer, capsys, *needles)
+    out = assert_hint(check_step_sampling, answer, capsys, *needles)
+    if "captured" not in needles[0]:  # a formula's mistake is not blamed on a host read
+        assert "host" not in out
+
+
+def test_the_eager_cases_spread_the_temperatures_wide():
+    cases = [nb09._sampling_case(s)[1].tolist() for s in nb09.EAGER_CASES]
+    temperatures = {round(t, 6) for case in cases for t in case}
+    assert {0.0, 0.3, 1.0, 3.0} <= temperatures
+
+
+def test_a_formula_wrong_only_on_the_replay_cases_gets_the_formula_hint(monkeypatch, capsys):
+    """Right on the eager cases, wrong on a replayed one: the hint is the formula's, not a
+    host read's (the function is run eagerly on the replayed case before capture is blamed)."""
+    replayed = nb09._sampling_case(nb09.REPLAY_CASES[0])[0]
+
+    def wrong_on_a_replay_case(logits, temperature, seed, position):
+        ids = my_step_sampling(logits, temperature, seed, position)
+        on_it = (logits == replayed).all()  # a tensor, no host read: captures and replays
+        return torch.where(on_it & (temperature > 0), ids + 1, ids)
+
+    out = assert_hint(check_step_sampling, wrong_on_a_replay_case, capsys, "case 4", "Gumbel")
+    assert "host" not in out
+
+
+def test_step_sampling_that_exits_gets_a_hint(capsys):
+    def exits(*args):
+        raise SystemExit(0)
+
+    assert_hint(check_step_sampling, exits, capsys, "SystemExit")
 
 
 # --- exercise 2: the late-read ids handed to their requests -------------------------------------
@@ -124,7 +170,7 @@ def test_hand_out_right(capsys):
     [
         ({"drop": False}, ("finished at max_new_tokens 4", "extra token must be dropped")),
         ({"eos_seen": False}, ("emitted EOS (3) in the move before", "extra token")),
-        ({"early": True}, ("reaches max_new_tokens now", "keep it")),
+        ({"early": True}, ("request 0 reaches max_new_tokens now", "keep it")),
         ({"finished": False}, ("finished rids []", "expected [0, 1]")),
     ],
     ids=["extra token kept", "EOS of the move before missed", "real token dropped",
@@ -147,6 +193,36 @@ def test_hand_out_returning_junk_rids_gets_a_hint(capsys):
     assert_hint(check_hand_out, lambda *a: (my_hand_out(*a), "x")[1], capsys, "list of ints")
 
 
+def test_a_case_has_a_finishing_request_whose_rid_is_not_its_row():
+    def rows_differ(reqs, ids):
+        finished = nb09._reference_hand_out(reqs, ids, nb09.EOS)
+        rows = [i for i, r in enumerate(reqs) if r is not None and r.rid in finished]
+        return sorted(rows) != sorted(finished)
+
+    assert any(rows_differ(reqs, ids) for reqs, ids, _ in nb09._requests())
+
+
+def test_hand_out_returning_rows_for_rids_gets_a_hint(capsys):
+    def rows(reqs, ids, eos_id):
+        finished = set(my_hand_out(reqs, ids, eos_id))
+        return [i for i, r in enumerate(reqs) if r is not None and r.rid in finished]
+
+    out = assert_hint(check_hand_out, rows, capsys, "req.rid", "not its row", "expected [1]")
+    assert "eos_id" not in out
+
+
+@pytest.mark.parametrize("convert", [torch.tensor, np.array], ids=["0-d tensors", "numpy"])
+def test_hand_out_appending_anything_but_ints_gets_a_hint(convert, capsys):
+    def not_ints(reqs, ids, eos_id):
+        return my_hand_out(reqs, list(convert(ids)), eos_id)
+
+    assert_hint(check_hand_out, not_ints, capsys, "append Python ints", "ids.tolist()")
+
+
+def test_hand_out_that_exits_gets_a_hint(capsys):
+    assert_hint(check_hand_out, lambda *a: sys.exit("done"), capsys, "SystemExit")
+
+
 # --- exercise 3: the noise key ----------------------------------------------------------------
 
 
@@ -154,8 +230,30 @@ def my_noise_key(seed, position, row, vocab_size):
     return uniform_noise(seed, position, vocab_size)
 
 
+def rarely_at_an_end(seed, position, row, vocab_size):
+    """20 bits to [0, 1] both ends included: exactly 0 or 1 about once in 500,000 draws."""
+    bits = (uniform_noise(seed, position, vocab_size) * 2**23).long() >> 3
+    return bits.float() / (2**20 - 1)
+
+
 def test_noise_key_right(capsys):
     assert_ok(check_noise_key, my_noise_key, capsys)
+    assert_ok(check_noise_key, lambda s, p, r, v: uniform_noise(s, p, v).double(), capsys)
+
+
+def test_noise_key_rarely_at_an_end_passes_the_small_draws():
+    """Only the many draws show it: the check for exactly 0 or 1 needs them."""
+    g = torch.Generator().manual_seed(9)
+    s, p = torch.randint(0, 2**40, (16,), generator=g), torch.randint(0, 1000, (16,), generator=g)
+    u = rarely_at_an_end(s, p, None, nb09.WIDE_V)
+    assert bool(((u > 0) & (u < 1)).all())
+
+
+def test_noise_key_that_exits_gets_a_hint(capsys):
+    def exits(*args):
+        raise SystemExit
+
+    assert_hint(check_noise_key, exits, capsys, "SystemExit")
 
 
 @pytest.mark.parametrize(
@@ -172,9 +270,29 @@ def test_noise_key_right(capsys):
         (lambda s, p, r, v: uniform_noise(s, p, v)[:, :4], ("shape (4, 4)",)),
         (lambda s, p, r, v: uniform_noise(s, p, v) * 2, ("outside (0, 1)",)),
         (lambda s, p, r, v: (uniform_noise(s, p, v) * 1e6).long(), ("torch.int64",)),
+        (lambda s, p, r, v: uniform_noise(s, p, 1).expand(-1, v),
+         ("one value", "for every vocab id", "greedy")),
+        (lambda s, p, r, v: uniform_noise(s, p, 4).repeat(1, v)[:, :v],
+         ("only 4 distinct values",)),
+        (lambda s, p, r, v: uniform_noise(s + p, torch.zeros_like(p), v),
+         ("(seed 11, position 6) and (seed 12, position 5)", "collide")),
+        (lambda s, p, r, v: uniform_noise(s * p, torch.zeros_like(p), v),
+         ("(seed 9, position 5) and (seed 5, position 9)", "collide")),
+        (lambda s, p, r, v: uniform_noise(s ^ p, torch.zeros_like(p), v), ("collide",)),
+        (lambda s, p, r, v: uniform_noise(s, p, v).sort(-1).values, ("rise", "Don't sort")),
+        (lambda s, p, r, v: uniform_noise(s, p, v).sort(-1, descending=True).values,
+         ("fall", "Don't sort")),
+        (lambda s, p, r, v: uniform_noise(s, p, v) ** 2, ("mean", "not uniform")),
+        (lambda s, p, r, v: torch.floor(uniform_noise(s, p, v) * 1024) / 1023,
+         ("exactly 0 or 1", "log(0)")),
+        (lambda s, p, r, v: uniform_noise(s, p, v).half(), ("exactly 0 or 1",)),
+        (rarely_at_an_end, ("4096 requests, vocab_size 512", "exactly 0 or 1",
+                            "log(0)")),
     ],
     ids=["seed + row", "position + row", "torch.rand", "no position", "no seed",
-         "a generator per row on the host", "shape", "range", "ints"],
+         "a generator per row on the host", "shape", "range", "ints", "one per row",
+         "a few per row", "seed + position", "seed * position", "seed ^ position", "sorted",
+         "sorted descending", "squared", "0 and 1 often", "float16", "0 and 1 rarely"],
 )  # fmt: skip
 def test_noise_key_wrong(answer, needles, capsys):
     assert_hint(check_noise_key, answer, capsys, *needles)

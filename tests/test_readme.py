@@ -9,7 +9,13 @@ from pathlib import Path
 import pytest
 
 from tinyllm.course.readme import BEGIN, END, README, h200_section
-from tinyllm.lab.results import load_diet, load_engine, load_paged, load_results
+from tinyllm.lab.results import (
+    load_busy_events,
+    load_diet,
+    load_engine,
+    load_paged,
+    load_results,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 # a measured-looking figure: a number with a unit of time, memory, rate or speed-up, or a
@@ -25,7 +31,7 @@ ALLOWED = {"1 µs", "1 s", "1 GB/s", "2 MiB"}  # units being defined and the all
 def test_the_readme_section_is_the_recording():
     text = README.read_text()
     section = text[text.index(BEGIN) + len(BEGIN) : text.index(END)].strip()
-    recorded = load_results(), load_diet(), load_paged(), load_engine()
+    recorded = load_results(), load_diet(), load_paged(), load_engine(), load_busy_events()
     assert section == h200_section(*recorded), (
         "README's H200 section differs from results/: run `make images`"
     )

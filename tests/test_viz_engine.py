@@ -71,7 +71,7 @@ def test_capture_policy_figure_names_the_least_padding():
     assert [r["preset"] for r in table] == list(cp["padding"]["presets"])
     fig = viz.capture_policy_figure(cp)
     best = min(table, key=lambda r: r["waste_share"])
-    assert f"{best['preset']} pads least ({best['waste_share']:.1%})" in fig.get_suptitle()
+    assert f"{best['preset']} pads least ({best['waste_share']:.2%})" in fig.get_suptitle()
     heights = [p.get_height() for p in fig.axes[0].patches]
     assert heights == pytest.approx([100 * r["waste_share"] for r in table])
 

@@ -1,10 +1,12 @@
-"""The paged engine's GPU busy share measured a second way, without the profiler: a CUDA
-event before and after every replay the engine issues (each decode step with the block
-fills it carries, each prefill graph with its upload), their elapsed times summed, over
-the wall time of the same run (bench's engine workload, graphs, after a warm run). A move's
-events bracket GPU work only: the host is ahead, so the GPU reaches the first event when it
-is done with what came before. Eager work between replays (compaction's fills, the
-ids' copies) is not counted, so the share is a lower bound of the GPU's busy time.
+"""The paged engine's GPU busy share measured a second way, without the profiler: a CUDA event
+before and after every replay the engine issues (each decode step with the block fills it
+carries, each prefill graph with its upload), their elapsed times summed, over the wall time
+of the same run (bench's engine workload, graphs, after a warm run). A bracket holds the
+move's GPU work from the moment the GPU reaches its first event: where the host issued that
+work before then (the host ahead of the GPU, as overlap=True keeps it), nothing else; where
+the GPU had gone idle waiting for the host (overlap=False), also the host's issuing of it
+(decoder.step: 42 µs of host time in results/probes/2026-12-01_4b6ff1f_engine_host.json).
+Eager work between replays (compaction's fills, the ids' copies) is not counted.
 Run: python3 results/probes/engine_busy_events.py OUT.json"""
 
 import json
@@ -49,7 +51,8 @@ def main(path):
     model = load_pretrained("cuda")
     rows = [measure(model, n, name) for n in (32, 8)
             for name in ("paged_prefill_graphs", "paged_overlap")]  # fmt: skip
-    json.dump({"method": __doc__.split("\n\n")[0], "rows": rows}, open(path, "w"), indent=1)
+    method = " ".join(__doc__.split("\nRun:")[0].split())
+    json.dump({"method": method, "rows": rows}, open(path, "w"), indent=1)
     for r in rows:
         print(r)
 

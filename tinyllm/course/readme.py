@@ -21,7 +21,7 @@ def us(cell: dict) -> str:
 
 
 def h200_section(res: dict, diet: dict | None = None, paged: dict | None = None,
-                 engine: dict | None = None) -> str:  # fmt: skip
+                 engine: dict | None = None, busy_events: dict | None = None) -> str:  # fmt: skip
     """The section's markdown: where the numbers come from, then one row per result."""
     p, h, op = res["provenance"], res["headline"], res["operating_point"]
     rows = {r["name"]: r for r in res["fusion"]["rows"]}
@@ -105,7 +105,7 @@ def h200_section(res: dict, diet: dict | None = None, paged: dict | None = None,
     if paged:
         lines += ["", *paged_section(paged)]
     if engine:
-        lines += ["", *engine_section(engine)]
+        lines += ["", *engine_section(engine, busy_events)]
     return "\n".join(lines)
 
 
@@ -178,9 +178,10 @@ ENGINE_NAMES = {  # lab.engine_time.ENGINES, as the table names them
 }
 
 
-def engine_section(rec: dict) -> list[str]:
+def engine_section(rec: dict, busy: dict | None = None) -> list[str]:
     """The engine recording's lines: each engine's tokens/s and where its host time goes at
-    32 slots, the paged engine's rows at 32 and 8 slots (engine_paged), capture."""
+    32 slots, the paged engine's rows at 32 and 8 slots (engine_paged), capture; with busy
+    (results/h200_busy_events.json), the busy share measured without the profiler."""
     p, ep, eng = rec["provenance"], rec["engine_paged"], rec["engine"]
     d32 = ep["detail"]["32"]
     lines = [
@@ -213,23 +214,44 @@ def engine_section(rec: dict) -> list[str]:
         f"{sig3(d32['paged']['capture_s'])} s, Triton's compile included) |",
         f"| tokens with `overlap=True` and `overlap=False` | "
         f"{'identical' if d32['overlap_tokens_identical'] else 'different'} |",
-        f"| the slot engine in the same run, eager and with graphs | "
+        f"| the slot engine in the same run's `engine` section, eager and with graphs | "
         f"{sig3(eng['eager_tok_s'])} and {sig3(eng['graph_tok_s'])} tokens/s "
-        f"({sig3(eng['speedup'])}×) |",
+        f"({sig3(eng['speedup'])}×; host-bound runs, which move between sections) |",
+        *(
+            f"| GPU busy under the profiler, {r['n_slots']} slots | "
+            f"{r['gpu_busy_share']:.0%} of a run the profiler slowed to "
+            f"{sig3(ep['detail'][str(r['n_slots'])]['paged_overlap']['profiled_tok_s'])} "
+            f"tokens/s |"
+            for r in ep["rows"]
+        ),
     ]
+    if busy:
+        b, rows = busy["provenance"], [r for r in busy["rows"] if r["engine"] == "paged_overlap"]
+        lines += [
+            "",
+            f"The GPU busy share without the profiler, from `results/h200_busy_events.json` "
+            f"(`{b['command']}`, {b['date']}, commit {b['commit']}): {busy['method']}",
+            "",
+            "| paged engine, `overlap=True` | tokens/s | GPU busy (CUDA events) |",
+            "| --- | --- | --- |",
+            *(
+                f"| {r['n_slots']} slots | {sig3(r['tok_s'])} | {r['gpu_busy_share']:.0%} |"
+                for r in rows
+            ),
+        ]
     return lines
 
 
 def update_readme(
     res: dict, diet: dict | None = None, paged: dict | None = None,
-    engine: dict | None = None, path: Path = README,
+    engine: dict | None = None, busy_events: dict | None = None, path: Path = README,
 ) -> bool:  # fmt: skip
     """Rewrite the README's H200 section between its markers; True if it changed."""
     text = path.read_text()
     pattern = re.compile(re.escape(BEGIN) + r".*?" + re.escape(END), re.S)
     if not pattern.search(text):
         raise ValueError(f"{path} has no section between {BEGIN!r} and {END!r}")
-    section = h200_section(res, diet, paged, engine)
+    section = h200_section(res, diet, paged, engine, busy_events)
     new = pattern.sub(lambda m: f"{BEGIN}\n{section}\n{END}", text)
     if new != text:
         path.write_text(new)
@@ -237,7 +259,8 @@ def update_readme(
 
 
 if __name__ == "__main__":
-    from tinyllm.lab.results import load_diet, load_engine, load_paged, load_results
+    from tinyllm.lab import results as r
 
-    changed = update_readme(load_results(), load_diet(), load_paged(), load_engine())
+    recorded = r.load_results(), r.load_diet(), r.load_paged(), r.load_engine()
+    changed = update_readme(*recorded, r.load_busy_events())
     print("README updated" if changed else "README unchanged")

@@ -237,6 +237,8 @@ def engine_explorer(rec: dict):
     style = {"description_width": "initial"}
     return _show(
         show,
-        n_slots=W.Dropdown(options=sizes, value=sizes[-1], description="n_slots", style=style),
-        variant=W.ToggleButtons(options=variants, description="engine", style=style),
+        n_slots=W.Dropdown(options=sizes, value=sizes[0], description="n_slots", style=style),
+        variant=W.ToggleButtons(
+            options=variants, value=variants[-1], description="engine", style=style
+        ),  # fmt: skip
     )

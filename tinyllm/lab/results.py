@@ -80,6 +80,14 @@ def load_engine(gpu: str = SHIPPED) -> dict | None:
     return _read(path) if path.exists() else None
 
 
+def load_busy_events(gpu: str = SHIPPED) -> dict | None:
+    """results/<gpu>_busy_events.json (results/probes/engine_busy_events.py): the paged
+    engine's GPU busy share from CUDA events around its replays, in runs without the
+    profiler, or None."""
+    path = results_dir() / f"{gpu}_busy_events.json"
+    return _read(path) if path.exists() else None
+
+
 def load_seeded_share(gpu: str = SHIPPED) -> dict | None:
     """results/<gpu>_seeded_share.json (results/probes/seeded_share.py): seeded requests
     served alone and batched by the paged engine, the share whose tokens agree, or None."""

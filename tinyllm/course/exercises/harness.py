@@ -163,6 +163,9 @@ def call(
     except TooSlow as e:
         hint(f"on {shown}: {e}")
         return FAILED
+    except SystemExit:  # exit() or sys.exit(): not the end of the notebook
+        hint(exited(shown))
+        return FAILED
     except Exception as e:  # a hint, not a traceback
         hint(f"on {shown} your function raised {type(e).__name__}: {e}")
         return FAILED
@@ -170,6 +173,15 @@ def call(
         hint(f"on {shown} your function returned None: did you forget `return`?")
         return FAILED
     return out
+
+
+def exited(shown: str) -> str:
+    """The hint for a learner's function that raised SystemExit (exit(), sys.exit()): a
+    checker answers it, it does not end the kernel. KeyboardInterrupt is left to propagate."""
+    return (
+        f"on {shown} your function raised SystemExit (exit() or sys.exit()): return your "
+        f"answer instead of ending the program"
+    )
 
 
 def shown(x, limit: int = 80) -> str:

@@ -10,6 +10,7 @@ from tinyllm.course.exercises.harness import (
     as_int,
     call,
     checker,
+    exited,
     hint,
     items,
     ok,
@@ -48,6 +49,9 @@ def _captured(fn, args, shown_as: str, what: str):
     except NotImplementedError:
         hint("not solved yet: replace `raise NotImplementedError` with your code")
         return FAILED
+    except SystemExit:
+        hint(exited(f"{shown_as}, under capture,"))
+        return FAILED
     except Exception as e:
         why = str(e).split("\n")[0].split(". ")[0][:160]
         hint(f"captured on {shown_as}, your function failed ({type(e).__name__}: {why}): {what}")
@@ -62,12 +66,17 @@ HOST_READ = (
     "tensor), which waits for the GPU and cannot be captured: pick greedy or sampled rows "
     "with torch.where, on the device"
 )
+TEMPERATURES = (0.0, 0.3, 1.0, 3.0, 0.0, 0.5, 2.0, 1.5)  # wide apart: t and 1/t rarely agree
+EAGER_CASES = (0, 1, 3)  # run as they are
+CAPTURE_CASE, REPLAY_CASES = 2, (4, 5)  # captured on one, replayed on the others
+# (case 2 is the captured one: the solutions notebook's stored hint names it)
 
 
-def _sampling_case(seed=0, B=4):
+def _sampling_case(seed=0):
     g = torch.Generator().manual_seed(seed)
+    B = len(TEMPERATURES)
     logits = torch.randn(B, V, generator=g) * 2
-    temperature = torch.tensor([0.0, 0.7, 1.0, 1.5][:B])
+    temperature = torch.tensor(TEMPERATURES).roll(seed)  # the greedy rows move case to case
     seeds = torch.randint(0, 2**40, (B,), generator=g)
     position = torch.randint(5, 200, (B,), generator=g)
     return logits, temperature, seeds, position
@@ -77,7 +86,7 @@ def _reference_sample(logits, temperature, seed, position):
     return sample(logits, temperature, torch.zeros_like(seed), seed, position)
 
 
-def _ids_problem(got, want, shown_as) -> str | None:
+def _ids_problem(got, want, temperature, shown_as) -> str | None:
     if not isinstance(got, torch.Tensor):
         return (
             f"on {shown_as} your function returned {shown_type(got)}: return a tensor of ids (B,)"
@@ -87,22 +96,35 @@ def _ids_problem(got, want, shown_as) -> str | None:
             f"on {shown_as} your function returned shape {tuple(got.shape)}, expected "
             f"{tuple(want.shape)}: one id per row"
         )
-    if got.dtype.is_floating_point or got.dtype == torch.bool:
+    if got.dtype.is_floating_point or got.dtype == torch.bool or got.dtype.is_complex:
         return f"on {shown_as} your function returned {got.dtype} ids: return integer ids"
     if torch.equal(got.long(), want):
         return None
     r = int((got.long() != want).nonzero()[0])
-    if r == 0:
+    t = float(temperature[r])
+    if t == 0:
         return (
-            f"on {shown_as} row 0 (temperature 0) got id {int(got[r])}, expected "
+            f"on {shown_as} row {r} (temperature 0) got id {int(got[r])}, expected "
             f"{int(want[r])}: a row at temperature 0 takes the argmax of its logits"
         )
     return (
-        f"on {shown_as} row {r} (temperature {float(_sampling_case()[1][r]):g}) got id "
-        f"{int(got[r])}, expected {int(want[r])}: a sampled row takes the argmax of "
-        f"logits / temperature + Gumbel noise, the noise -log(-log(u)) of "
-        f"u = uniform_noise(seed, position, V)"
+        f"on {shown_as} row {r} (temperature {t:g}) got id {int(got[r])}, expected "
+        f"{int(want[r])}: a sampled row takes the argmax of logits / temperature + Gumbel "
+        f"noise, the noise -log(-log(u)) of u = uniform_noise(seed, position, V)"
     )
+
+
+def _case_shown(seed) -> str:
+    temperatures = ", ".join(f"{t:g}" for t in _sampling_case(seed)[1].tolist())
+    return f"case {seed} (temperatures [{temperatures}])"
+
+
+def _eager_problem(fn, case, shown_as):
+    """fn run on a copy of case: a problem, None when its ids are right, or FAILED (hinted)."""
+    got = call(fn, tuple(t.clone() for t in case), shown_as, seconds=CALL_SECONDS)
+    if got is FAILED:
+        return FAILED
+    return _ids_problem(got, _reference_sample(*case), case[1], shown_as)
 
 
 @checker
@@ -111,17 +133,14 @@ def check_step_sampling(fn) -> Verdict:
     (temperature 0) take the argmax, the others Gumbel-max with uniform_noise(seed,
     position), as generation.sample does (top_k aside). Run eagerly, then captured under the
     CPU graph simulator and replayed on new values: no host read may be in it."""
-    for seed in (0, 1):
-        case = _sampling_case(seed)
-        shown_as = f"case {seed} (temperatures [0, 0.7, 1, 1.5])"
-        got = call(fn, tuple(t.clone() for t in case), shown_as, seconds=CALL_SECONDS)
-        if got is FAILED:
+    for seed in EAGER_CASES:
+        problem = _eager_problem(fn, _sampling_case(seed), _case_shown(seed))
+        if problem is FAILED:
             return False
-        problem = _ids_problem(got, _reference_sample(*case), shown_as)
         if problem:
             return hint(problem)
-    static = [t.clone() for t in _sampling_case(2)]
-    done = _captured(fn, static, "case 2", HOST_READ)
+    static = [t.clone() for t in _sampling_case(CAPTURE_CASE)]
+    done = _captured(fn, static, f"case {CAPTURE_CASE}", HOST_READ)
     if done is FAILED:
         return False
     graph, out = done
@@ -129,19 +148,26 @@ def check_step_sampling(fn) -> Verdict:
         return hint(
             f"under capture your function returned {shown_type(out)}: return the ids tensor"
         )
-    for seed in (3, 4):
+    for seed in REPLAY_CASES:
         new = _sampling_case(seed)
         for buf, value in zip(static, new):
             buf.copy_(value)
         graph.replay()
         want = _reference_sample(*new)
-        if out.shape != want.shape or not torch.equal(out.long(), want):
-            return hint(
-                "captured on case 2 and replayed on new logits, temperatures, seeds and "
-                "positions, the ids are those of the values it was captured with: the graph "
-                "replays what was read on the host. Compute every row's choice with tensor "
-                "ops from the buffers"
-            )
+        if out.shape == want.shape and torch.equal(out.long(), want):
+            continue
+        # wrong on replay: first see whether it is wrong eagerly too (then the formula is)
+        problem = _eager_problem(fn, new, _case_shown(seed))
+        if problem is FAILED:
+            return False
+        if problem:
+            return hint(problem)
+        return hint(
+            f"captured on case {CAPTURE_CASE} and replayed on new logits, temperatures, seeds "
+            f"and positions, the ids are those of the values it was captured with: the graph "
+            f"replays what was read on the host. Compute every row's choice with tensor ops "
+            f"from the buffers"
+        )
     return ok("greedy and sampled rows chosen on the device: the step captures and replays")
 
 
@@ -151,7 +177,8 @@ EOS = 3
 
 
 def _requests():
-    """Rows of one move, read a step late: each case's (reqs, ids) and what it tests."""
+    """Rows of one move, read a step late: each case's (reqs, ids) and what it tests. In the
+    last, the request that finishes is not in the row of its rid: returning rows is seen."""
 
     def req(rid, out, max_new):
         return Request(rid, [1, 2], max_new, out=list(out))
@@ -165,7 +192,8 @@ def _requests():
          "request 0 finished at max_new_tokens 4 in the move before"),
         ([req(0, [7, EOS], 9), req(1, [8], 4)], [5, 6],
          "request 0 emitted EOS (3) in the move before"),
-        ([req(0, [], 2), None, req(1, [4], 2)], [9, 9, 9], "a request's first token"),
+        ([req(0, [], 2), None, req(1, [4], 2)], [9, 9, 9],
+         "a request's first token, request 1 in row 2"),
     ]  # fmt: skip
 
 
@@ -200,6 +228,14 @@ def check_hand_out(fn) -> Verdict:
         for r, w, b in zip(reqs, ref, before):
             if r is None:
                 continue
+            out = items(r.out)
+            if out is not None and any(type(x) is not int for x in out):
+                bad = next(x for x in out if type(x) is not int)
+                return hint(
+                    f"on {shown_as}: request {r.rid}'s out holds {shown_type(bad)}: append "
+                    f"Python ints (ids.tolist() or int(...)), as the engine's out and the "
+                    f"tokenizer expect"
+                )
             try:
                 same = isinstance(r.out, list) and r.out == w.out
             except Exception:  # what was appended cannot even be compared
@@ -227,6 +263,13 @@ def check_hand_out(fn) -> Verdict:
                 f"the requests that finish with this move, as a list of ints"
             )
         rids = sorted(as_int(x) for x in rids)
+        rows = sorted(i for i, r in enumerate(reqs) if r is not None and r.rid in want_finished)
+        if rids != sorted(want_finished) and rids == rows:
+            return hint(
+                f"on {shown_as} your function returned {rids}, the rows of the requests that "
+                f"finish: return each finishing request's rid (req.rid), not its row, "
+                f"expected {sorted(want_finished)}"
+            )
         if rids != sorted(want_finished):
             return hint(
                 f"on {shown_as} your function returned finished rids {rids}, expected "
@@ -242,24 +285,121 @@ def check_hand_out(fn) -> Verdict:
 # --- exercise 3: the noise key, independent of the row ------------------------------------------
 
 NOISE_V = 16
+WIDE_V = 4096  # one row's uniforms along a large vocabulary: do they look uniform?
+WIDE_ROWS = 16
+MANY_ROWS, MANY_V = 4096, 512  # 2M draws: a hash that can reach exactly 0 or 1 shows it
 
 
-def _noise_problem(u, B) -> str | None:
+def _noise_problem(u, B, V=NOISE_V) -> str | None:
     if not isinstance(u, torch.Tensor):
         return f"returned {shown_type(u)}: return a float tensor (B, vocab_size)"
-    if tuple(u.shape) != (B, NOISE_V):
+    if tuple(u.shape) != (B, V):
         return (
-            f"returned shape {tuple(u.shape)}, expected {(B, NOISE_V)}: one row of uniforms "
-            f"per request"
+            f"returned shape {tuple(u.shape)}, expected {(B, V)}: one row of uniforms per request"
         )
     if not u.dtype.is_floating_point:
         return f"returned a {u.dtype} tensor: return uniforms in (0, 1), floats"
-    if not bool(((u > 0) & (u < 1)).all()):
+    if not bool(((u >= 0) & (u <= 1)).all()):  # NaN too
         return (
             "returned values outside (0, 1): uniforms in the open interval, never 0 or 1 "
             "(log(u) must be finite)"
         )
+    ends = int(((u == 0) | (u == 1)).sum())
+    if ends:
+        return (
+            f"returned {ends} of {u.numel()} values exactly 0 or 1: Gumbel's -log(-log(u)) "
+            f"is infinite at u = 0 or 1 (log(0) = -inf), so such a token is never or always "
+            f"drawn. Keep the uniforms strictly inside (0, 1), as uniform_noise does with "
+            f"(bits + 0.5) * 2**-23"
+        )
     return None
+
+
+def _collision_problem(fn) -> str | None | object:
+    """Keys that a careless mix of seed and position makes equal: (s, p + 1) and (s + 1, p),
+    (s, p) and (p, s). A problem, None, or FAILED (hinted)."""
+    seed, position = torch.tensor([11, 12, 9, 5]), torch.tensor([6, 5, 5, 9])
+    shown_as = "seeds [11, 12, 9, 5] at positions [6, 5, 5, 9]"
+    u = call(fn, (seed, position, torch.arange(4), NOISE_V), shown_as, seconds=CALL_SECONDS)
+    if u is FAILED:
+        return FAILED
+    problem = _noise_problem(u, 4)
+    if problem:
+        return f"on {shown_as} your function {problem}"
+    for a, b in ((0, 1), (2, 3)):
+        if torch.equal(u[a], u[b]):
+            return (
+                f"(seed {int(seed[a])}, position {int(position[a])}) and (seed "
+                f"{int(seed[b])}, position {int(position[b])}) drew the same noise: seed and "
+                f"position collide (seed + position, seed ^ position, ... make different "
+                f"requests share draws). Hash the seed first, then mix in the position: "
+                f"splitmix64(splitmix64(seed) ^ position), as uniform_noise does"
+            )
+    return None
+
+
+def _spread_problem(fn) -> str | None | object:
+    """Each row's uniforms along a wide vocabulary: all different, in no order, of mean 1/2
+    and variance 1/12. A problem, None, or FAILED (hinted)."""
+    g = torch.Generator().manual_seed(9)
+    seed = torch.randint(0, 2**40, (WIDE_ROWS,), generator=g)
+    position = torch.randint(0, 1000, (WIDE_ROWS,), generator=g)
+    shown_as = f"{WIDE_ROWS} requests, vocab_size {WIDE_V}"
+    u = call(fn, (seed, position, torch.arange(WIDE_ROWS), WIDE_V), shown_as,
+             seconds=CALL_SECONDS)  # fmt: skip
+    if u is FAILED:
+        return FAILED
+    problem = _noise_problem(u, WIDE_ROWS, WIDE_V)
+    if problem:
+        return f"on {shown_as} your function {problem}"
+    u = u.double()
+    for r in range(WIDE_ROWS):
+        row = u[r]
+        distinct = int(row.unique().numel())
+        if distinct == 1:
+            return (
+                f"on {shown_as}, request {r}'s uniforms are one value ({float(row[0]):.4g}) "
+                f"for every vocab id: Gumbel-max then adds the same noise to every logit and "
+                f"always picks the argmax, which is greedy. Draw one uniform per vocab id: "
+                f"hash the id in too, as uniform_noise(seed, position, vocab_size) does"
+            )
+        if distinct < WIDE_V // 2:
+            return (
+                f"on {shown_as}, request {r}'s {WIDE_V} uniforms hold only {distinct} distinct "
+                f"values: the vocab ids share a few draws. Each id needs its own uniform: "
+                f"hash (seed, position, id)"
+            )
+        rising = float((row[1:] > row[:-1]).double().mean())
+        if not 0.4 < rising < 0.6:
+            return (
+                f"on {shown_as}, request {r}'s uniforms {'rise' if rising > 0.5 else 'fall'} "
+                f"along the vocab ({rising:.0%} of neighbours in increasing order, about 50% "
+                f"for independent draws): sorted noise ties each id's noise to its rank, so "
+                f"the same ids always get the large noise. Don't sort: each id's uniform is "
+                f"its own hash"
+            )
+        mean, var = float(row.mean()), float(row.var())
+        if abs(mean - 0.5) > 0.02 or abs(var - 1 / 12) > 0.01:
+            return (
+                f"on {shown_as}, request {r}'s uniforms have mean {mean:.3f} and variance "
+                f"{var:.4f}, expected about 0.5 and 1/12 = 0.0833: they are not uniform in "
+                f"(0, 1). Take the hash's top bits to a float evenly, as uniform_noise does"
+            )
+    return None
+
+
+def _open_interval_problem(fn) -> str | None | object:
+    """Many draws, all strictly inside (0, 1). A problem, None, or FAILED (hinted)."""
+    g = torch.Generator().manual_seed(10)
+    seed = torch.randint(0, 2**40, (MANY_ROWS,), generator=g)
+    position = torch.randint(0, 1000, (MANY_ROWS,), generator=g)
+    shown_as = f"{MANY_ROWS} requests, vocab_size {MANY_V}"
+    u = call(fn, (seed, position, torch.arange(MANY_ROWS), MANY_V), shown_as,
+             seconds=CALL_SECONDS)  # fmt: skip
+    if u is FAILED:
+        return FAILED
+    problem = _noise_problem(u, MANY_ROWS, MANY_V)
+    return f"on {shown_as} your function {problem}" if problem else None
 
 
 @checker
@@ -320,6 +460,12 @@ def check_noise_key(fn) -> Verdict:
             "request 0 drew the same noise at positions 5 and 6: the key must depend on the "
             "position, or every token of a request reuses one draw"
         )
+    for find in (_collision_problem, _spread_problem, _open_interval_problem):
+        problem = find(fn)
+        if problem is FAILED:
+            return False
+        if problem:
+            return hint(problem)
     static = [seed.clone(), position.clone(), row.clone()]
     done = _captured(fn, (*static, NOISE_V), shown_as,
                      "the noise is drawn inside the decode step's graph: hash the seed and "

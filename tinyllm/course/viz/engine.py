@@ -145,7 +145,7 @@ def capture_policy_figure(cp: dict):
         else ""
     )
     n = cp["padding"]["n_slots"]
-    fig.suptitle(f"{n} slots: {best['preset']} pads least ({best['waste_share']:.1%}){pool}",
+    fig.suptitle(f"{n} slots: {best['preset']} pads least ({best['waste_share']:.2%}){pool}",
                  fontsize=10)  # fmt: skip
     return label_source(fig, cp)
 
