@@ -638,10 +638,6 @@ def test_call_turns_a_learners_exit_into_a_hint_and_lets_an_interrupt_through(ca
         call(interrupted, (), "the case")
 
 
-# notebook 02's two run the learner's function outside harness.call, and let SystemExit out
-EXIT_NOT_CAUGHT_YET = {"check_static_write", "check_window_mask"}
-
-
-@pytest.mark.parametrize("name", sorted(FUNCTION_CHECKERS.keys() - EXIT_NOT_CAUGHT_YET))
+@pytest.mark.parametrize("name", sorted(FUNCTION_CHECKERS))
 def test_a_checker_of_a_function_answers_an_exit_with_a_hint(name, capsys):
     assert_hint(FUNCTION_CHECKERS[name], lambda *a: sys.exit(0), capsys, "SystemExit")

@@ -12,6 +12,7 @@ from tinyllm.course.exercises.harness import (
     Verdict,
     check_cases,
     checker,
+    exited,
     hint,
     ok,
     same_mask,
@@ -111,6 +112,8 @@ def python_iteration(fn) -> str | None:
             counts.append(python_calls(fn, (pos, window, torch.tensor(first_valid))))
         except TooSlow as e:
             return f"on {shown[-1]}: {e}"
+        except SystemExit:  # exit() or sys.exit(): a hint, not the end of the notebook
+            return exited(shown[-1])
     a, b = counts
     if a is None or b is None or a == b:
         return None
@@ -223,6 +226,8 @@ def _run(fn, args, shown: str, where: str):
     try:
         with time_limit(5.0, "your function did not finish within 5 s"):
             fn(*args)
+    except SystemExit:  # exit() or sys.exit(): a hint, not the end of the notebook
+        return hint(exited(shown))
     except (TooSlow, Exception) as e:
         return _explain(e, shown, where)
     return None
