@@ -245,22 +245,23 @@ class PagedKVCache(FixedCache):
                 self.set_row(row, lens[row], bool(active[row]), tables[row])
 
 
-class PagedPrefill:
-    """A PagedKVCache as one prefill call sees it: the prompts (len(rows), T) written at
-    positions 0..T-1 of their rows' blocks, causal; at the end each row holds its request,
-    at length T."""
+class PagedFill:
+    """A PagedKVCache as a prefill graph sees it: prompts (R, T) right-padded, row b's first
+    count[b] positions written at positions 0.. of the blocks in table[b] (R, max_blocks),
+    the rest (pads, and whole pad rows of count 0) to the scratch block; causal, each prompt
+    attending to its own keys. Nothing here reads a host value. The rows' lengths, flags and
+    tables are the caller's to set, on the device inside the same graph."""
 
-    def __init__(self, cache: PagedKVCache, rows: list[int]):
-        self.cache, self.rows = cache, rows
+    def __init__(self, cache: PagedKVCache, table: Tensor, count: Tensor):
+        self.cache, self.table, self.count = cache, table, count
         self.attn_kwargs: dict = {}
 
     def begin_step(self, T: int, rope) -> tuple[Tensor, Tensor]:
         c = self.cache
-        for row in self.rows:  # the prompt's blocks, handed out before any is written
-            c.take(row, T)
-        blocks = to_device([c.tables[r] for r in self.rows], c.device)
         pos = torch.arange(T, device=c.device)
-        self.where = blocks[:, pos // c.block_size], pos % c.block_size  # (rows, T) each
+        real = pos[None] < self.count[:, None]  # (R, T)
+        blocks = torch.where(real, self.table[:, pos // c.block_size], SCRATCH)
+        self.where = blocks, pos % c.block_size
         cos, sin = rope(T, 0)
         self.attn_kwargs = causal_kwargs(0, T, cos.device)
         return cos, sin
@@ -271,9 +272,31 @@ class PagedPrefill:
     def update(self, i: int, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
         kc, vc = self.cache.buffers(i, k)
         blocks, offsets = self.where
-        kc[blocks, :, offsets] = k.transpose(1, 2)  # (rows, T, kv_heads, D) into the pool
+        kc[blocks, :, offsets] = k.transpose(1, 2)  # (R, T, kv_heads, D) into the pool
         vc[blocks, :, offsets] = v.transpose(1, 2)
-        return k, v  # the prompt attends to its own keys, as a plain causal forward
+        return k, v
+
+    def end_step(self, T: int) -> None:
+        pass  # the prefill graph sets lengths, flags and tables after the forward
+
+
+class PagedPrefill(PagedFill):
+    """A PagedKVCache as one prefill call sees it: the prompts (len(rows), T) written at
+    positions 0..T-1 of their rows' blocks, causal; at the end each row holds its request,
+    at length T. PagedFill, with the rows' blocks handed out and their lengths set here, on
+    the host."""
+
+    def __init__(self, cache: PagedKVCache, rows: list[int]):
+        super().__init__(cache, table=None, count=None)
+        self.rows = rows
+
+    def begin_step(self, T: int, rope) -> tuple[Tensor, Tensor]:
+        c = self.cache
+        for row in self.rows:  # the prompt's blocks, handed out before any is written
+            c.take(row, T)
+        self.table = to_device([c.tables[r] for r in self.rows], c.device)
+        self.count = torch.full((len(self.rows),), T, device=c.device)
+        return super().begin_step(T, rope)
 
     def end_step(self, T: int) -> None:
         c = self.cache
@@ -325,41 +348,6 @@ class PagedChunk:
         c = self.cache
         for row, n in zip(self.rows, self.counts):
             c.set_row(row, self.start + n, True, c.tables[row])
-
-
-class PagedFill:
-    """A PagedKVCache as a prefill graph sees it: prompts (R, T) right-padded, row b's first
-    count[b] positions written at positions 0.. of the blocks in table[b] (R, max_blocks),
-    the rest (pads, and whole pad rows of count 0) to the scratch block; causal, each prompt
-    attending to its own keys. Nothing here reads a host value. The rows' lengths, flags and
-    tables are the caller's to set, on the device inside the same graph."""
-
-    def __init__(self, cache: PagedKVCache, table: Tensor, count: Tensor):
-        self.cache, self.table, self.count = cache, table, count
-        self.attn_kwargs: dict = {}
-
-    def begin_step(self, T: int, rope) -> tuple[Tensor, Tensor]:
-        c = self.cache
-        pos = torch.arange(T, device=c.device)
-        real = pos[None] < self.count[:, None]  # (R, T)
-        blocks = torch.where(real, self.table[:, pos // c.block_size], SCRATCH)
-        self.where = blocks, pos % c.block_size
-        cos, sin = rope(T, 0)
-        self.attn_kwargs = causal_kwargs(0, T, cos.device)
-        return cos, sin
-
-    def layer(self, i: int) -> LayerKV:
-        return LayerKV(self, i)
-
-    def update(self, i: int, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
-        kc, vc = self.cache.buffers(i, k)
-        blocks, offsets = self.where
-        kc[blocks, :, offsets] = k.transpose(1, 2)  # (R, T, kv_heads, D) into the pool
-        vc[blocks, :, offsets] = v.transpose(1, 2)
-        return k, v
-
-    def end_step(self, T: int) -> None:
-        pass  # the prefill graph sets lengths, flags and tables after the forward
 
 
 class PagedDecode:
