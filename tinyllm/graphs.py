@@ -522,7 +522,8 @@ class PrefillGraphs:
 
     def prefill(self, rows: list[int], prompts: list[list[int]], sampling: list[tuple]) -> Tensor:
         """Admit prompts[b] into free row rows[b], each with its (temperature, top_k, seed):
-        blocks reserved on the host, one upload, one replay (or the same forward eagerly).
+        blocks reserved on the host, two uploads (the integers, the temperatures), one replay
+        (or the same forward eagerly).
         Returns the first ids (len(rows),) on the device; the host has not read them."""
         cache, n = self.cache, len(rows)
         R, T = self.key(n, max(map(len, prompts)))
