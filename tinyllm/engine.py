@@ -37,12 +37,12 @@ from tinyllm.model import Transformer
 from tinyllm.paged import PagedKVCache, to_device
 from tinyllm.validate import (
     LIMITS,
+    validate_bool,
     validate_eos,
     validate_int,
     validate_model,
     validate_overlap,
     validate_prefill_chunk,
-    validate_prefill_graphs,
     validate_sampling,
     validate_token_list,
     validate_use_graph,
@@ -122,7 +122,7 @@ class Engine:
             raise ValueError(f"kv must be 'slots' or 'paged', got {kv!r}")
         validate_prefill_chunk(prefill_chunk, kv, limits)
         validate_overlap(overlap, kv)
-        validate_prefill_graphs(prefill_graphs)
+        validate_bool("prefill_graphs", prefill_graphs)
         self.overlap = overlap
         self.prefill_chunk = (prefill_chunk or PREFILL_CHUNK) if kv == "paged" else None
         max_len = cfg.max_seq_len if max_len is None else max_len

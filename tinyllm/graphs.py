@@ -40,6 +40,7 @@ from tinyllm.precision import activation_dtype, precision
 from tinyllm.validate import (
     LIMITS,
     is_int,
+    validate_bool,
     validate_buckets,
     validate_cache,
     validate_capture_sizes,
@@ -160,11 +161,13 @@ class Decoder:
         self.model, self.cache, self.graph_api = model, cache, graph_api
         self.tok = torch.zeros(cache.shape[0], 1, dtype=torch.long, device=device)
         self.sampling = sampling
+        self.row_buffers = (self.tok,)  # what a step writes besides the cache
         if sampling:  # each row's sampling arguments, fixed buffers the caller fills
             rows = cache.shape[0]
             self.temperature = torch.zeros(rows, device=device)
             self.top_k = torch.zeros(rows, dtype=torch.long, device=device)
             self.seed = torch.zeros(rows, dtype=torch.long, device=device)
+            self.row_buffers += (self.temperature, self.top_k, self.seed)
         self.step_model = compile_step(model, compile)
         self.graphs: dict[int, tuple] = {}  # graph key -> (graph, its static output logits)
         self.pool = None
@@ -185,31 +188,37 @@ class Decoder:
             self.tok[:n, 0].copy_(ids)
         return logits
 
-    def capture_graph(self, key: int) -> tuple:
+    def capture_graph(self, key, forward=None, graphs=None) -> tuple:
         """Record the step of graph key `key` as a graph into the shared pool, and keep it
         (self.graphs[key]); returns (graph, static logits). Kept, not only returned: once
         every graph of a pool has been freed, PyTorch refuses the next capture into that pool
-        (an internal assert in its caching allocator, hit on the H200 by a graph thrown away)."""
+        (an internal assert in its caching allocator, hit on the H200 by a graph thrown away).
+        forward and graphs: another static step on this decoder's buffers and where to keep
+        its graphs (PrefillGraphs: the prefill, one graph per bucket)."""
         api, cache = self.graph_api, self.cache
+        forward = forward or self.forward
+        graphs = self.graphs if graphs is None else graphs
         if self.pool is None:
             self.pool = api.graph_pool_handle()
         # Warm up on a side stream: the first run of each op loads kernels and makes
         # workspaces, which must not happen during capture. The warm-up really runs the
-        # step, so it moves the device positions: restore() puts the saved ones back.
-        saved, tok = cache.snapshot(), self.tok.clone()  # sampling=True writes tok too
+        # step, so it moves the device positions and writes the row buffers (the input ids,
+        # with sampling=True): the saved ones go back.
+        saved, rows = cache.snapshot(), [buf.clone() for buf in self.row_buffers]
         try:
             side = api.Stream()
             side.wait_stream(api.current_stream())
             with api.stream(side):
-                self.forward(key)
+                forward(key)
             api.current_stream().wait_stream(side)
         finally:
             cache.restore(saved)
-            self.tok.copy_(tok)
+            for buf, old in zip(self.row_buffers, rows):
+                buf.copy_(old)
         graph = api.CUDAGraph()
         with api.graph(graph, pool=self.pool):
-            out = self.forward(key)  # recorded, not run: nothing moves until replay()
-        self.graphs[key] = graph, out
+            out = forward(key)  # recorded, not run: nothing moves until replay()
+        graphs[key] = graph, out
         return graph, out
 
     @torch.no_grad()
@@ -413,8 +422,7 @@ class SlotGraphDecoder(Decoder):
                  use_graph: bool = True, compile=False, graph_api=torch.cuda,
                  capture_sizes: tuple[int, ...] | None = None,
                  sampling: bool = False):  # fmt: skip
-        if not isinstance(sampling, bool):
-            raise ValueError(f"sampling must be True or False, got {sampling!r}")
+        validate_bool("sampling", sampling)
         if isinstance(slots, SlotKVCache):
             if capture_sizes is not None:
                 raise ValueError("capture_sizes are for a PagedKVCache; a SlotKVCache's "
@@ -435,15 +443,6 @@ class SlotGraphDecoder(Decoder):
         super().__init__(model, slots, keys, use_graph, compile, graph_api, sampling)
 
 
-def powers_of_two(first: int, last: int) -> tuple[int, ...]:
-    """first, 2·first, 4·first, ... below last, then last: a bucket list that ends at last."""
-    out, b = [], first
-    while b < last:
-        out.append(b)
-        b *= 2
-    return (*out, last)
-
-
 class PrefillGraphs:
     """kv="paged"'s prefill as CUDA graphs (notebook 09): the bucket idea applied to token
     counts. The prompts admitted together are padded to a bucket of rows and one of
@@ -452,8 +451,8 @@ class PrefillGraphs:
     samples each one's first id at its last position, and sets each admitted row's length,
     table, sampling arguments and next input (the decode step's buffers, SlotGraphDecoder
     with sampling=True), with every other row left as it is. The graphs go into the
-    decoder's pool; use_graph=False runs the same forward eagerly, the reference a replay
-    matches bit for bit.
+    decoder's pool (Decoder.capture_graph records them); use_graph=False runs the same
+    forward eagerly, the reference a replay matches bit for bit.
 
     One upload, `ints`: for bucket (R, T), the ids (R, T), then a row of [count, top_k,
     seed, its blocks...] per prompt (R, 3 + max_blocks), then for each cache row the prompt
@@ -462,8 +461,8 @@ class PrefillGraphs:
     def __init__(self, decoder: "SlotGraphDecoder", max_positions: int):
         cache = decoder.cache
         self.decoder, self.cache, self.max_positions = decoder, cache, max_positions
-        self.row_buckets = powers_of_two(1, cache.n_rows)
-        self.len_buckets = powers_of_two(min(16, max_positions), max_positions)
+        self.row_buckets = default_buckets(cache.n_rows, first=1)  # 1, 2, 4, ..., n_rows
+        self.len_buckets = default_buckets(max_positions, first=min(16, max_positions))
         R, T, device = cache.n_rows, max_positions, decoder.tok.device
         self.width = 3 + cache.max_blocks
         self.ints = torch.zeros(R * T + R * self.width + R, dtype=torch.long, device=device)
@@ -496,30 +495,6 @@ class PrefillGraphs:
         cache.block_table.copy_(torch.where(take[:, None], table[b].int(), cache.block_table))
         return first
 
-    def capture_graph(self, key: tuple[int, int]) -> tuple:
-        """Record bucket `key`'s prefill into the decoder's pool (warmed up on a side stream,
-        its effects put back: the cache's positions, the decoder's row buffers)."""
-        dec, api, cache = self.decoder, self.decoder.graph_api, self.cache
-        if dec.pool is None:
-            dec.pool = api.graph_pool_handle()
-        rows = (dec.tok, dec.temperature, dec.top_k, dec.seed)
-        saved, kept = cache.snapshot(), [buf.clone() for buf in rows]
-        try:
-            side = api.Stream()
-            side.wait_stream(api.current_stream())
-            with api.stream(side):
-                self.forward(key)
-            api.current_stream().wait_stream(side)
-        finally:
-            cache.restore(saved)
-            for buf, old in zip(rows, kept):
-                buf.copy_(old)
-        graph = api.CUDAGraph()
-        with api.graph(graph, pool=dec.pool):
-            out = self.forward(key)
-        self.graphs[key] = graph, out
-        return graph, out
-
     def prefill(self, rows: list[int], prompts: list[list[int]], sampling: list[tuple]) -> Tensor:
         """Admit prompts[b] into free row rows[b], each with its (temperature, top_k, seed):
         blocks reserved on the host, two uploads (the integers, the temperatures), one replay
@@ -542,8 +517,8 @@ class PrefillGraphs:
         if not self.decoder.use_graph:
             first = self.forward((R, T))
         else:
-            if (R, T) not in self.graphs:
-                self.capture_graph((R, T))
+            if (R, T) not in self.graphs:  # the first admission of a bucket records it
+                self.decoder.capture_graph((R, T), self.forward, self.graphs)
             graph, first = self.graphs[R, T]
             graph.replay()
         cache.filled(rows, [len(p) for p in prompts])

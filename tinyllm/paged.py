@@ -304,7 +304,7 @@ class PagedPrefill(PagedFill):
             c.set_row(row, T, True, c.tables[row])
 
 
-class PagedChunk:
+class PagedChunk(PagedFill):
     """A PagedKVCache as one chunk of a batched prefill sees it: the prompts of several rows,
     each at positions start..start + counts[b] - 1, right-padded to T = max(counts). Each row
     writes its positions into its own blocks (a pad position writes to the scratch block) and
@@ -312,8 +312,8 @@ class PagedChunk:
     are masked, and a pad query attends to its row's keys, finite and ignored."""
 
     def __init__(self, cache: PagedKVCache, rows: list[int], start: int, counts: list[int]):
-        self.cache, self.rows, self.start, self.counts = cache, rows, start, counts
-        self.attn_kwargs: dict = {}
+        super().__init__(cache, table=None, count=None)  # its writes are a PagedFill's
+        self.rows, self.start, self.counts = rows, start, counts
 
     def begin_step(self, T: int, rope) -> tuple[Tensor, Tensor]:
         c, start = self.cache, self.start
@@ -333,14 +333,9 @@ class PagedChunk:
         self.attn_kwargs = {"attn_mask": (causal[None] & real[:, None])[:, None]}
         return rope(T, start)
 
-    def layer(self, i: int) -> LayerKV:
-        return LayerKV(self, i)
-
     def update(self, i: int, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        super().update(i, k, v)  # this chunk's K/V into the pool, as a prefill writes them
         kc, vc = self.cache.buffers(i, k)
-        blocks, offsets = self.where
-        kc[blocks, :, offsets] = k.transpose(1, 2)  # (rows, T, kv_heads, D) into the pool
-        vc[blocks, :, offsets] = v.transpose(1, 2)
         blocks, offsets = self.keys  # then every key of the rows, earlier chunks included
         return kc[blocks, :, offsets].transpose(1, 2), vc[blocks, :, offsets].transpose(1, 2)
 

@@ -304,19 +304,18 @@ def validate_prefill_chunk(prefill_chunk, kv: str, limits: Limits = LIMITS) -> N
     validate_int("prefill_chunk", prefill_chunk, hi=validate_limits(limits).seq_len)
 
 
+def validate_bool(name: str, value) -> None:
+    if not isinstance(value, bool):
+        raise ValueError(f"{name} must be True or False, got {value!r}")
+
+
 def validate_overlap(overlap, kv: str) -> None:
     """The engine's overlap: True or False; True needs kv="paged" (its step reads the ids
     one step late, which is what lets the host work while the GPU runs)."""
-    if not isinstance(overlap, bool):
-        raise ValueError(f"overlap must be True or False, got {overlap!r}")
+    validate_bool("overlap", overlap)
     if overlap and kv != "paged":
         raise ValueError(f"overlap=True is for kv='paged' (kv={kv!r} reads every step's ids "
                          f"before the next)")  # fmt: skip
-
-
-def validate_prefill_graphs(prefill_graphs) -> None:
-    if not isinstance(prefill_graphs, bool):
-        raise ValueError(f"prefill_graphs must be True or False, got {prefill_graphs!r}")
 
 
 def validate_compile(compile, device: torch.device) -> None:

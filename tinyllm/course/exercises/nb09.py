@@ -338,20 +338,27 @@ def _collision_problem(fn) -> str | None | object:
     return None
 
 
+def _draws(fn, rows: int, vocab: int, gen_seed: int) -> tuple:
+    """fn on `rows` requests of random seeds and positions (drawn from gen_seed), each in its
+    own row, over `vocab` ids: (uniforms, shown) if they are shaped and valued as uniforms,
+    else (the problem, shown), or (FAILED, shown) after a hint."""
+    g = torch.Generator().manual_seed(gen_seed)
+    seed = torch.randint(0, 2**40, (rows,), generator=g)
+    position = torch.randint(0, 1000, (rows,), generator=g)
+    shown_as = f"{rows} requests, vocab_size {vocab}"
+    u = call(fn, (seed, position, torch.arange(rows), vocab), shown_as, seconds=CALL_SECONDS)
+    if u is FAILED:
+        return FAILED, shown_as
+    problem = _noise_problem(u, rows, vocab)
+    return (f"on {shown_as} your function {problem}" if problem else u), shown_as
+
+
 def _spread_problem(fn) -> str | None | object:
     """Each row's uniforms along a wide vocabulary: all different, in no order, of mean 1/2
     and variance 1/12. A problem, None, or FAILED (hinted)."""
-    g = torch.Generator().manual_seed(9)
-    seed = torch.randint(0, 2**40, (WIDE_ROWS,), generator=g)
-    position = torch.randint(0, 1000, (WIDE_ROWS,), generator=g)
-    shown_as = f"{WIDE_ROWS} requests, vocab_size {WIDE_V}"
-    u = call(fn, (seed, position, torch.arange(WIDE_ROWS), WIDE_V), shown_as,
-             seconds=CALL_SECONDS)  # fmt: skip
-    if u is FAILED:
-        return FAILED
-    problem = _noise_problem(u, WIDE_ROWS, WIDE_V)
-    if problem:
-        return f"on {shown_as} your function {problem}"
+    u, shown_as = _draws(fn, WIDE_ROWS, WIDE_V, 9)
+    if not isinstance(u, torch.Tensor):
+        return u  # FAILED, or the problem
     u = u.double()
     for r in range(WIDE_ROWS):
         row = u[r]
@@ -390,16 +397,8 @@ def _spread_problem(fn) -> str | None | object:
 
 def _open_interval_problem(fn) -> str | None | object:
     """Many draws, all strictly inside (0, 1). A problem, None, or FAILED (hinted)."""
-    g = torch.Generator().manual_seed(10)
-    seed = torch.randint(0, 2**40, (MANY_ROWS,), generator=g)
-    position = torch.randint(0, 1000, (MANY_ROWS,), generator=g)
-    shown_as = f"{MANY_ROWS} requests, vocab_size {MANY_V}"
-    u = call(fn, (seed, position, torch.arange(MANY_ROWS), MANY_V), shown_as,
-             seconds=CALL_SECONDS)  # fmt: skip
-    if u is FAILED:
-        return FAILED
-    problem = _noise_problem(u, MANY_ROWS, MANY_V)
-    return f"on {shown_as} your function {problem}" if problem else None
+    u, _ = _draws(fn, MANY_ROWS, MANY_V, 10)
+    return None if isinstance(u, torch.Tensor) else u
 
 
 @checker
