@@ -75,14 +75,20 @@ def test_blocks_for_right(answer, capsys):
 @pytest.mark.parametrize(
     "answer, needles",
     [
-        (lambda n, bs: n // bs, ("n_positions=1, block_size=4", "round up")),  # // not ceil
+        (
+            lambda n, bs: n // bs,
+            ("n_positions=1, block_size=4", "round n / block_size up"),
+        ),  # // not ceil
         (lambda n, bs: n // bs + 1, ("n_positions=0", "no extra one")),  # one too many
         (lambda n, bs: n / bs, ("float",)),
         (lambda n, bs: float(-(-n // bs)), ("float",)),
+        (lambda n, bs: round(n / bs), ("n_positions=1, block_size=4", "round n / block_size up")),
     ],
+    ids=["floor", "one too many", "true division", "float", "round"],
 )
 def test_blocks_for_wrong(answer, needles, capsys):
-    assert_hint(check_blocks_for, answer, capsys, *needles)
+    out = assert_hint(check_blocks_for, answer, capsys, *needles)
+    assert "//" not in out  # the hint names the mistake, not an operator the answer may not use
 
 
 # --- exercise 2: the decode write -----------------------------------------------------------
@@ -121,6 +127,13 @@ def write_into_a_copy(pool, k_new, block_table, lens, block_size):
     return pool
 
 
+def write_out_of_place(pool, k_new, block_table, lens, block_size):
+    pos = lens.long()
+    blocks = block_table.long().gather(1, (pos // block_size)[:, None])[:, 0]
+    heads = torch.arange(pool.shape[1])[None, :]
+    return pool.index_put((blocks[:, None], heads, (pos % block_size)[:, None]), k_new)
+
+
 def test_paged_write_is_the_decode_steps():
     """The reference the checker holds is PagedDecode's write: the same pool after a step."""
     cache = PagedKVCache(1, 2, 16, "cpu", block_size=4)
@@ -149,8 +162,10 @@ def test_paged_write_right(capsys):
         (write_with_tolist, ("captured at lens=[2, 6, 9]", "Tensor.tolist()")),
         (write_without_the_table, ("lens=[0, 3, 5]", "the table maps an entry")),
         (write_one_past, ("lens=[0, 3, 5]", "offset lens[b] % block_size")),
-        (write_into_a_copy, ("lens=[0, 3, 5]", "wrong values")),
+        (write_into_a_copy, ("lens=[0, 3, 5]", "the pool is unchanged", "in place")),
+        (write_out_of_place, ("the pool is unchanged", "in place")),
     ],
+    ids=["int()", "tolist", "no table", "one past", "into a copy", "index_put"],
 )
 def test_paged_write_wrong(answer, needles, capsys):
     assert_hint(check_paged_write, answer, capsys, *needles)
@@ -194,14 +209,18 @@ def my_replay_loop(decoder, tok, n_steps, grow=True, advance=True, replay=True, 
 def test_replay_loop_right(toy_model, capsys):
     assert_ok(lambda fn: check_replay_loop(fn, toy_model), my_replay_loop, capsys)
 
-    def with_step(decoder, tok, n_steps):
+    def tolist(decoder, tok, n_steps):  # the ids read as a list: Python ints too
         out = []
         for _ in range(n_steps):
-            tok = decoder.step(tok).argmax(-1)
-            out.append(tok.item())
+            key = decoder.graph_key()
+            decoder.tok.copy_(tok)
+            decoder.cache.grow()
+            tok = decoder.replay(key).argmax(-1)
+            decoder.cache.advance_host()
+            out += tok[0].tolist()
         return out
 
-    assert_ok(lambda fn: check_replay_loop(fn, toy_model), with_step, capsys)
+    assert_ok(lambda fn: check_replay_loop(fn, toy_model), tolist, capsys)
 
 
 def test_replay_loop_default_model_leaves_the_random_state_alone(capsys):
@@ -210,40 +229,96 @@ def test_replay_loop_default_model_leaves_the_random_state_alone(capsys):
     assert torch.equal(torch.random.get_rng_state(), state)
 
 
+def with_step(decoder, tok, n_steps):
+    out = []
+    for _ in range(n_steps):
+        tok = decoder.step(tok).argmax(-1)
+        out.append(tok.item())
+    return out
+
+
+def with_the_class_step(decoder, tok, n_steps):
+    out = []
+    for _ in range(n_steps):
+        tok = type(decoder).step(decoder, tok).argmax(-1)
+        out.append(tok.item())
+    return out
+
+
+def eager_forward(decoder, tok, n_steps):
+    """The model run under the cache's decode step: right ids, no graph replayed."""
+    cache, out = decoder.cache, []
+    for _ in range(n_steps):
+        cache.grow()
+        logits, _ = decoder.model(tok, cache=cache.decoding(1))
+        cache.advance_host()
+        tok = logits[:, -1:].argmax(-1)
+        out.append(int(tok[0, 0]))
+    return out
+
+
+def rebinds_tok(decoder, tok, n_steps):
+    cache, out = decoder.cache, []
+    for _ in range(n_steps):
+        key = decoder.graph_key()
+        decoder.tok = tok  # rebinds the name: the graph reads the buffer it captured
+        cache.grow()
+        tok = decoder.replay(key).argmax(-1)
+        cache.advance_host()
+        out.append(int(tok[0, 0]))
+    return out
+
+
+def never_feeds_back(decoder, tok, n_steps):
+    cache, out = decoder.cache, []
+    for _ in range(n_steps):
+        key = decoder.graph_key()
+        decoder.tok.copy_(tok)  # always the first token
+        cache.grow()
+        out.append(int(decoder.replay(key).argmax(-1)[0, 0]))
+        cache.advance_host()
+    return out
+
+
+def grows_after(decoder, tok, n_steps):
+    cache, out = decoder.cache, []
+    for _ in range(n_steps):
+        key = decoder.graph_key()
+        decoder.tok.copy_(tok)
+        logits = decoder.replay(key)
+        cache.grow()  # too late: the step that crossed wrote to the scratch block
+        cache.advance_host()
+        tok = logits.argmax(-1)
+        out.append(int(tok[0, 0]))
+    return out
+
+
 @pytest.mark.parametrize(
-    "changed, needles",
+    "answer, needles",
     [
-        ({"advance": False}, ("host twin was not advanced", "cache.lens is [14]")),
-        ({"reset": True, "advance": False}, ("lens_dev is [15], expected [20]",)),
-        ({"grow": False}, ("holds 1 block(s)", "cache.grow() before each replay")),
-        ({"replay": False}, ("no step ran on the device",)),
+        (with_step, ("called decoder.step", "yourself")),
+        (with_the_class_step, ("called decoder.step",)),
+        (eager_forward, ("replayed no graph",)),
+        (lambda d, t, n: my_replay_loop(d, t, n, replay=False), ("replayed no graph",)),
+        (lambda d, t, n: my_replay_loop(d, t, n - 1), ("replayed the graph 5 times",)),
+        (lambda d, t, n: my_replay_loop(d, t, n, advance=False),
+         ("host twin was not advanced", "cache.lens is [14]")),
+        (lambda d, t, n: my_replay_loop(d, t, n, reset=True, advance=False),
+         ("lens_dev is [15], expected [20]", "Never copy the host length")),
+        (lambda d, t, n: my_replay_loop(d, t, n, grow=False),
+         ("holds 1 block(s)", "cache.grow() before each replay")),
+        (grows_after, ("position 16", "scratch block", "before each replay, not after")),
+        (rebinds_tok, ("rebinds", "decoder.tok.copy_")),
+        (never_feeds_back, ("position 15", "another token")),
+        (lambda d, t, n: [my_replay_loop(d, t, n)[0]] * n, ("returned [", "in order")),
+        (lambda d, t, n: [torch.tensor(x) for x in my_replay_loop(d, t, n)], ("Python ints",)),
+        (lambda d, t, n: my_replay_loop(d, t, n)[:-1], ("a list of 5 int", "6 Python ints")),
     ],
-    ids=["no advance_host", "stale length copied in", "no grow", "no replay"],
-)
-def test_replay_loop_wrong(changed, needles, toy_model, capsys):
-    def answer(decoder, tok, n_steps):
-        return my_replay_loop(decoder, tok, n_steps, **changed)
-
-    assert_hint(lambda fn: check_replay_loop(fn, toy_model), answer, capsys, *needles)
-
-
-def test_replay_loop_wrong_tokens(toy_model, capsys):
-    def same_token(decoder, tok, n_steps):
-        out = my_replay_loop(decoder, tok, n_steps)
-        return [out[0]] * n_steps
-
-    def grows_after(decoder, tok, n_steps):
-        cache, out = decoder.cache, []
-        for _ in range(n_steps):
-            key = decoder.graph_key()
-            decoder.tok.copy_(tok)
-            logits = decoder.replay(key)
-            cache.grow()  # too late: the step that crossed wrote to the scratch block
-            cache.advance_host()
-            tok = logits.argmax(-1)
-            out.append(int(tok[0, 0]))
-        return out
-
-    check = lambda fn: check_replay_loop(fn, toy_model)  # noqa: E731
-    assert_hint(check, same_token, capsys, "14-token prompt", "expected")
-    assert_hint(check, grows_after, capsys, "the key of position 16", "before each replay")
+    ids=["decoder.step", "the class's step", "eager forward", "no replay", "a step short",
+         "no advance_host", "stale length copied in", "no grow", "grow after", "rebound tok",
+         "not fed back", "same token", "0-d tensors", "one id short"],
+)  # fmt: skip
+def test_replay_loop_wrong(answer, needles, toy_model, capsys):
+    out = assert_hint(lambda fn: check_replay_loop(fn, toy_model), answer, capsys, *needles)
+    if answer in (rebinds_tok, never_feeds_back):  # a wrong token is not blamed on grow()
+        assert "grow" not in out

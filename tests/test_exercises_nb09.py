@@ -14,7 +14,7 @@ from conftest import assert_hint, assert_ok
 
 from tinyllm.course.exercises import check_hand_out, check_noise_key, check_step_sampling, nb09
 from tinyllm.engine import Engine
-from tinyllm.generation import sample, uniform_noise
+from tinyllm.generation import sample, splitmix64, uniform_noise
 
 # --- exercise 1: the step's sampling, on the device -------------------------------------------
 
@@ -87,9 +87,11 @@ def test_step_sampling_right(capsys):
         (lambda x, t, s, p: my_step_sampling(x, t, s, p).float(), ("float32 ids",)),
         (lambda x, t, s, p: my_step_sampling(x, t, s, p)[:2], ("shape (2,)",)),
         (lambda x, t, s, p: my_step_sampling(x, t, s, p).tolist(), ("a list",)),
+        (lambda x, t, s, p: sample(x, t, torch.zeros_like(s), s, p),
+         ("calls generation.sample", "write it")),
     ],
     ids=["if", "item", "tolist", "greedy only", "logits * t", "log(u) for Gumbel",
-         "torch.rand", "float", "shape", "list"],
+         "torch.rand", "float", "shape", "list", "the package's own sample"],
 )  # fmt: skip
 def test_step_sampling_wrong(answer, needles, capsys):
     out = assert_hint(check_step_sampling, answer, capsys, *needles)
@@ -211,6 +213,15 @@ def test_hand_out_returning_rows_for_rids_gets_a_hint(capsys):
     assert "eos_id" not in out
 
 
+def test_hand_out_taking_ids_by_rid_gets_a_hint(capsys):
+    """ids[req.rid] for ids[i]: right while rows are rids, wrong once compaction moved them."""
+
+    def by_rid(reqs, ids, eos_id):
+        return my_hand_out(reqs, [ids[r.rid] if r else 0 for r in reqs], eos_id)
+
+    assert_hint(check_hand_out, by_rid, capsys, "after compaction", "got ids[2]", "ids[i]")
+
+
 @pytest.mark.parametrize("convert", [torch.tensor, np.array], ids=["0-d tensors", "numpy"])
 def test_hand_out_appending_anything_but_ints_gets_a_hint(convert, capsys):
     def not_ints(reqs, ids, eos_id):
@@ -226,19 +237,58 @@ def test_hand_out_that_exits_gets_a_hint(capsys):
 # --- exercise 3: the noise key ----------------------------------------------------------------
 
 
+def my_uniform(seed, position, vocab_size):
+    """uniform_noise written from splitmix64, as the exercise asks and the solution does."""
+    ids = torch.arange(vocab_size)
+    h = splitmix64(splitmix64(seed) ^ position)[:, None]
+    bits = (splitmix64(h ^ ids) >> 41) & (2**23 - 1)
+    return (bits.float() + 0.5) * 2.0**-23
+
+
 def my_noise_key(seed, position, row, vocab_size):
-    return uniform_noise(seed, position, vocab_size)
+    return my_uniform(seed, position, vocab_size)
+
+
+def my_hash(seed, position, vocab_size):
+    """The 64-bit hash my_uniform takes its top 23 bits from: (B, vocab_size) int64."""
+    h = splitmix64(splitmix64(seed) ^ position)[:, None]
+    return splitmix64(h ^ torch.arange(vocab_size))
+
+
+def top_bits_times_ulp(seed, position, row, vocab_size):
+    """The top 23 bits times 2**-23, without the half: exactly 0 where they are all 0."""
+    return ((my_hash(seed, position, vocab_size) >> 41) & (2**23 - 1)).float() * 2.0**-23
+
+
+def hash_over_two_to_the_64(seed, position, row, vocab_size):
+    """The signed hash over 2**64, plus one half: 1.0 in float32 where it is near 2**63."""
+    return my_hash(seed, position, vocab_size).float() / 2.0**64 + 0.5
+
+
+def test_my_uniform_is_uniform_noise():
+    seed, position = torch.tensor([3, 2**40 + 7]), torch.tensor([0, 999])
+    assert torch.equal(my_uniform(seed, position, 300), uniform_noise(seed, position, 300))
+
+
+def test_the_end_probes_reach_the_ends():
+    """The checker's probe keys: one whose top 23 bits are all 0, one whose hash over 2**64
+    rounds to one half in float32."""
+    seed = torch.tensor(nb09.ENDS_SEEDS)
+    args = (seed, torch.zeros_like(seed), None, nb09.ENDS_V)
+    assert top_bits_times_ulp(*args)[0].min() == 0
+    assert hash_over_two_to_the_64(*args)[1].max() == 1
+    assert bool(((my_noise_key(*args) > 0) & (my_noise_key(*args) < 1)).all())
 
 
 def rarely_at_an_end(seed, position, row, vocab_size):
     """20 bits to [0, 1] both ends included: exactly 0 or 1 about once in 500,000 draws."""
-    bits = (uniform_noise(seed, position, vocab_size) * 2**23).long() >> 3
+    bits = (my_uniform(seed, position, vocab_size) * 2**23).long() >> 3
     return bits.float() / (2**20 - 1)
 
 
 def test_noise_key_right(capsys):
     assert_ok(check_noise_key, my_noise_key, capsys)
-    assert_ok(check_noise_key, lambda s, p, r, v: uniform_noise(s, p, v).double(), capsys)
+    assert_ok(check_noise_key, lambda s, p, r, v: my_uniform(s, p, v).double(), capsys)
 
 
 def test_noise_key_rarely_at_an_end_passes_the_small_draws():
@@ -259,40 +309,43 @@ def test_noise_key_that_exits_gets_a_hint(capsys):
 @pytest.mark.parametrize(
     "answer, needles",
     [
-        (lambda s, p, r, v: uniform_noise(s + r, p, v), ("alone in row 0 and batched in row 2",)),
-        (lambda s, p, r, v: uniform_noise(s, p + r, v), ("row 2",)),
+        (lambda s, p, r, v: my_uniform(s + r, p, v), ("alone in row 0 and batched in row 2",)),
+        (lambda s, p, r, v: my_uniform(s, p + r, v), ("row 2",)),
         (lambda s, p, r, v: torch.rand(len(s), v), ("torch.rand",)),
-        (lambda s, p, r, v: uniform_noise(s, torch.zeros_like(p), v), ("positions 5 and 6",)),
-        (lambda s, p, r, v: uniform_noise(torch.zeros_like(s), p, v), ("depend on the seed",)),
+        (lambda s, p, r, v: my_uniform(s, torch.zeros_like(p), v), ("positions 5 and 6",)),
+        (lambda s, p, r, v: my_uniform(torch.zeros_like(s), p, v), ("depend on the seed",)),
         (lambda s, p, r, v: torch.stack([
             torch.rand(v, generator=torch.Generator().manual_seed(int(a) * 1000 + int(b)))
             for a, b in zip(s, p)]), ("captured on 4 requests", "no .item()")),
-        (lambda s, p, r, v: uniform_noise(s, p, v)[:, :4], ("shape (4, 4)",)),
-        (lambda s, p, r, v: uniform_noise(s, p, v) * 2, ("outside (0, 1)",)),
-        (lambda s, p, r, v: (uniform_noise(s, p, v) * 1e6).long(), ("torch.int64",)),
-        (lambda s, p, r, v: uniform_noise(s, p, 1).expand(-1, v),
+        (lambda s, p, r, v: my_uniform(s, p, v)[:, :4], ("shape (4, 4)",)),
+        (lambda s, p, r, v: my_uniform(s, p, v) * 2, ("outside (0, 1)",)),
+        (lambda s, p, r, v: (my_uniform(s, p, v) * 1e6).long(), ("torch.int64",)),
+        (lambda s, p, r, v: my_uniform(s, p, 1).expand(-1, v),
          ("one value", "for every vocab id", "greedy")),
-        (lambda s, p, r, v: uniform_noise(s, p, 4).repeat(1, v)[:, :v],
+        (lambda s, p, r, v: my_uniform(s, p, 4).repeat(1, v)[:, :v],
          ("only 4 distinct values",)),
-        (lambda s, p, r, v: uniform_noise(s + p, torch.zeros_like(p), v),
+        (lambda s, p, r, v: my_uniform(s + p, torch.zeros_like(p), v),
          ("(seed 11, position 6) and (seed 12, position 5)", "collide")),
-        (lambda s, p, r, v: uniform_noise(s * p, torch.zeros_like(p), v),
+        (lambda s, p, r, v: my_uniform(s * p, torch.zeros_like(p), v),
          ("(seed 9, position 5) and (seed 5, position 9)", "collide")),
-        (lambda s, p, r, v: uniform_noise(s ^ p, torch.zeros_like(p), v), ("collide",)),
-        (lambda s, p, r, v: uniform_noise(s, p, v).sort(-1).values, ("rise", "Don't sort")),
-        (lambda s, p, r, v: uniform_noise(s, p, v).sort(-1, descending=True).values,
+        (lambda s, p, r, v: my_uniform(s ^ p, torch.zeros_like(p), v), ("collide",)),
+        (lambda s, p, r, v: my_uniform(s, p, v).sort(-1).values, ("rise", "Don't sort")),
+        (lambda s, p, r, v: my_uniform(s, p, v).sort(-1, descending=True).values,
          ("fall", "Don't sort")),
-        (lambda s, p, r, v: uniform_noise(s, p, v) ** 2, ("mean", "not uniform")),
-        (lambda s, p, r, v: torch.floor(uniform_noise(s, p, v) * 1024) / 1023,
+        (lambda s, p, r, v: my_uniform(s, p, v) ** 2, ("mean", "not uniform")),
+        (lambda s, p, r, v: torch.floor(my_uniform(s, p, v) * 1024) / 1023,
          ("exactly 0 or 1", "log(0)")),
-        (lambda s, p, r, v: uniform_noise(s, p, v).half(), ("exactly 0 or 1",)),
-        (rarely_at_an_end, ("4096 requests, vocab_size 512", "exactly 0 or 1",
-                            "log(0)")),
+        (lambda s, p, r, v: my_uniform(s, p, v).half(), ("exactly 0 or 1",)),
+        (rarely_at_an_end, ("exactly 0 or 1", "log(0)")),
+        (lambda s, p, r, v: uniform_noise(s, p, v), ("calls generation.uniform_noise",)),
+        (top_bits_times_ulp, ("seeds [12943, 119692]", "exactly 0 or 1")),
+        (hash_over_two_to_the_64, ("seeds [12943, 119692]", "exactly 0 or 1")),
     ],
     ids=["seed + row", "position + row", "torch.rand", "no position", "no seed",
          "a generator per row on the host", "shape", "range", "ints", "one per row",
          "a few per row", "seed + position", "seed * position", "seed ^ position", "sorted",
-         "sorted descending", "squared", "0 and 1 often", "float16", "0 and 1 rarely"],
+         "sorted descending", "squared", "0 and 1 often", "float16", "0 and 1 rarely",
+         "the package's own", "bits * 2**-23", "hash / 2**64 + 0.5"],
 )  # fmt: skip
 def test_noise_key_wrong(answer, needles, capsys):
     assert_hint(check_noise_key, answer, capsys, *needles)

@@ -19,6 +19,7 @@ while it runs.
 
 import contextlib
 import functools
+import inspect
 import math
 import numbers
 import operator
@@ -143,9 +144,11 @@ def call(
     none_ok: bool = False,
     seconds: float | None = None,
     slow: str | None = None,
+    explain=None,
 ):
     """fn(*args), or FAILED after printing a hint; past `seconds` (None: no limit of its own)
-    the call is stopped, and the hint says so (or says `slow`)."""
+    the call is stopped, and the hint says so (or says `slow`). `explain(error)`, when given,
+    adds what an exception of the learner's usually means in this exercise to its hint."""
     if not callable(fn):
         hint(f"pass your function itself (check(my_fn)), not {shown_type(fn)}")
         return FAILED
@@ -167,12 +170,38 @@ def call(
         hint(exited(shown))
         return FAILED
     except Exception as e:  # a hint, not a traceback
-        hint(f"on {shown} your function raised {type(e).__name__}: {e}")
+        why = explain(e) if explain is not None else None
+        hint(
+            f"on {shown} your function raised {type(e).__name__}: {e}" + (f": {why}" if why else "")
+        )
         return FAILED
     if out is None and not none_ok:
         hint(f"on {shown} your function returned None: did you forget `return`?")
         return FAILED
     return out
+
+
+@contextlib.contextmanager
+def entered(*functions):
+    """Count how many times each of `functions` starts running while the block runs: yields
+    a dict function -> count. Read by code object (sys.setprofile), so it sees a function
+    however the learner reached it (imported under another name, as a method, through a
+    helper of theirs), and a learner cannot patch it away. It tells a checker that the
+    package's own function was called where an exercise says to write it, or how many times
+    a graph was replayed."""
+    codes = {inspect.unwrap(f).__code__: f for f in functions}
+    counts = dict.fromkeys(functions, 0)
+
+    def profile(frame, event, arg):
+        if event == "call" and frame.f_code in codes:
+            counts[codes[frame.f_code]] += 1
+
+    previous = sys.getprofile()
+    sys.setprofile(profile)
+    try:
+        yield counts
+    finally:
+        sys.setprofile(previous)
 
 
 def exited(shown: str) -> str:

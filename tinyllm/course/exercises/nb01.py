@@ -170,6 +170,18 @@ def _batch_sizes(got) -> list[int] | str:
     return f"returned {shown(got)}: {expected}" if None in batches else batches
 
 
+def _explain_times(error: Exception) -> str | None:
+    """What a KeyError, TypeError or IndexError on the recording usually means here."""
+    if isinstance(error, (KeyError, TypeError, IndexError)):
+        return (
+            "res['cpu_time'] and res['gpu_kernel_time'] are dicts of lists: 'batch' holds the "
+            "batch sizes and 'eager_us' the eager step's times, in the same order. Take "
+            "res['cpu_time']['eager_us'][i] and res['gpu_kernel_time']['eager_us'][i] at "
+            "batch res['cpu_time']['batch'][i]"
+        )
+    return None
+
+
 @checker
 def check_launch_bound(fn, res: dict | None = None) -> Verdict | None:
     """fn(res) → the set of batch sizes at which eager decode is launch-bound (the CPU's issue
@@ -200,7 +212,7 @@ def check_launch_bound(fn, res: dict | None = None) -> Verdict | None:
     )
     cases.append((tie, shown_tie))
     for case, shown_as in cases:
-        got = call(fn, (copy.deepcopy(case),), shown_as, seconds=5.0)
+        got = call(fn, (copy.deepcopy(case),), shown_as, seconds=5.0, explain=_explain_times)
         if got is FAILED:
             return False
         batches = _batch_sizes(got)

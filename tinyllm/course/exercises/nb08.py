@@ -13,6 +13,7 @@ from tinyllm.course.exercises.harness import (
     call,
     check_cases,
     checker,
+    entered,
     equal,
     hint,
     items,
@@ -20,7 +21,9 @@ from tinyllm.course.exercises.harness import (
     shown_type,
     time_limit,
 )
+from tinyllm.graphs import Decoder
 from tinyllm.lab import simgraph
+from tinyllm.paged import SCRATCH
 
 CAPTURE_SECONDS = 30.0  # a learner's function under the simulator's capture, or a loop of replays
 BOUNDARY_CASES = [(0, 4), (3, 4), (4, 4), (5, 4), (15, 16), (16, 16), (17, 16), (40, 16)]
@@ -76,8 +79,9 @@ def _same_count(got, want) -> str | None:
         return None
     if n == want - 1:
         return (
-            f"returned {n}, expected {want}: `n // block_size` drops the last block, which "
-            f"is only partly full; round up"
+            f"returned {n}, expected {want}: the last block may be only partly full, and it "
+            f"is still a block the row holds. So round n / block_size up, not down and not "
+            f"to the nearest"
         )
     if n == want + 1:
         return (
@@ -132,9 +136,17 @@ def _write_problem(got_pool, want_pool) -> str | None:
 
 
 def _run_write(fn, case, shown_as):
+    """fn on the case: the pool it was handed, after the call; FAILED after a hint."""
     pool, k_new, table, lens, bs = case
     out = call(fn, (pool, k_new, table, lens, bs), shown_as, none_ok=True, seconds=CALL_SECONDS)
     return FAILED if out is FAILED else pool
+
+
+IN_PLACE = (
+    "write into `pool` itself, in place (pool[blocks, :, offsets] = k_new, or index_put_): "
+    "a copy, or a new tensor returned, leaves the cache as it was, and a graph replays only "
+    "the writes into the buffers it captured"
+)
 
 
 def _warm_simulator() -> None:
@@ -154,11 +166,13 @@ def check_paged_write(fn) -> Verdict:
     eager = [([0, 3, 5], "lens=[0, 3, 5]"), ([4, 7, 15], "lens=[4, 7, 15]")]
     for lens, shown_as in eager:
         case = _write_case(lens)
-        want = case[0].clone()
+        before, want = case[0].clone(), case[0].clone()
         _reference_write(want, *case[1:])
         got = _run_write(fn, case, f"{shown_as}, block_size=4")
         if got is FAILED:
             return False
+        if torch.equal(got, before):
+            return hint(f"on {shown_as}, block_size=4 the pool is unchanged: {IN_PLACE}")
         problem = _write_problem(got, want)
         if problem:
             return hint(f"on {shown_as}, block_size=4: {problem}")
@@ -227,17 +241,34 @@ def _keys(cache, n: int) -> torch.Tensor:
     return cache.k[0][blocks, :, pos % cache.block_size]
 
 
-def _first_missing_key(cache, ref, n: int) -> int | None:
+def _first_wrong_key(cache, ref, n: int) -> int | None:
+    """The first of row 0's n positions whose key differs from the reference run's, or None."""
     differs = (_keys(cache, n) != _keys(ref, n)).flatten(1).any(1).nonzero()
     return int(differs[0]) if len(differs) else None
 
 
+def _in_scratch(cache, ref, pos: int) -> bool:
+    """Does the scratch block hold the key that belongs at position pos of row 0? A step
+    whose block was handed out only after it ran wrote its key there."""
+    scratch = cache.k[0][SCRATCH, :, pos % cache.block_size]
+    return torch.equal(scratch, _keys(ref, pos + 1)[pos])
+
+
+DECODER_STEP = (
+    "your loop called decoder.step, which does the whole step for you. Write its host part "
+    "yourself: key = decoder.graph_key(), copy the token into decoder.tok, cache.grow(), "
+    "decoder.replay(key), cache.advance_host()"
+)
+
+
 @checker
 def check_replay_loop(fn, model=None) -> Verdict:
-    """fn(decoder, tok, n_steps) → the n_steps greedy next ids of row 0 (ints), replaying the
-    decoder's one paged graph: each step hands out the blocks it writes (grow), copies the
-    token in, replays, then advances the host lengths (advance_host), as Decoder.step does.
-    The prompt is 14 tokens: the third step writes position 16, the first of a new block."""
+    """fn(decoder, tok, n_steps) → the n_steps greedy next ids of row 0 (Python ints),
+    replaying the decoder's one paged graph itself: each step hands out the blocks it writes
+    (grow), copies the token in, replays, then advances the host lengths (advance_host), as
+    Decoder.step does, without calling it. The prompt is 14 tokens: the third step writes
+    position 16, the first of a new block. What the learner's loop ran is counted by code
+    object (harness.entered): decoder.step, and each graph replay."""
     model = _toy_model() if model is None else model
     g = torch.Generator().manual_seed(0)
     prompt = torch.randint(0, 256, (1, 14), generator=g)
@@ -247,23 +278,39 @@ def check_replay_loop(fn, model=None) -> Verdict:
         tok = ref.step(tok).argmax(-1)
         want.append(int(tok[0, 0]))
     dec = _decoder(model, prompt)
-    got = call(fn, (dec, prompt[:, -1:].clone(), n_steps), "a 14-token prompt, 6 steps",
-               seconds=CAPTURE_SECONDS)  # fmt: skip
+    tok_buffer = dec.tok
+    with entered(Decoder.step, simgraph.CUDAGraph.replay) as ran:
+        got = call(fn, (dec, prompt[:, -1:].clone(), n_steps), "a 14-token prompt, 6 steps",
+                   seconds=CAPTURE_SECONDS)  # fmt: skip
     if got is FAILED:
         return False
+    if ran[Decoder.step]:
+        return hint(DECODER_STEP)
+    replays = ran[simgraph.CUDAGraph.replay]
+    if replays == 0:
+        return hint(
+            "your loop replayed no graph: the model ran eagerly, or not at all. Replay the "
+            "captured graph with decoder.replay(key): that is the step this exercise is about"
+        )
+    if replays != n_steps:
+        return hint(
+            f"your loop replayed the graph {replays} times for n_steps={n_steps}: one replay "
+            f"per step, n_steps steps"
+        )
+    if dec.tok is not tok_buffer:
+        return hint(
+            "decoder.tok is a new tensor after your loop: `decoder.tok = ...` rebinds the "
+            "name, and the graph goes on reading the buffer it captured. Copy each token into "
+            "the buffer in place: decoder.tok.copy_(tok)"
+        )
     c = dec.cache
     host, device = c.lens[0], int(c.lens_dev[0])
-    if device == 14:
-        return hint(
-            "after your loop lens_dev is still [14]: no step ran on the device. Replay the "
-            "graph (decoder.replay(key)): its end_step advances lens_dev"
-        )
     if device != 14 + n_steps:
         return hint(
-            f"after {n_steps} steps from a 14-token prompt lens_dev is [{device}], expected "
-            f"[{14 + n_steps}]: the graph wrote the same position again. Let the replayed "
-            f"end_step advance lens_dev (never copy a stale host length into it), and call "
-            f"cache.advance_host() after each replay"
+            f"after {n_steps} replays from a 14-token prompt lens_dev is [{device}], expected "
+            f"[{14 + n_steps}]: the replayed end_step advances lens_dev by itself. Never copy "
+            f"the host length into it: the host follows the device (cache.advance_host()), "
+            f"not the other way round"
         )
     if host != device:
         return hint(
@@ -277,21 +324,30 @@ def check_replay_loop(fn, model=None) -> Verdict:
             f"{len(c.tables[0])} block(s): call cache.grow() before each replay, so the step "
             f"that crosses into a new block has one to write"
         )
-    missing = _first_missing_key(dec.cache, ref.cache, device)
-    if missing is not None:
+    wrong = _first_wrong_key(c, ref.cache, device)
+    if wrong is not None and _in_scratch(c, ref.cache, wrong):
         return hint(
-            f"the key of position {missing} is not in row 0's blocks (that step wrote it to "
-            f"the scratch block): call cache.grow() before each replay, so the step that "
-            f"crosses into a new block has one to write"
+            f"the key of position {wrong} went to the scratch block, not to row 0's blocks: "
+            f"the block it needed was handed out after the step ran. Call cache.grow() "
+            f"before each replay, not after"
+        )
+    if wrong is not None:
+        return hint(
+            f"the key of position {wrong} is not the one the reference run wrote: the step "
+            f"that wrote it ran on another token. Feed each step the id the step before chose "
+            f"(the argmax of the logits replay() returned), copied into decoder.tok"
         )
     ids = items(got)
-    if ids is None or any(as_int(x) is None for x in ids):
-        return hint(f"returned {shown_type(got)}: return a list of {n_steps} ints (row 0's ids)")
-    problem = equal([as_int(x) for x in ids], want)
+    if ids is None or len(ids) != n_steps or any(type(x) is not int for x in ids):
+        return hint(
+            f"returned {shown_type(got)}: return a list of {n_steps} Python ints, row 0's ids "
+            f"as the host reads them (int(t) or t.item() of each)"
+        )
+    problem = equal(ids, want)
     if problem:
         return hint(
-            f"on a 14-token prompt, 6 steps, your function {problem}: feed each step the id "
-            f"the last one chose (the argmax of the logits replay() returned), and call "
-            f"cache.grow() before each replay, not after"
+            f"on a 14-token prompt, 6 steps, your function {problem}: the cache holds the "
+            f"right keys, so the steps ran right; return the id each step chose, the argmax "
+            f"of the logits replay() returned, in order"
         )
     return ok("grow, copy the token in, replay, advance_host: the graph serves every length")

@@ -10,6 +10,7 @@ from tinyllm.course.exercises.harness import (
     as_int,
     call,
     checker,
+    entered,
     exited,
     hint,
     items,
@@ -18,7 +19,7 @@ from tinyllm.course.exercises.harness import (
     time_limit,
 )
 from tinyllm.engine import Request
-from tinyllm.generation import sample
+from tinyllm.generation import sample, uniform_noise
 from tinyllm.lab import simgraph
 
 CAPTURE_SECONDS = 30.0  # a learner's function under the simulator's capture
@@ -119,12 +120,24 @@ def _case_shown(seed) -> str:
     return f"case {seed} (temperatures [{temperatures}])"
 
 
+OWN_SAMPLER = (
+    "your function calls generation.sample, the package's own sampler: this exercise is to "
+    "write it. Take the argmax of logits / temperature + g, with g = -log(-log(u)), and pick "
+    "the greedy rows with torch.where"
+)
+
+
 def _eager_problem(fn, case, shown_as):
-    """fn run on a copy of case: a problem, None when its ids are right, or FAILED (hinted)."""
-    got = call(fn, tuple(t.clone() for t in case), shown_as, seconds=CALL_SECONDS)
+    """fn run on a copy of case: a problem, None when its ids are right, or FAILED (hinted).
+    A function that calls generation.sample is a problem whatever it returns."""
+    want = _reference_sample(*case)
+    with entered(sample) as ran:
+        got = call(fn, tuple(t.clone() for t in case), shown_as, seconds=CALL_SECONDS)
     if got is FAILED:
         return FAILED
-    return _ids_problem(got, _reference_sample(*case), case[1], shown_as)
+    if ran[sample]:
+        return OWN_SAMPLER
+    return _ids_problem(got, want, case[1], shown_as)
 
 
 @checker
@@ -132,7 +145,8 @@ def check_step_sampling(fn) -> Verdict:
     """fn(logits (B, V), temperature (B,), seed (B,), position (B,)) → ids (B,): greedy rows
     (temperature 0) take the argmax, the others Gumbel-max with uniform_noise(seed,
     position), as generation.sample does (top_k aside). Run eagerly, then captured under the
-    CPU graph simulator and replayed on new values: no host read may be in it."""
+    CPU graph simulator and replayed on new values: no host read may be in it. The exercise
+    is to write it: a function that calls generation.sample is refused (harness.entered)."""
     for seed in EAGER_CASES:
         problem = _eager_problem(fn, _sampling_case(seed), _case_shown(seed))
         if problem is FAILED:
@@ -194,6 +208,8 @@ def _requests():
          "request 0 emitted EOS (3) in the move before"),
         ([req(0, [], 2), None, req(1, [4], 2)], [9, 9, 9],
          "a request's first token, request 1 in row 2"),
+        ([req(2, [7], 4), req(0, [8], 4), req(1, [9], 4)], [20, 21, EOS],
+         "after compaction: request 2 in row 0, request 0 in row 1, request 1 in row 2"),
     ]  # fmt: skip
 
 
@@ -225,7 +241,7 @@ def check_hand_out(fn) -> Verdict:
         got = call(fn, (reqs, list(ids), EOS), shown_as, none_ok=True, seconds=CALL_SECONDS)
         if got is FAILED:
             return False
-        for r, w, b in zip(reqs, ref, before):
+        for i, (r, w, b) in enumerate(zip(reqs, ref, before)):
             if r is None:
                 continue
             out = items(r.out)
@@ -250,6 +266,13 @@ def check_hand_out(fn) -> Verdict:
                     )
                 elif isinstance(r.out, list) and len(r.out) < len(w.out):
                     why = f"request {r.rid} was still running: its token is a real one, keep it"
+                elif (
+                    isinstance(r.out, list) and r.rid != i and r.out[-1:] == ids[r.rid : r.rid + 1]
+                ):
+                    why = (
+                        f"it got ids[{r.rid}], the id of row {r.rid}. Request {r.rid} runs in "
+                        f"row {i}: after compaction rows are not rids, so row i's id is ids[i]"
+                    )
                 else:
                     why = "append ids[i] to reqs[i].out, as an int"
                 return hint(
@@ -288,6 +311,12 @@ NOISE_V = 16
 WIDE_V = 4096  # one row's uniforms along a large vocabulary: do they look uniform?
 WIDE_ROWS = 16
 MANY_ROWS, MANY_V = 4096, 512  # 2M draws: a hash that can reach exactly 0 or 1 shows it
+# Keys whose hash, composed as uniform_noise composes it, lands at an end of (0, 1) when its
+# bits are turned into a float carelessly (found by search; a unit test checks them):
+# at seed 12943, position 0, id 136 the top 23 bits are all 0, so bits * 2**-23 is 0;
+# at seed 119692, position 0, id 110 the hash is 2**63 - 2**38 or more, so
+# h.float() / 2.0**64 + 0.5 rounds to 1.0 in float32.
+ENDS_SEEDS, ENDS_V = (12943, 119692), 137
 
 
 def _noise_problem(u, B, V=NOISE_V) -> str | None:
@@ -396,7 +425,17 @@ def _spread_problem(fn) -> str | None | object:
 
 
 def _open_interval_problem(fn) -> str | None | object:
-    """Many draws, all strictly inside (0, 1). A problem, None, or FAILED (hinted)."""
+    """Many draws, and the keys known to reach an end, all strictly inside (0, 1). A problem,
+    None, or FAILED (hinted)."""
+    seed = torch.tensor(ENDS_SEEDS)
+    shown_as = f"seeds {list(ENDS_SEEDS)} at position 0, vocab_size {ENDS_V}"
+    u = call(fn, (seed, torch.zeros_like(seed), torch.arange(len(seed)), ENDS_V), shown_as,
+             seconds=CALL_SECONDS)  # fmt: skip
+    if u is FAILED:
+        return FAILED
+    problem = _noise_problem(u, len(seed), ENDS_V)
+    if problem:
+        return f"on {shown_as} your function {problem}"
     u, _ = _draws(fn, MANY_ROWS, MANY_V, 10)
     return None if isinstance(u, torch.Tensor) else u
 
@@ -406,15 +445,23 @@ def check_noise_key(fn) -> Verdict:
     """fn(seed (B,), position (B,), row (B,), vocab_size) → uniforms (B, vocab_size) in
     (0, 1): a request's noise for the token at `position`. It must depend on the request's
     seed and position alone, so that a request draws the same noise alone (row 0) or batched
-    (any row), and be made of device ops (captured under the CPU graph simulator)."""
+    (any row), and be made of device ops (captured under the CPU graph simulator). Built from
+    splitmix64: a function that calls generation.uniform_noise is refused."""
     seed = torch.tensor([11, 22, 33, 44])
     position = torch.tensor([5, 9, 5, 17])
     row = torch.arange(4)
     shown_as = "4 requests in rows 0-3"
-    batched = call(fn, (seed.clone(), position.clone(), row.clone(), NOISE_V), shown_as,
-                   seconds=CALL_SECONDS)  # fmt: skip
+    with entered(uniform_noise) as ran:
+        batched = call(fn, (seed.clone(), position.clone(), row.clone(), NOISE_V), shown_as,
+                       seconds=CALL_SECONDS)  # fmt: skip
     if batched is FAILED:
         return False
+    if ran[uniform_noise]:
+        return hint(
+            "your function calls generation.uniform_noise: this exercise is to build the key "
+            "yourself, from splitmix64. Which of seed, position, row and vocab id go into the "
+            "hash, and in which order, is the exercise"
+        )
     problem = _noise_problem(batched, 4)
     if problem:
         return hint(f"on {shown_as} your function {problem}")
