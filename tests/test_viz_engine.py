@@ -36,11 +36,28 @@ def test_sections_figure_stacks_each_recorded_share(rec):
         heights = [p.get_height() for p in ax.patches]
         want = [100 * max(0.0, rows[v]["sections"][s]) for v in rows for s in SECTIONS]
         assert heights == pytest.approx(want)
-    busy = [r["gpu_busy_share"] for rows in groups.values() for r in rows.values()
-            if "gpu_busy_share" in r]  # fmt: skip
-    assert f"busy {min(busy):.0%} to {max(busy):.0%}" in fig.get_suptitle()
+    rows = groups["32 slots"]
+    first, last = rows["slots"]["tok_s"], rows["paged_overlap"]["tok_s"]
+    title = fig.get_suptitle()
+    assert title.startswith("Each change cuts the host's largest section")
+    assert f"{viz.sig3(first)} to {viz.sig3(last)} tok/s at 32 slots" in title
+    assert "GPU" not in title  # a profiled run's busy share is another run: not in this figure
+    texts = [t.get_text() for ax in fig.axes for t in ax.texts]
+    assert not any("busy" in t for t in texts)
     assert viz.footnote_text(fig).splitlines()[0] == results.provenance_label(rec)
     fig.canvas.draw()
+
+
+def test_each_change_cuts_the_largest_section_is_read_from_the_rows(rec):
+    """The recorded runs bear the title out, and rows where a change leaves the largest
+    section as large get the plain title."""
+    groups = viz.recorded_groups(rec)
+    assert all(viz.each_change_cuts_the_largest(rows) for rows in groups.values())
+    rows = {k: dict(v) for k, v in groups["32 slots"].items()}
+    rows["paged"] = dict(rows["paged"], sections=dict(rows["slots"]["sections"]))
+    assert not viz.each_change_cuts_the_largest(rows)
+    title = viz.sections_figure({"32 slots": rows}, rec).get_suptitle()
+    assert title.startswith("The host's sections of the wall time")
 
 
 def test_sections_figure_of_a_live_run_has_no_gpu_claim():

@@ -223,10 +223,11 @@ def engine_explorer(rec: dict):
     def show(n_slots, variant):
         row = detail[n_slots][variant]
         sections = ", ".join(f"{k} {v:.0%}" for k, v in row["sections"].items())
-        busy = row.get("gpu_busy_share")
-        busy = f"{busy:.0%}" if busy is not None else "not profiled"
-        print(f"{variant}, {n_slots} slots: {row['tok_s']:.0f} tok/s, GPU busy {busy}; "
+        print(f"{variant}, {n_slots} slots, the timed run: {row['tok_s']:.0f} tok/s; "
               f"wall time: {sections}")  # fmt: skip
+        if "gpu_busy_share" in row:
+            print(f"a profiled run of it: GPU busy {row['gpu_busy_share']:.0%} of a run the "
+                  f"profiler slowed to {row['profiled_tok_s']:.0f} tok/s")  # fmt: skip
         print(provenance_label(rec))
         if "timeline" in row:
             display(overlap_timeline_figure(rec, n_slots, [variant]))

@@ -42,6 +42,7 @@ from tinyllm.course.viz.engine import (
     busy_us,
     capture_policy_figure,
     count_ops,
+    each_change_cuts_the_largest,
     engine_variants,
     overlap_timeline_figure,
     prefill_forwards,
@@ -71,7 +72,12 @@ from tinyllm.course.viz.serving import (
     slot_segments,
     slot_timeline_figure,
 )
-from tinyllm.course.viz.shapes import bucket_figure, bucket_tradeoff_figure, mask_figure
+from tinyllm.course.viz.shapes import (
+    bucket_figure,
+    bucket_tradeoff,
+    bucket_tradeoff_figure,
+    mask_figure,
+)
 from tinyllm.course.viz.style import (
     COLORS,
     LABELS,
@@ -98,14 +104,16 @@ __all__ = [
     "breakdown_figure", "compile_paths_figure", "cost_model_figure", "diet_figure",
     "peers_figure", "sweep_figure", "sweep_wins", "window_costs", "window_times_figure",
     "COLORS", "LABELS", "MIB", "MIN_BAR_SHARE", "CourseFigure", "bucket_figure",
-    "bucket_tradeoff_figure", "buckets_figure", "capture_figure", "cpu_gpu_figure",
+    "bucket_tradeoff", "bucket_tradeoff_figure", "buckets_figure", "capture_figure",
+    "cpu_gpu_figure",
     "engine_figure", "engine_slots_run", "floor_figure", "floor_times", "footnote_text",
     "gpu_idle_share", "kernels_figure", "label_source", "launch_costs",
     "launches_figure", "logit_diff_figure", "loss_figure", "mask_figure", "new_figure",
     "pool_figure", "sig3", "slot_segments", "slot_timeline_figure", "slots_figure",
     "static_cache_figure", "static_cache_step", "step_time_figure", "timeline_figure",
     "attention_figure", "pages_figure", "pages_scene", "paged_sweep_figure",
-    "SECTION_COLORS", "busy_us", "capture_policy_figure", "count_ops", "engine_variants",
+    "SECTION_COLORS", "busy_us", "capture_policy_figure", "count_ops",
+    "each_change_cuts_the_largest", "engine_variants",
     "overlap_timeline_figure", "prefill_forwards", "preset_table", "recorded_groups",
     "sections_figure", "timeline_window",
 ]  # fmt: skip

@@ -38,13 +38,25 @@ def recorded_groups(rec: dict) -> dict[str, dict[str, dict]]:
     return {f"{k} slots": {v: detail[k][v] for v in engine_variants(detail[k])} for k in order}
 
 
+def each_change_cuts_the_largest(rows: dict[str, dict]) -> bool:
+    """Does each variant, in order, hold a smaller share of the section that was the largest of
+    the variant before it? rows: {variant: row}, as one group of recorded_groups."""
+    names = engine_variants(rows)
+    for before, after in zip(names, names[1:]):
+        shares = rows[before]["sections"]
+        top = max(shares, key=shares.get)
+        if rows[after]["sections"][top] >= shares[top]:
+            return False
+    return True
+
+
 def sections_figure(groups: dict[str, dict[str, dict]], recording: dict | None = None,
                     title: str | None = None):  # fmt: skip
     """One panel per group ({label: {variant: row}}), one stacked bar per variant: each of
-    SECTIONS' share of the run's wall time (row["sections"]); above it the row's tok/s and,
-    when recorded, the GPU busy share. The title says what the data shows, unless given."""
+    SECTIONS' share of the run's wall time (row["sections"]), and above it the row's tok/s.
+    One kind of run only: the timed runs (a profiled run's GPU busy share is another run, shown
+    apart). The title says what the data shows, unless given."""
     fig, axes = new_figure(1, len(groups), figsize=(4.2 * len(groups) + 0.6, 3.8), squeeze=False)
-    busy = []
     for ax, (label, rows) in zip(axes[0], groups.items()):
         names = engine_variants(rows)
         for i, name in enumerate(names):
@@ -54,18 +66,20 @@ def sections_figure(groups: dict[str, dict[str, dict]], recording: dict | None =
                 ax.bar(i, 100 * share, bottom=100 * bottom, color=SECTION_COLORS[s], width=0.6)
                 bottom += share
             text = f"{sig3(row['tok_s'])} tok/s" if "tok_s" in row else ""
-            if "gpu_busy_share" in row:
-                busy.append(row["gpu_busy_share"])
-                text += f"\nGPU busy {row['gpu_busy_share']:.0%}"
             ax.text(i, 100 * bottom + 2, text, ha="center", va="bottom", fontsize=7)
         ax.set_xticks(range(len(names)), [n.replace("_", "\n") for n in names], fontsize=8)
         ax.set(ylim=(0, 145), ylabel="share of the run's wall time (%)", xlabel=label)
     handles = [Patch(color=SECTION_COLORS[s], label=s) for s in SECTIONS]
     axes[0][-1].legend(handles=handles, fontsize=7, loc="upper center", ncols=4)
     if title is None:
-        title = "The host's sections fill the wall time"
-        if busy:
-            title += f"; the GPU is busy {min(busy):.0%} to {max(busy):.0%} of it"
+        label, rows = next(iter(groups.items()))
+        names = engine_variants(rows)
+        first, last = rows[names[0]]["tok_s"], rows[names[-1]]["tok_s"]
+        if all(each_change_cuts_the_largest(r) for r in groups.values()):
+            title = "Each change cuts the host's largest section"
+        else:
+            title = "The host's sections of the wall time, change by change"
+        title += f": {sig3(first)} to {sig3(last)} tok/s at {label}"
     fig.suptitle(title, fontsize=10)
     return label_source(fig, recording)
 
