@@ -1,7 +1,8 @@
 """tinyllm: a small Llama-style model and the machinery that makes its decode fast.
 
-Read the modules in this order: config → model → tokenizer → kv_cache → precision →
-generation → graphs → engine (validate, checkpoint and train beside them). The notebooks in
+Read the modules in this order: config → model → tokenizer → kv_cache → rows → paged →
+kernels → precision → generation → graphs → engine → serve (validate, checkpoint and train
+beside them). The notebooks in
 ../notebooks walk through them one idea at a time. tinyllm.lab measures the book and
 tinyllm.course holds the classroom (figures, explorers, exercise checkers); the book imports
 neither.
@@ -14,7 +15,10 @@ from tinyllm.generation import complete, generate
 from tinyllm.graphs import GraphDecoder, SlotGraphDecoder, bucket_for, default_buckets
 from tinyllm.kv_cache import KVCache, SlotKVCache, StaticKVCache
 from tinyllm.model import Transformer
+from tinyllm.paged import PagedKVCache
 from tinyllm.precision import autocast
+from tinyllm.rows import Rows
+from tinyllm.serve import PagedEngine
 from tinyllm.tokenizer import Tokenizer
 from tinyllm.validate import Limits
 
@@ -24,6 +28,9 @@ __all__ = [
     "KVCache",
     "Limits",
     "ModelConfig",
+    "PagedEngine",
+    "PagedKVCache",
+    "Rows",
     "SlotGraphDecoder",
     "SlotKVCache",
     "StaticKVCache",

@@ -137,20 +137,98 @@ def compile_step(model: Transformer, compile):
     return torch.compile(model, **(COURSE_COMPILE if compile is True else COMPILE_SHAPES | compile))
 
 
+# --- the one capture recipe ----------------------------------------------------------------
+
+
+class Graphs:
+    """One CUDA graph per key, each with its static output, all in one memory pool: the
+    capture recipe of notebook 04, written once. A decoder keeps its decode step's graphs in
+    one (the key is its window or capture size); the paged engine keeps its decode and its
+    prefill graphs in two that share a pool (share=). Read like a dict: key in graphs,
+    graphs[key] -> (graph, output), sorted(graphs).
+
+    capture(key, forward, state) records forward(key), a static step on fixed buffers:
+    first run once on a side stream (its first run loads kernels and makes workspaces,
+    which must not happen during capture), then, with what that run changed put back
+    (state.snapshot() / state.restore()), recorded into the pool. The graph is kept, not
+    only returned: once every graph of a pool has been freed, PyTorch refuses the next
+    capture into it (an internal assert in its caching allocator, hit on the H200)."""
+
+    def __init__(self, graph_api, share: "Graphs | None" = None):
+        self.api, self.share, self.own_pool = graph_api, share, None
+        self.graphs: dict = {}
+        self.events: list | None = None  # record_events(): (start, end) of every replay
+
+    @property
+    def pool(self):
+        """The memory pool, made at the first capture (so use_graph=False needs no CUDA)."""
+        if self.share is not None:
+            return self.share.pool
+        if self.own_pool is None:
+            self.own_pool = self.api.graph_pool_handle()
+        return self.own_pool
+
+    def capture(self, key, forward, state) -> tuple:
+        api = self.api
+        saved = state.snapshot()
+        try:
+            side = api.Stream()
+            side.wait_stream(api.current_stream())
+            with api.stream(side):
+                forward(key)  # the warm-up runs the step: what it changes goes back below
+            api.current_stream().wait_stream(side)
+        finally:
+            state.restore(saved)
+        graph = api.CUDAGraph()
+        with api.graph(graph, pool=self.pool):
+            out = forward(key)  # recorded, not run: nothing moves until replay()
+        self.graphs[key] = graph, out
+        return graph, out
+
+    def replay(self, key):
+        """One replay of key's graph; returns its static output, which the next replay
+        overwrites."""
+        graph, out = self.graphs[key]
+        if self.events is None:
+            graph.replay()
+        else:  # a measurement asked for it: the replay between two CUDA events
+            start, end = self.api.Event(enable_timing=True), self.api.Event(enable_timing=True)
+            start.record()
+            graph.replay()
+            end.record()
+            self.events.append((start, end))
+        return out
+
+    def record_events(self, events: list | None) -> None:
+        """From now on, bracket every replay with two CUDA events, appended to `events` as
+        (start, end) (None: stop). How busy replays keep the GPU, without the profiler."""
+        self.events = events
+
+    def __contains__(self, key) -> bool:
+        return key in self.graphs
+
+    def __getitem__(self, key) -> tuple:
+        return self.graphs[key]
+
+    def __iter__(self):
+        return iter(self.graphs)
+
+    def __len__(self) -> int:
+        return len(self.graphs)
+
+
 # --- the decoders --------------------------------------------------------------------------
 
 
 class Decoder:
     """What every decoder is: the static step on static buffers (a fixed cache and the input
-    token `tok`), run eagerly or replayed from one graph per *graph key*, all in one memory
-    pool. The key is what the step's shapes depend on: its window (a bucket) for the static
-    and the slot cache, its capture size (the rows it runs) for the paged one; graph_keys is
-    the list of them (the buckets, or the capture sizes). One construction and one step;
-    GraphDecoder and SlotGraphDecoder differ only in the cache they decode. The pool is made
-    at the first capture, so use_graph=False needs no CUDA."""
+    token `tok`), run eagerly or replayed from one graph per *graph key* (Graphs). The key
+    is what the step's shapes depend on: its window (a bucket) for the static and the slot
+    cache, its capture size (the rows it runs) for the paged one; graph_keys is the list of
+    them (the buckets, or the capture sizes). One construction and one step; GraphDecoder
+    and SlotGraphDecoder differ only in the cache they decode."""
 
-    def __init__(self, model: Transformer, cache, graph_keys, use_graph, compile, graph_api,
-                 sampling: bool = False):  # fmt: skip
+    def __init__(self, model: Transformer, cache, graph_keys, use_graph, compile, graph_api):
         device = validate_model(model)
         self.use_graph = validate_use_graph(use_graph, device, graph_api)
         validate_compile(compile, device)
@@ -159,67 +237,34 @@ class Decoder:
         cfg = model.cfg
         cache.allocate(cfg.n_kv_heads, cfg.head_dim, activation_dtype(model))
         self.model, self.cache, self.graph_api = model, cache, graph_api
-        self.tok = torch.zeros(cache.shape[0], 1, dtype=torch.long, device=device)
-        self.sampling = sampling
-        self.row_buffers = (self.tok,)  # what a step writes besides the cache
-        if sampling:  # each row's sampling arguments, fixed buffers the caller fills
-            rows = cache.shape[0]
-            self.temperature = torch.zeros(rows, device=device)
-            self.top_k = torch.zeros(rows, dtype=torch.long, device=device)
-            self.seed = torch.zeros(rows, dtype=torch.long, device=device)
-            self.row_buffers += (self.temperature, self.top_k, self.seed)
+        if isinstance(cache, PagedKVCache):  # the paged cache's rows hold the input ids
+            self.tok = cache.rows.tok
+        else:
+            self.tok = torch.zeros(cache.shape[0], 1, dtype=torch.long, device=device)
         self.step_model = compile_step(model, compile)
-        self.graphs: dict[int, tuple] = {}  # graph key -> (graph, its static output logits)
-        self.pool = None
+        self.graphs = Graphs(graph_api)
 
     @torch.no_grad()
     def forward(self, key: int) -> Tensor:
-        """The static step itself: one token per row from self.tok, for graph key `key`.
-        sampling=True: the step also samples each row's next id (generation.sample, with the
-        row's temperature, top_k and seed, at the position the step just filled) into
-        self.tok, the next step's input, inside the graph: no host work between steps."""
+        """The static step itself: one token per row from self.tok, for graph key `key`."""
         step = self.cache.decoding(key)
         with precision(self.model):
             logits, _ = self.step_model(self.tok[: step.rows], cache=step, check=False)
-        if self.sampling:
-            n, position = step.rows, self.cache.lens_dev[: step.rows].long()
-            ids = sample(logits[:, -1], self.temperature[:n], self.top_k[:n], self.seed[:n],
-                         position)  # fmt: skip
-            self.tok[:n, 0].copy_(ids)
         return logits
 
-    def capture_graph(self, key, forward=None, graphs=None) -> tuple:
-        """Record the step of graph key `key` as a graph into the shared pool, and keep it
-        (self.graphs[key]); returns (graph, static logits). Kept, not only returned: once
-        every graph of a pool has been freed, PyTorch refuses the next capture into that pool
-        (an internal assert in its caching allocator, hit on the H200 by a graph thrown away).
-        forward and graphs: another static step on this decoder's buffers and where to keep
-        its graphs (PrefillGraphs: the prefill, one graph per bucket)."""
-        api, cache = self.graph_api, self.cache
-        forward = forward or self.forward
-        graphs = self.graphs if graphs is None else graphs
-        if self.pool is None:
-            self.pool = api.graph_pool_handle()
-        # Warm up on a side stream: the first run of each op loads kernels and makes
-        # workspaces, which must not happen during capture. The warm-up really runs the
-        # step, so it moves the device positions and writes the row buffers (the input ids,
-        # with sampling=True): the saved ones go back.
-        saved, rows = cache.snapshot(), [buf.clone() for buf in self.row_buffers]
-        try:
-            side = api.Stream()
-            side.wait_stream(api.current_stream())
-            with api.stream(side):
-                forward(key)
-            api.current_stream().wait_stream(side)
-        finally:
-            cache.restore(saved)
-            for buf, old in zip(self.row_buffers, rows):
-                buf.copy_(old)
-        graph = api.CUDAGraph()
-        with api.graph(graph, pool=self.pool):
-            out = forward(key)  # recorded, not run: nothing moves until replay()
-        graphs[key] = graph, out
-        return graph, out
+    def snapshot(self) -> tuple:
+        """What a step changes, for capture's warm-up to put back: the cache's positions and
+        the input ids."""
+        return self.cache.snapshot(), self.tok.clone()
+
+    def restore(self, saved: tuple) -> None:
+        positions, tok = saved
+        self.cache.restore(positions)
+        self.tok.copy_(tok)
+
+    def capture_graph(self, key) -> tuple:
+        """Record the step of graph key `key` into the decoder's Graphs; (graph, logits)."""
+        return self.graphs.capture(key, self.forward, self)
 
     @torch.no_grad()
     def capture(self, keys: tuple[int, ...] | None = None) -> float:
@@ -241,9 +286,7 @@ class Decoder:
         same step run eagerly. The host positions are the caller's to advance."""
         if not self.use_graph:
             return self.forward(key)
-        graph, out = self.graphs[key]
-        graph.replay()
-        return out
+        return self.graphs.replay(key)
 
     @torch.no_grad()
     def step(self, tok: Tensor | None, check: bool = True) -> Tensor:
@@ -251,7 +294,7 @@ class Decoder:
         capture size). With graphs, the result is a static buffer that the next step
         overwrites: read it (or sample from it) first. check=False skips the checks of tok
         (a device read), for tokens the caller sampled itself; tok=None steps on what
-        self.tok holds (sampling=True: what the last step sampled there)."""
+        self.tok holds."""
         if check and tok is not None:
             self.validate_step(tok)
         key = self.graph_key()
@@ -367,15 +410,17 @@ class GraphDecoder(Decoder):
                 "prefill rows of one length, or use the engine"
             )
         self.prefilled = False  # until this prefill has finished
-        if self.kv == "paged":
-            for row in range(self.batch):
-                self.cache.release(row)
-            step = self.cache.prefilling(range(self.batch))
+        if self.kv == "paged":  # every row: its blocks, the prompts' K/V, then the rows held
+            rows, lens, paged = list(range(self.batch)), [idx.shape[1]] * self.batch, self.cache
+            paged.rows.release(rows)
+            paged.rows.take(rows, lens)
+            with precision(self.model):
+                logits, _ = self.model(idx, cache=paged.fill(rows, lens), check=False)
+            paged.rows.admit(rows, lens)
         else:
             self.cache.reset(pad_lens)
-            step = self.cache.prefilling()
-        with precision(self.model):
-            logits, _ = self.model(idx, cache=step, check=False)
+            with precision(self.model):
+                logits, _ = self.model(idx, cache=self.cache.prefilling(), check=False)
         self.prefilled = True
         return logits
 
@@ -401,125 +446,24 @@ class GraphDecoder(Decoder):
 
 
 class SlotGraphDecoder(Decoder):
-    """The continuous engine's decode step, one token per row of its cache, as CUDA graphs
-    (notebooks 06 and 08). Admission, release and prefill stay eager in the engine.
+    """The slot engine's decode step, one token per slot, as CUDA graphs (notebook 06).
+    Admission, release and prefill stay eager in the engine.
 
-    With a SlotKVCache: the batch is always n_slots rows (free slots compute too), slot
-    lengths and active flags live in fixed device tensors that prefill and release update in
-    place, and the one changing shape is the attention window: a graph per bucket, the
-    smallest that holds the longest slot + 1, with keys past each slot's length masked.
-    With a PagedKVCache: no window; the engine keeps its requests in the first rows, and a
-    graph per capture size runs the smallest that holds them, at every length.
-
-    The step advances the device lengths; the host lengths follow in advance_host(), after
-    the step, replayed or eager. use_graph=False runs the identical step eagerly, the
-    reference that replay must match bit for bit. sampling=True (the paged engine, notebook
-    09): the step samples each row's next id into its input too, in the graph; the caller
-    fills each row's temperature, top_k and seed buffers when it admits a request.
+    The batch is always n_slots rows (free slots compute too); slot lengths and active flags
+    live in fixed device tensors that prefill and release update in place, and the one
+    changing shape is the attention window: a graph per bucket, the smallest that holds the
+    longest slot + 1, with keys past each slot's length masked. The step advances the
+    device lengths; the host lengths follow in advance_host(), after the step, replayed or
+    eager. use_graph=False runs the identical step eagerly, the reference that replay must
+    match bit for bit. (The paged engine of notebooks 08-09 keeps its own graphs:
+    serve.PagedEngine.)
     """
 
-    def __init__(self, model: Transformer, slots, buckets: tuple[int, ...] | None = None,
-                 use_graph: bool = True, compile=False, graph_api=torch.cuda,
-                 capture_sizes: tuple[int, ...] | None = None,
-                 sampling: bool = False):  # fmt: skip
-        validate_bool("sampling", sampling)
-        if isinstance(slots, SlotKVCache):
-            if capture_sizes is not None:
-                raise ValueError("capture_sizes are for a PagedKVCache; a SlotKVCache's "
-                                 "graphs are one per bucket")  # fmt: skip
-            keys = resolve_buckets(buckets, slots.max_len)
-            self.buckets = keys
-        elif isinstance(slots, PagedKVCache):
-            if buckets is not None:
-                raise ValueError("buckets are windows of a SlotKVCache; a PagedKVCache's "
-                                 "graphs are one per capture size")  # fmt: skip
-            keys = resolve_capture_sizes(capture_sizes, slots.n_rows)
-            self.capture_sizes = keys
-        else:
-            raise ValueError(
-                f"SlotGraphDecoder decodes a SlotKVCache or a PagedKVCache, got "
-                f"{type(slots).__name__}"
-            )
-        super().__init__(model, slots, keys, use_graph, compile, graph_api, sampling)
-
-
-class PrefillGraphs:
-    """kv="paged"'s prefill as CUDA graphs (notebook 09): the bucket idea applied to token
-    counts. The prompts admitted together are padded to a bucket of rows and one of
-    positions (powers of two, up to the cache's rows and max_positions) and go in with one
-    upload into fixed buffers. One replay then writes their K/V into their rows' blocks,
-    samples each one's first id at its last position, and sets each admitted row's length,
-    table, sampling arguments and next input (the decode step's buffers, SlotGraphDecoder
-    with sampling=True), with every other row left as it is. The graphs go into the
-    decoder's pool (Decoder.capture_graph records them); use_graph=False runs the same
-    forward eagerly, the reference a replay matches bit for bit.
-
-    One upload, `ints`: for bucket (R, T), the ids (R, T), then a row of [count, top_k,
-    seed, its blocks...] per prompt (R, 3 + max_blocks), then for each cache row the prompt
-    it takes (-1: none); and the temperatures, `temps` (R,)."""
-
-    def __init__(self, decoder: "SlotGraphDecoder", max_positions: int):
-        cache = decoder.cache
-        self.decoder, self.cache, self.max_positions = decoder, cache, max_positions
-        self.row_buckets = default_buckets(cache.n_rows, first=1)  # 1, 2, 4, ..., n_rows
-        self.len_buckets = default_buckets(max_positions, first=min(16, max_positions))
-        R, T, device = cache.n_rows, max_positions, decoder.tok.device
-        self.width = 3 + cache.max_blocks
-        self.ints = torch.zeros(R * T + R * self.width + R, dtype=torch.long, device=device)
-        self.temps = torch.zeros(R, device=device)
-        self.graphs: dict[tuple[int, int], tuple] = {}
-
-    def key(self, n_prompts: int, longest: int) -> tuple[int, int]:
-        return bucket_for(n_prompts, self.row_buckets), bucket_for(longest, self.len_buckets)
-
-    @torch.no_grad()
-    def forward(self, key: tuple[int, int]) -> Tensor:
-        """The static prefill of bucket `key` from the fixed buffers; returns the first ids
-        (R,) (a pad row's is ignored)."""
-        (R, T), dec, cache = key, self.decoder, self.cache
-        ids = self.ints[: R * T].view(R, T)
-        meta = self.ints[R * T : R * T + R * self.width].view(R, self.width)
-        src = self.ints[R * T + R * self.width :][: cache.n_rows]  # each cache row's prompt
-        count, top_k, seed, table = meta[:, 0], meta[:, 1], meta[:, 2], meta[:, 3:]
-        temperature = self.temps[:R]
-        with precision(dec.model):
-            logits, _ = dec.model(ids, cache=cache.filling(table, count), check=False)
-        last = logits[torch.arange(R, device=ids.device), (count - 1).clamp(min=0)]
-        first = sample(last, temperature, top_k, seed, count)  # drawn at position count
-        take, b = src >= 0, src.clamp(min=0)
-        ones = torch.ones_like(count)
-        for buf, new in ((dec.tok[:, 0], first), (dec.temperature, temperature),
-                         (dec.top_k, top_k), (dec.seed, seed),
-                         (cache.lens_dev, count), (cache.active_dev, ones)):  # fmt: skip
-            buf.copy_(torch.where(take, new[b].to(buf.dtype), buf))
-        cache.block_table.copy_(torch.where(take[:, None], table[b].int(), cache.block_table))
-        return first
-
-    def prefill(self, rows: list[int], prompts: list[list[int]], sampling: list[tuple]) -> Tensor:
-        """Admit prompts[b] into free row rows[b], each with its (temperature, top_k, seed):
-        blocks reserved on the host, two uploads (the integers, the temperatures), one replay
-        (or the same forward eagerly).
-        Returns the first ids (len(rows),) on the device; the host has not read them."""
-        cache, n = self.cache, len(rows)
-        R, T = self.key(n, max(map(len, prompts)))
-        flat = [t for p in prompts for t in p + [0] * (T - len(p))] + [0] * ((R - n) * T)
-        for row, p, (_, top_k, seed) in zip(rows, prompts, sampling):
-            blocks = cache.reserve(row, len(p))
-            flat += [len(p), top_k or 0, seed, *blocks]
-            flat += [SCRATCH] * (self.width - 3 - len(blocks))
-        flat += [0] * ((R - n) * self.width)  # pad prompts: count 0, scratch blocks
-        src = [-1] * cache.n_rows
-        for b, row in enumerate(rows):
-            src[row] = b
-        flat += src
-        copy_from_host(self.ints, flat)
-        copy_from_host(self.temps, [t for t, _, _ in sampling] + [0.0] * (R - n))
-        if not self.decoder.use_graph:
-            first = self.forward((R, T))
-        else:
-            if (R, T) not in self.graphs:  # the first admission of a bucket records it
-                self.decoder.capture_graph((R, T), self.forward, self.graphs)
-            graph, first = self.graphs[R, T]
-            graph.replay()
-        cache.filled(rows, [len(p) for p in prompts])
-        return first[:n]
+    def __init__(self, model: Transformer, slots: SlotKVCache,
+                 buckets: tuple[int, ...] | None = None, use_graph: bool = True,
+                 compile=False, graph_api=torch.cuda):  # fmt: skip
+        if not isinstance(slots, SlotKVCache):
+            raise ValueError(f"SlotGraphDecoder decodes a SlotKVCache, got {type(slots).__name__} "
+                             f"(a PagedKVCache is serve.PagedEngine's)")  # fmt: skip
+        self.buckets = resolve_buckets(buckets, slots.max_len)
+        super().__init__(model, slots, self.buckets, use_graph, compile, graph_api)

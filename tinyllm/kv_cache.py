@@ -51,13 +51,15 @@ returns for a fully masked row (notebook 02 measures it).
 import contextlib
 from typing import Protocol
 
+import numpy as np
 import torch
 from torch import Tensor
 
+from tinyllm.rows import Rows
 from tinyllm.validate import (
     LIMITS,
     Limits,
-    interrupts_held,
+    signals_held,
     is_int,
     validate_device,
     validate_int,
@@ -223,7 +225,8 @@ class FixedCache:
         if self.saved is not None:
             yield
             return
-        with interrupts_held():
+        with signals_held():
+            self.sync()
             self.saved = self.snapshot()
             try:
                 yield
@@ -232,6 +235,10 @@ class FixedCache:
                 raise
             finally:
                 self.saved = None
+
+    def sync(self) -> None:
+        """Bring the device in step with the host, if a restore() left it behind (the paged
+        cache's rows); the other caches restore both at once."""
 
     def nbytes(self) -> int:
         return sum(t.numel() * t.element_size() for t in self.k + self.v if t is not None)
@@ -347,7 +354,7 @@ class StaticKVCache(WindowCache):
             len(pad_lens) != self.batch or any(not is_int(p) or p < 0 for p in pad_lens)
         ):
             raise ValueError(f"snapshot pad_lens {pad_lens!r}: {self.batch} ints >= 0 expected")
-        with interrupts_held():
+        with signals_held():
             self.n, self.pad_lens = n, pad_lens
             self.pos.fill_(n)
             self.first_valid.copy_(torch.tensor(pad_lens or [0] * self.batch))
@@ -421,22 +428,29 @@ class SlotKVCache(WindowCache):
 
     prefilling(slot) is the step of one prompt's model call (1, T) into a free slot, which
     it takes when the call ends; decoding(window) is the step of all n_slots rows at once,
-    each at its own length; release(slot) frees a slot. lens (host) and lens_dev (device)
-    hold each slot's length, active and active_dev whether it holds a request. A decode
-    step's end_step advances only lens_dev; advance_host() then advances lens.
+    each at its own length; release(slot) frees a slot. The slots' lengths and active flags
+    are `rows` (rows.Rows, without blocks): lens_dev and active_dev on the device, lens and
+    active their host twins. A decode step's end_step advances only lens_dev;
+    advance_host() then advances lens.
     """
 
     def __init__(self, n_layers: int, n_slots: int, max_len: int, device, limits=LIMITS):
         validate_int("n_slots", n_slots, hi=validate_limits(limits).rows)
         super().__init__(n_layers, n_slots, max_len, device, limits)
         self.n_slots = n_slots
-        self.lens = [0] * n_slots
-        self.active = [False] * n_slots
-        self.lens_dev = torch.zeros(n_slots, dtype=torch.long, device=self.device)
-        self.active_dev = torch.zeros(n_slots, dtype=torch.long, device=self.device)
+        self.rows = Rows(n_slots, max_len, self.device, block_size=None, lens_dtype=torch.long)
+        self.lens_dev, self.active_dev = self.rows.lens_dev, self.rows.active_dev
+
+    @property
+    def lens(self) -> list[int]:
+        return self.rows.lens.tolist()
+
+    @property
+    def active(self) -> list[bool]:
+        return self.rows.active.tolist()
 
     def free_slots(self) -> list[int]:
-        return [s for s in range(self.n_slots) if not self.active[s]]
+        return self.rows.free_rows().tolist()
 
     def validate_slot(self, slot) -> None:
         if not is_int(slot) or not 0 <= slot < self.n_slots:
@@ -454,44 +468,52 @@ class SlotKVCache(WindowCache):
         self.validate_window(window)
         return SlotDecode(self, window)
 
+    def admit(self, slot: int, length: int) -> None:
+        """Slot `slot` holds a request of `length` positions, on the host and on the device,
+        and its decode bias opens keys 0..length-1 (slot_mask at its last key)."""
+        self.rows.admit([slot], [length])
+        self.set_bias(slot, slot_mask(torch.tensor([length - 1], device=self.device),
+                                      self.max_len)[0])  # fmt: skip
+
     def release(self, slot: int) -> None:
         self.validate_slot(slot)
-        self.set_lens(slot, 0, False)
-
-    def set_lens(self, slot: int, length: int, active: bool) -> None:
-        """One slot's length and active flag, on the host and on the device, and its decode
-        bias: slot_mask at its last key, keys 0..length-1 (a free slot: key 0)."""
-        self.lens[slot], self.active[slot] = length, active
-        self.lens_dev[slot], self.active_dev[slot] = length, int(active)
-        last = torch.tensor([max(length - 1, 0)], device=self.device)  # its last key
-        self.set_bias(slot, slot_mask(last, self.max_len)[0])
+        self.rows.release([slot])
+        self.rows.flush()
+        self.set_bias(slot, slot_mask(torch.zeros(1, dtype=torch.long, device=self.device),
+                                      self.max_len)[0])  # fmt: skip
 
     def keys_needed(self) -> int:
         """Keys the next decode step attends over: the longest slot's, and its own."""
-        return max(self.lens) + 1
+        return int(self.rows.lens.max()) + 1
 
     def advance_host(self) -> None:
         """After a decode step: advance the host lengths of active slots, as end_step did
         on the device."""
-        self.lens = [n + a for n, a in zip(self.lens, self.active)]
+        self.rows.advance_host()
 
-    def snapshot(self) -> dict:
-        return {"lens": list(self.lens), "active": list(self.active)}
+    def snapshot(self):
+        return self.rows.snapshot()
 
-    def restore(self, state: dict) -> None:
-        """Put back the positions of a snapshot(), on the host and on the device (lengths,
-        active flags, and the decode bias that follows from them), with Ctrl-C held off."""
+    def validate_snapshot(self, state) -> None:
+        self.rows.validate_snapshot(state)
+
+    def restore(self, state) -> None:
+        """Put back the positions of a snapshot(): on the host at once (an assignment), then
+        on the device (lengths, active flags, and the decode bias that follows from them).
+        If the device write fails, the next transaction writes it first (sync)."""
         self.validate_snapshot(state)
-        lens, active = list(state["lens"]), list(state["active"])
-        if len(lens) != self.n_slots or len(active) != self.n_slots:
-            raise ValueError(f"snapshot of {len(lens)} slots, the cache has {self.n_slots}")
-        if any(not is_int(n) or not 0 <= n <= self.max_len for n in lens) or any(
-            not isinstance(a, bool) for a in active
-        ):
-            raise ValueError(f"snapshot lens {lens} / active {active}: lengths in [0, max_len]")
-        with interrupts_held():
-            for slot in range(self.n_slots):
-                self.set_lens(slot, lens[slot], active[slot])
+        self.rows.restore(state)
+        with contextlib.suppress(Exception):
+            self.sync()
+
+    def sync(self) -> None:
+        """The device from the host, after a restore(): every slot's bias, then the rows."""
+        if self.rows.in_step():
+            return
+        if self.bias is not None:
+            last = torch.as_tensor(np.maximum(self.rows.lens - 1, 0), device=self.device)
+            self.set_bias(slice(None), slot_mask(last, self.max_len))
+        self.rows.flush()
 
 
 class SlotPrefill:
@@ -518,7 +540,7 @@ class SlotPrefill:
         return ck[s : s + 1, :, :T], cv[s : s + 1, :, :T]
 
     def end_step(self, T: int) -> None:
-        self.cache.set_lens(self.slot, T, True)
+        self.cache.admit(self.slot, T)
 
 
 class SlotDecode:

@@ -16,7 +16,7 @@ typo or a hostile weights file cannot ask for gigabytes; a caller who means more
 
 A step that does not finish (an exception, Ctrl-C) is undone by its level's transaction
 (kv_cache.FixedCache.transaction, Engine.transaction), which runs with Ctrl-C held off
-(interrupts_held), so that a second Ctrl-C cannot interrupt the undoing.
+(signals_held), so that a second Ctrl-C or a timer cannot interrupt the undoing.
 """
 
 import contextlib
@@ -382,19 +382,26 @@ def validate_capture_sizes(capture_sizes, n_rows: int) -> tuple[int, ...]:
 # --- failure: a step is undone whole ---------------------------------------------------------
 
 
+HELD_SIGNALS = (signal.SIGINT, signal.SIGALRM)  # Ctrl-C, and timers (setitimer, alarm)
+
+
 @contextlib.contextmanager
-def interrupts_held():
-    """Hold off Ctrl-C for the block: a SIGINT that arrives inside it is raised (as
-    KeyboardInterrupt, by the handler that was in place) when the block ends. Only the main
-    thread receives signals, so elsewhere this does nothing."""
+def signals_held():
+    """Hold off Ctrl-C and timer signals for the block: one that arrives inside it is
+    recorded, and delivered to the handler that was in place when the block ends (as
+    KeyboardInterrupt, or what a timer's handler raises). A move that must be whole runs
+    inside, so nothing but its own code can stop it halfway or interrupt its undo. Only the
+    main thread receives signals, so elsewhere this does nothing."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    caught = []
-    previous = signal.signal(signal.SIGINT, lambda signum, frame: caught.append(frame))
+    caught: list = []
+    previous = {sig: signal.signal(sig, lambda signum, frame: caught.append((signum, frame)))
+                for sig in HELD_SIGNALS}  # fmt: skip
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous)
-        if caught and callable(previous):
-            previous(signal.SIGINT, caught[0])
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        for sig in dict.fromkeys(sig for sig, _ in caught):  # each kind once, in order
+            signal.raise_signal(sig)  # to the handler in place again, as soon as it can run

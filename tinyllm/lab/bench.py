@@ -51,6 +51,7 @@ SECTIONS = (
     "windows",
     "paged",
     "engine_paged",
+    "engine_scale",
 )
 
 
@@ -169,6 +170,22 @@ def measure_engine(model, n_slots: int, n_requests: int, seed: int = 0) -> dict:
         out[f"{mode}_s"] = round(seconds, 3)
         out[f"{mode}_tok_s"] = round(sum(news) / seconds, 1)
     out["speedup"] = round(out["graph_tok_s"] / out["eager_tok_s"], 2)
+    return out
+
+
+def measure_engine_scale(model, n_requests: int, sizes=(32, 128, 256), compiles=(False, True)):
+    """PagedEngine(overlap=True) at each number of rows, on the bench's request distribution
+    (lab.engine_time.scale), unfused and with compile=True (its compile time counted in
+    capture_and_compile_s): one row each. The same rows' step times beside: the host's
+    median (engine_time.HOST_PER_STEP), the all-rows graph replayed alone, GPU busy
+    (engine_time.GPU_BUSY_EVENTS)."""
+    out = {"host_us_per_step": engine_time.HOST_PER_STEP,
+           "gpu_busy_share": engine_time.GPU_BUSY_EVENTS, "rows": []}  # fmt: skip
+    for compile in compiles:
+        for n_rows in sizes:
+            row = engine_time.scale(model, n_rows, n_requests, compile=compile)
+            print("engine_scale", json.dumps(row), flush=True)
+            out["rows"].append(row)
     return out
 
 
@@ -357,6 +374,8 @@ def record(args, command: str) -> dict:
         res["engine"] = measure_engine(model, 32, 64 if args.quick else 256)
     if "engine_paged" in sections:
         res["engine_paged"] = measure_engine_paged(model, 64 if args.quick else 256)
+    if "engine_scale" in sections:
+        res["engine_scale"] = measure_engine_scale(model, 256 if args.quick else 2048)
     built = {}
     if "peers" in sections:
         res["fusion"], built = measure_peers(model, repeats)

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import torch
 
-from tinyllm import Engine, bucket_for, load_pretrained
+from tinyllm import PagedEngine, bucket_for, load_pretrained
 from tinyllm.graphs import default_capture_sizes
 from tinyllm.lab.timing import pool_bytes
 
@@ -116,7 +116,7 @@ def workload(n_requests: int = 256, seed: int = 0) -> tuple[list[int], list[int]
 
 
 def occupancy(news, n_slots: int) -> list[int]:
-    """Rows in use at each decode step when Engine(kv="paged", eos_id=None) serves requests
+    """Rows in use at each decode step when PagedEngine(eos_id=None) serves requests
     of news[i] new tokens, submitted in order: before each step every free slot takes the
     next queued request (FIFO). The host reads each move's ids one step late, so a request
     of n new tokens runs in n steps: its prefill gives the first, n - 1 steps the rest, and
@@ -182,7 +182,7 @@ def compare_presets(n_slots: int = 32, n_requests: int = 256, seed: int = 0) -> 
 
 MEASURED_ON_CUDA = {
     "bytes": "lab.timing.pool_bytes of the decoder's pool, after each capture",
-    "seconds": "decoder.capture() of each size, summed (CUDA synchronised)",
+    "seconds": "each size captured alone (Graphs.capture), summed (CUDA synchronised)",
 }
 SIMULATED = {
     "bytes": "None: simulated graphs share no pool (lab.simgraph)",
@@ -195,12 +195,16 @@ def capture_in_order(model, n_slots, max_len, sizes, order, graph_api) -> tuple[
     """A fresh paged engine's graphs for `sizes`, captured one by one into its pool in
     `order` ("largest_first", as capture() does, or "smallest_first"): the seconds the
     captures took, and the pool's bytes after each (None each without CUDA)."""
-    engine = Engine(model, n_slots, max_len=max_len, use_graph=True, kv="paged",
-                    graph_api=graph_api, capture_sizes=tuple(sizes))  # fmt: skip
-    seconds, after = 0.0, []
+    engine = PagedEngine(model, n_slots, max_len=max_len, use_graph=True, graph_api=graph_api,
+                         capture_sizes=tuple(sizes), prefill_graphs=False)  # fmt: skip
+    graphs, seconds, after = engine.decode_graphs, 0.0, []
     for c in sorted(sizes, reverse=order == "largest_first"):
-        seconds += engine.decoder.capture((c,))  # the capture alone, not the snapshot below
-        after.append(pool_bytes(engine.decoder.pool) if graph_api is torch.cuda else None)
+        graph_api.synchronize()
+        t0 = time.perf_counter()
+        graphs.capture(c, engine.decode, engine.cache)
+        graph_api.synchronize()
+        seconds += time.perf_counter() - t0
+        after.append(pool_bytes(graphs.pool) if graph_api is torch.cuda else None)
     return seconds, after
 
 

@@ -4,17 +4,19 @@ One run of the bench's engine workload (workload(): 256 requests, prompts of 8-6
 32-256 new tokens), and its wall time cut into the host's sections:
 
 - "admission": Engine.admit, the prompts' prefill and their first ids;
-- "launch": the decode step handed to the GPU (SlotGraphDecoder.step: one replay, or the
-  step's kernels launched one by one when eager);
-- "read ids": the host waiting for the step's ids (kv="slots": Engine.sample_for, which
-  also launches the sampling; kv="paged": InFlight.wait, for the copy of the ids the step
-  sampled);
+- "launch": the decode step handed to the GPU (one replay, or the step's kernels launched one
+  by one when eager; the paged engine's block hand-out and the ids' copy started with it);
+- "read ids": the host waiting for the step's ids (the slot engine: Engine.sample_for, which
+  also launches the sampling; the paged engine: InFlight.wait, for the copy of the ids the
+  step sampled);
 - "other host": the rest of run(), the host's own bookkeeping.
 
-The engine records these itself (Engine.stats and Engine.admissions, time.perf_counter);
+The engines record these themselves (stats and admissions, time.perf_counter);
 host_sections() adds them up. On a GPU, profiled() runs the same workload under
 torch.profiler: gpu_busy_share (GPU_BUSY), and a window of the host's sections and the
-GPU's kernels on one clock, for the figure.
+GPU's kernels on one clock, for the figure. scale() serves a larger workload with the paged
+engine at several numbers of rows: throughput, the host's time per step, the replay alone,
+and the GPU busy share from CUDA events around every replay (GPU_BUSY_EVENTS).
 """
 
 import json
@@ -24,8 +26,9 @@ from pathlib import Path
 
 import torch
 
-from tinyllm.engine import Engine
+from tinyllm.engine import Engine, Serving
 from tinyllm.lab.prompts import PROMPT, prompt_ids
+from tinyllm.serve import PagedEngine
 
 SECTIONS = ("admission", "launch", "read ids", "other host")
 GPU_BUSY = (
@@ -44,7 +47,7 @@ def workload(n_requests: int = 256, seed: int = 0) -> tuple[list[list[int]], lis
     return [text[:L] for L in lens], news
 
 
-def serve(engine: Engine, prompts, news, **sampling) -> tuple[dict, float]:
+def serve(engine: Serving, prompts, news, **sampling) -> tuple[dict, float]:
     """Submit every request, run() them all; returns (results, seconds), the GPU drained at
     both ends. Raises if a token is missing (with eos_id=None every request runs to its
     max_new_tokens)."""
@@ -60,7 +63,7 @@ def serve(engine: Engine, prompts, news, **sampling) -> tuple[dict, float]:
     return done, seconds
 
 
-def host_sections(engine: Engine, t_start: float, wall: float) -> dict:
+def host_sections(engine: Serving, t_start: float, wall: float) -> dict:
     """Each section's share of a run's wall time, from the engine's own records (stats and
     admissions, perf_counter times) of the moves since t_start; "other host" is the rest."""
     steps = [s for s in engine.stats if s["t0"] >= t_start]
@@ -74,7 +77,7 @@ def host_sections(engine: Engine, t_start: float, wall: float) -> dict:
     return {k: round(v, 4) for k, v in out.items()}
 
 
-def host_spans(engine: Engine, t_start: float) -> dict:
+def host_spans(engine: Serving, t_start: float) -> dict:
     """The host's sections of the moves since t_start as (start, end) seconds from t_start:
     each admission, each step's launch, and its reads drawn right after the launch (where
     they happen, give or take the bookkeeping between)."""
@@ -91,7 +94,7 @@ def host_spans(engine: Engine, t_start: float) -> dict:
     }
 
 
-def timed_run(engine: Engine, prompts, news) -> dict:
+def timed_run(engine: Serving, prompts, news) -> dict:
     """One run of the workload with its sections: tok_s, seconds and each section's share."""
     t_start = time.perf_counter()
     _, seconds = serve(engine, prompts, news)
@@ -109,7 +112,7 @@ def union_us(intervals) -> float:
     return total
 
 
-def profiled(engine: Engine, prompts, news, window_us: float = 4000.0) -> dict:
+def profiled(engine: Serving, prompts, news, window_us: float = 4000.0) -> dict:
     """The workload once more under torch.profiler, CUDA activity only (kernels and runtime
     calls: no per-op host events, whose cost would slow the host it measures):
     gpu_busy_share (GPU_BUSY) and a timeline window of window_us from the middle of the run,
@@ -163,13 +166,25 @@ def merge(intervals) -> list[tuple[float, float]]:
     return [tuple(x) for x in out]
 
 
-ENGINES = {  # name → Engine arguments (model and n_slots aside), in the order of the changes
-    "slots": {"kv": "slots"},  # notebook 06: each prompt alone, sampling on the host
+ENGINES = {  # name → (engine, its arguments: model and rows aside), in the order of the changes
+    "slots": (Engine, {}),  # notebook 06: each prompt alone, sampling on the host
     # prefill in batches (eager), sampling in the step, the ids read a step late
-    "paged": {"kv": "paged", "prefill_graphs": False},
-    "paged_prefill_graphs": {"kv": "paged"},  # and the prefill replayed from graphs
-    "paged_overlap": {"kv": "paged", "overlap": True},  # and the host while the GPU runs
+    "paged": (PagedEngine, {"prefill_graphs": False}),
+    "paged_prefill_graphs": (PagedEngine, {}),  # and the prefill replayed from graphs
+    "paged_overlap": (PagedEngine, {"overlap": True}),  # and the host while the GPU runs
 }
+
+
+def build(name: str, model, n_rows: int, **kwargs) -> Serving:
+    """The engine ENGINES names, with n_rows slots or rows and the common arguments."""
+    engine, own = ENGINES[name]
+    return engine(model, n_rows, **own, **kwargs)
+
+
+def capture(engine: Serving) -> float:
+    """Every graph of an engine, before serving: the slot engine's windows, or the paged
+    engine's capture sizes and prefill buckets. Returns the seconds."""
+    return engine.capture() if isinstance(engine, PagedEngine) else engine.decoder.capture()
 
 
 def measure(model, n_slots: int, n_requests: int = 256, profile=("slots", "paged_overlap"),
@@ -180,12 +195,12 @@ def measure(model, n_slots: int, n_requests: int = 256, profile=("slots", "paged
     same tokens (overlap changes when the host works, not what is computed)."""
     prompts, news = workload(n_requests)
     out, tokens = {"n_slots": n_slots, "n_requests": n_requests, "n_tokens": sum(news)}, {}
-    for name, kw in ENGINES.items():
-        engine = Engine(model, n_slots, max_len=512, use_graph=True, graph_api=graph_api, **kw)
-        row = {"capture_s": round(engine.decoder.capture(), 3)}
-        tokens[name], _ = serve(engine, prompts, news)  # warm: every graph and kernel once
-        if engine.prefill_graphs is not None:  # captured in the warm run, as first needed
-            row["prefill_graphs"] = sorted(engine.prefill_graphs.graphs)
+    for name in ENGINES:
+        engine = build(name, model, n_slots, max_len=512, use_graph=True, graph_api=graph_api)
+        row = {"capture_s": round(capture(engine), 3)}
+        tokens[name], _ = serve(engine, prompts, news)  # warm: every kernel once
+        if isinstance(engine, PagedEngine) and engine.fill_graphs is not None:
+            row["prefill_graphs"] = sorted(engine.fill_graphs)
         row.update(timed_run(engine, prompts, news))
         if name in profile:
             try:
@@ -196,3 +211,86 @@ def measure(model, n_slots: int, n_requests: int = 256, profile=("slots", "paged
     out["overlap_tokens_identical"] = tokens["paged_prefill_graphs"] == tokens["paged_overlap"]
     out["paged_tokens_equal_slots"] = tokens["paged"] == tokens["slots"]
     return out
+
+
+# --- the paged engine at scale (bench's engine_scale) ----------------------------------------
+
+GPU_BUSY_EVENTS = (
+    "a CUDA event before and after every replay the engine issues (Graphs.record_events: "
+    "each decode step, each prefill graph), their elapsed times summed, over the run's wall "
+    "time; with overlap=True the host is ahead of the GPU, so a bracket holds the GPU's work "
+    "alone. Eager work between replays (the rows' moves, the ids' copies) is not counted"
+)
+HOST_PER_STEP = (
+    "the host's own time per decode step, median over the run: the step's wall time less "
+    "its waits for ids (read ids), plus the admissions since the step before"
+)
+
+
+def host_per_step(engine: PagedEngine, t_start: float) -> list[float]:
+    """Each decode step's host time (HOST_PER_STEP), seconds, for the steps since t_start."""
+    steps = [s for s in engine.stats if s["t0"] >= t_start]
+    admits = sorted((a["t0"], a["admit_s"]) for a in engine.admissions if a["t0"] >= t_start)
+    out, i = [], 0
+    for s in steps:
+        admitted = 0.0
+        while i < len(admits) and admits[i][0] < s["t0"]:
+            admitted += admits[i][1]
+            i += 1
+        out.append(s["step_s"] - s["read_s"] + admitted)
+    return out
+
+
+def replay_alone_us(engine: PagedEngine, key: int, n: int = 200) -> float:
+    """The decode graph of capture size `key` replayed n times back to back with nothing
+    between (CUDA events): µs per replay. What the GPU needs for a step of that size."""
+    torch.cuda.synchronize()
+    snapshot = engine.cache.snapshot()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    engine.decode_graphs.replay(key)
+    start.record()
+    for _ in range(n):
+        engine.decode_graphs.replay(key)
+    end.record()
+    torch.cuda.synchronize()
+    engine.cache.restore(snapshot)
+    return start.elapsed_time(end) * 1e3 / n
+
+
+def scale(model, n_rows: int, n_requests: int = 2048, compile=False, overlap: bool = True,
+          max_len: int = 512, seed: int = 0) -> dict:  # fmt: skip
+    """PagedEngine(overlap=True) with n_rows rows on the bench's request distribution
+    (workload(n_requests)): capture() first (timed), then two runs of the whole workload,
+    each timed (the first must not capture: within 10 % of the second), the second also with
+    every replay between CUDA events. Returns tok_s of each run, capture_s, the host's µs
+    per step (median, p90), the all-rows graph replayed alone, GPU busy by events."""
+    prompts, news = workload(n_requests, seed)
+    engine = PagedEngine(model, n_rows, max_len=max_len, overlap=overlap, compile=compile)
+    t0 = time.perf_counter()
+    capture_s = engine.capture()
+    first_s = time.perf_counter() - t0
+    done1, s1 = serve(engine, prompts, news)
+    pairs: list = []
+    engine.decode_graphs.record_events(pairs)
+    engine.fill_graphs.record_events(pairs)
+    t_start = time.perf_counter()
+    done2, s2 = serve(engine, prompts, news)
+    engine.decode_graphs.record_events(None)
+    engine.fill_graphs.record_events(None)
+    gpu_s = sum(a.elapsed_time(b) for a, b in pairs) / 1e3
+    host = sorted(host_per_step(engine, t_start))
+    steps = [s for s in engine.stats if s["t0"] >= t_start]
+    return {
+        "n_rows": n_rows, "n_requests": n_requests, "n_tokens": sum(news),
+        "compile": compile, "overlap": overlap,
+        "capture_s": capture_s, "capture_and_compile_s": round(first_s, 3),
+        "graphs": len(engine.decode_graphs) + len(engine.fill_graphs),
+        "first_run_tok_s": round(sum(news) / s1, 1), "tok_s": round(sum(news) / s2, 1),
+        "steps": len(steps), "mean_rows": round(sum(s["n_active"] for s in steps) / len(steps), 1),
+        "host_us_per_step": round(host[len(host) // 2] * 1e6, 1),
+        "host_us_per_step_p90": round(host[int(0.9 * len(host))] * 1e6, 1),
+        "replay_alone_us": round(replay_alone_us(engine, n_rows), 1),
+        "gpu_busy_share": round(gpu_s / s2, 4),
+        "tokens_identical_across_runs": [done1[r] for r in sorted(done1)]
+        == [done2[r] for r in sorted(done2)],
+    }  # fmt: skip

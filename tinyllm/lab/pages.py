@@ -45,8 +45,7 @@ def replayed(model, idx, name: str, kv: str = "static", compile=False, room: int
     def reset():
         dec.prefill(idx)
         if kv == "paged":
-            for row in range(dec.batch):
-                dec.cache.take(row, idx.shape[1] + room)
+            dec.cache.rows.take(range(dec.batch), idx.shape[1] + room)
 
     reset()
     key = dec.graph_key()

@@ -22,23 +22,26 @@ def pages_scene(prompt_lens=(5, 9, 3), block_size: int = 4, steps: int = 0,
     non-zero prompt length admitted (its prompt's blocks taken), `steps` decode steps of
     every row (grow(), the step's end_step on the device, advance_host()), then row
     `release` released, then (compact) each free row below the last request takes it
-    (move(), as Engine.compact does). Returns the host and device state, and each block's
+    (rows.compaction() and rows.move(), as PagedEngine.release does). Returns the host and device state, and each block's
     owner (a row, or None) and how many of its positions hold keys."""
     n_rows = len(prompt_lens)
     cache = PagedKVCache(1, n_rows, max_len, "cpu", block_size=block_size, n_blocks=n_blocks)
-    for row, n in enumerate(prompt_lens):
-        if n:
-            cache.take(row, n)
-            cache.set_row(row, n, True, cache.tables[row])
+    rows = cache.rows
+    admitted = [row for row, n in enumerate(prompt_lens) if n]
+    if admitted:
+        lens = [prompt_lens[row] for row in admitted]
+        rows.take(admitted, lens)
+        rows.admit(admitted, lens)
     for _ in range(steps):
-        cache.grow()
+        rows.grow()
         cache.decoding(n_rows).end_step(1)  # what the step does to lens_dev, on the device
-        cache.advance_host()
-    if release is not None and cache.active[release]:
-        cache.release(release)
+        rows.advance_host()
+    if release is not None and rows.active[release]:
+        rows.release([release])
     if compact:
-        while cache.free_slots() and cache.free_slots()[0] < cache.rows_in_use() - 1:
-            cache.move(cache.rows_in_use() - 1, cache.free_slots()[0])
+        src, dst = rows.compaction()
+        if len(src):
+            rows.move(src, dst)
     owner, filled = [None] * cache.n_blocks, [0] * cache.n_blocks
     for row, table in enumerate(cache.tables):
         for i, block in enumerate(table):
@@ -48,10 +51,10 @@ def pages_scene(prompt_lens=(5, 9, 3), block_size: int = 4, steps: int = 0,
         "block_size": block_size,
         "n_blocks": cache.n_blocks,
         "lens": list(cache.lens),
-        "lens_dev": cache.lens_dev.tolist(),
+        "lens_dev": rows.lens_dev.tolist(),
         "active": list(cache.active),
         "tables": [list(t) for t in cache.tables],
-        "block_table": cache.block_table.tolist(),
+        "block_table": rows.block_table.tolist(),
         "free": list(cache.free),
         "owner": owner,
         "filled": filled,

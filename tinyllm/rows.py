@@ -1,0 +1,342 @@
+"""Rows: what a decode step reads for each row of its batch, with one owner (notebooks 08-09).
+
+A step of the paged engine reads, for each row: the id it decodes (`tok`), its length, whether
+it holds a request, its block table and its sampling arguments (temperature, top-k, seed).
+Rows keeps all of them. Each lives on the device in a fixed buffer, which the graphs capture,
+and the host keeps a twin of each beside it, in numpy arrays, where the host needs one:
+
+    host (numpy)       device (torch)      what
+    lens               lens_dev            each row's length: the position its next key takes
+    active             active_dev          whether it holds a request
+    tables, held       block_table         its blocks (SCRATCH past the ones it holds)
+    temperature, ...   temperature, ...    its sampling arguments (top_k, seed too)
+    rid                                    the request it holds (-1: none), for the host
+    free                                   the blocks no row holds, a stack
+                       tok                 the id it decodes next (sampled on the device)
+
+A *move* changes rows: admit (rows take requests), grow (rows about to cross into a new block
+take one), release (rows give their blocks back), move (requests go to other rows),
+advance_host (the host lengths follow a step). Each is vectorised numpy on the host, and marks
+the rows it changed. flush() then brings the device in step: one upload through pinned
+memory, and one indexed write per buffer, for every row changed since the last flush, however
+many. A step flushes once, before its replay. So the host's work per step, and the torch ops
+it issues outside its replay, do not grow with the rows. vLLM V1's persistent batch
+(InputBatch) is the same idea: the batch's inputs live in fixed arrays, updated in place as
+requests come, go and move, never rebuilt.
+
+The host is the truth between moves. snapshot() copies it (and `tok`, the one input only the
+device holds); restore() puts a copy back with one assignment, which cannot fail, and marks
+the whole device out of step; the next flush() rewrites it. So a move that does not finish is
+undone by one assignment, and nothing that goes wrong while undoing it (an exception, Ctrl-C,
+a timer) leaves host and device apart.
+"""
+
+from dataclasses import dataclass, fields, replace
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from tinyllm.validate import is_int
+
+SCRATCH = 0  # the block a row without a request points at: no request ever holds it
+
+
+def to_device(values, device, dtype=torch.long) -> Tensor:
+    """Host values as a tensor on `device`, without waiting for the GPU. A plain copy from
+    host memory to CUDA waits for every kernel queued before it (PyTorch's copy_kernel_cuda:
+    cudaMemcpyAsync, then cudaStreamSynchronize), which would end the host's overlap with a
+    step in flight; from pinned memory the copy is queued like a kernel."""
+    t = torch.as_tensor(np.asarray(values), dtype=dtype)
+    if torch.device(device).type != "cuda":
+        return t.to(device)
+    return t.pin_memory().to(device, non_blocking=True)
+
+
+@dataclass
+class Host:
+    """The host twins, one value: a move's undo puts a whole copy back in one assignment."""
+
+    lens: np.ndarray  # (n_rows,) int64
+    active: np.ndarray  # (n_rows,) bool
+    rid: np.ndarray  # (n_rows,) int64, -1: no request
+    tables: np.ndarray  # (n_rows, max_blocks) int64, SCRATCH past `held`
+    held: np.ndarray  # (n_rows,) int64: blocks each row holds
+    temperature: np.ndarray  # (n_rows,) float32
+    top_k: np.ndarray  # (n_rows,) int64
+    seed: np.ndarray  # (n_rows,) int64
+    dirty: np.ndarray  # (n_rows,) bool: changed since the last flush
+    moved: np.ndarray  # (2, k) int64: (src, dst) of the moves since the last flush, for tok
+    free: list  # the blocks no row holds; moves take from its end
+
+    def copy(self) -> "Host":
+        return replace(self, **{f.name: getattr(self, f.name).copy() for f in fields(self)})
+
+
+@dataclass
+class Snapshot:
+    """What restore() puts back: the host twins, and the device's `tok` as it was."""
+
+    host: Host
+    tok: Tensor
+
+
+class Rows:
+    """n_rows rows of up to max_len positions each. With a block_size (the paged cache),
+    each row's positions lie in blocks of block_size, from a pool of n_blocks (default: every
+    row at max_len, and the scratch block). Without one (the slot cache, notebook 06), rows
+    hold lengths, flags and ids alone. lens_dtype is the device lengths' dtype (int32 for the
+    paged kernel, int64 for the slot cache's scatter)."""
+
+    def __init__(self, n_rows: int, max_len: int, device, block_size: int | None = 16,
+                 n_blocks: int | None = None, lens_dtype=torch.int32):  # fmt: skip
+        self.n_rows, self.max_len, self.block_size = n_rows, max_len, block_size
+        max_blocks = 0 if block_size is None else -(-max_len // block_size)
+        self.max_blocks = max_blocks
+        self.n_blocks = n_rows * max_blocks + 1 if n_blocks is None else n_blocks
+        self.device = torch.device(device)
+        self.host = Host(
+            lens=np.zeros(n_rows, np.int64), active=np.zeros(n_rows, bool),
+            rid=np.full(n_rows, -1, np.int64),
+            tables=np.full((n_rows, max_blocks), SCRATCH, np.int64),
+            held=np.zeros(n_rows, np.int64), temperature=np.zeros(n_rows, np.float32),
+            top_k=np.zeros(n_rows, np.int64), seed=np.zeros(n_rows, np.int64),
+            dirty=np.zeros(n_rows, bool), moved=np.zeros((2, 0), np.int64),
+            free=list(range(1, self.n_blocks)),
+        )  # fmt: skip
+        zeros = lambda *shape, dtype=torch.long: torch.zeros(*shape, dtype=dtype, device=device)  # noqa: E731
+        self.tok = zeros(n_rows, 1)
+        self.lens_dev = zeros(n_rows, dtype=lens_dtype)
+        self.active_dev = zeros(n_rows, dtype=lens_dtype)
+        self.block_table = zeros(n_rows, max_blocks, dtype=torch.int32)
+        self.temperature = zeros(n_rows, dtype=torch.float32)
+        self.top_k = zeros(n_rows)
+        self.seed = zeros(n_rows)
+        self.restored_tok: Tensor | None = None  # after restore(): tok as the snapshot held it
+
+    # --- the host twins, read ---------------------------------------------------------------
+
+    @property
+    def lens(self) -> np.ndarray:
+        return self.host.lens
+
+    @property
+    def active(self) -> np.ndarray:
+        return self.host.active
+
+    @property
+    def free(self) -> list:
+        return self.host.free
+
+    def tables(self) -> list[list[int]]:
+        """Each row's blocks, as lists (for reading, not for a step)."""
+        h = self.host
+        return [h.tables[r, : h.held[r]].tolist() for r in range(self.n_rows)]
+
+    def free_rows(self) -> np.ndarray:
+        return np.flatnonzero(~self.host.active)
+
+    def in_use(self) -> int:
+        """One more than the last row that holds a request (a compact engine's row count)."""
+        used = np.flatnonzero(self.host.active)
+        return int(used[-1]) + 1 if len(used) else 0
+
+    def blocks_for(self, n_positions) -> np.ndarray:
+        n = np.asarray(n_positions, np.int64)
+        return np.zeros_like(n) if self.block_size is None else -(-n // self.block_size)
+
+    # --- the doors: rows, lengths and blocks, checked before anything changes --------------
+
+    def validate_rows(self, rows, free: bool | None = None) -> np.ndarray:
+        """rows as an int64 array of distinct rows in [0, n_rows) (free=True: each free,
+        False: each holding a request); a ValueError naming the row and the limit if not."""
+        if isinstance(rows, np.ndarray):
+            values = rows.tolist()
+        elif isinstance(rows, (list, tuple, range)):
+            values = list(rows)
+        else:
+            values = []
+        if not values or any(not is_int(r) for r in values):
+            raise ValueError(f"rows must be a non-empty list of ints, got {rows!r:.80}")
+        r = np.asarray(values, np.int64)
+        bad = r[(r < 0) | (r >= self.n_rows)]
+        if len(bad):
+            raise ValueError(f"row {int(bad[0])} outside [0, {self.n_rows})")
+        if len(np.unique(r)) != len(r):
+            raise ValueError(f"rows must be distinct, got {values}")
+        if free is not None and (self.host.active[r] == free).any():
+            row = int(r[self.host.active[r] == free][0])
+            need = "free" if free else "holding a request"
+            raise ValueError(f"row {row} must be {need}: release it or admit it first")
+        return r
+
+    def validate_lens(self, rows: np.ndarray, lens, lo: int = 1) -> np.ndarray:
+        values = [lens] * len(rows) if is_int(lens) else list(lens)
+        if len(values) != len(rows) or any(not is_int(n) for n in values):
+            raise ValueError(f"lengths must be {len(rows)} ints, one a row, got {lens!r:.80}")
+        n = np.asarray(values, np.int64)
+        bad = n[(n < lo) | (n > self.max_len)]
+        if len(bad):
+            raise ValueError(f"length {int(bad[0])} outside [{lo}, max_len {self.max_len}]")
+        return n
+
+    # --- the moves --------------------------------------------------------------------------
+
+    def take(self, rows, n_positions) -> None:
+        """Hand each of `rows` the blocks it lacks for n_positions[i] positions, from the
+        free list, on the host (a prefill writes them, then admit() or a prefill graph puts
+        the tables on the device). Refused whole if the free list cannot cover them all."""
+        r = self.validate_rows(rows)
+        n = self.validate_lens(r, n_positions)
+        h = self.host
+        need = np.maximum(self.blocks_for(n) - h.held[r], 0)
+        total = int(need.sum())
+        if total > len(h.free):
+            raise ValueError(f"rows {r.tolist()} need {total} more blocks, {len(h.free)} are "
+                             f"free: release a row first")  # fmt: skip
+        if total == 0:
+            return
+        blocks = np.asarray(h.free[len(h.free) - total :][::-1], np.int64)  # from the end
+        del h.free[len(h.free) - total :]
+        owner = np.repeat(r, need)  # block i goes to row owner[i], at column col[i]
+        col = np.repeat(h.held[r], need) + _ranks(need)
+        h.tables[owner, col] = blocks
+        h.held[r] += need
+
+    def admit(self, rows, lens, temperature=0.0, top_k=0, seed=0, rids=-1, *,
+              upload: bool = True):  # fmt: skip
+        """Rows `rows` take requests of lens[i] positions (their blocks taken already), with
+        their sampling arguments and request ids (each a value for all, or one a row).
+        upload=False: the device has them already (a prefill graph set them, inside the
+        graph); only the host twins follow."""
+        r = self.validate_rows(rows, free=True)
+        n = self.validate_lens(r, lens)
+        h = self.host
+        if (h.held[r] < self.blocks_for(n)).any():
+            raise ValueError("admit needs the rows' blocks first: take(rows, lens)")
+        h.lens[r], h.active[r], h.rid[r] = n, True, rids
+        h.temperature[r], h.top_k[r], h.seed[r] = temperature, top_k, seed
+        if upload:
+            h.dirty[r] = True
+            self.flush()
+
+    def flush(self) -> None:
+        """Bring the device in step with the host: every row changed since the last flush
+        written from its host twins, with one upload of the integers, one of the
+        temperatures, and one indexed write per buffer; each moved row's tok moved with it.
+        After a restore(), every row, and tok as the snapshot held it."""
+        h = self.host
+        if self.restored_tok is not None:
+            self.tok.copy_(self.restored_tok)
+            h.dirty[:] = True
+            self.restored_tok = None
+        r = np.flatnonzero(h.dirty)
+        if len(r) == 0 and h.moved.shape[1] == 0:
+            return
+        k, m, w = len(r), h.moved.shape[1], self.max_blocks
+        ints = np.concatenate([r, h.lens[r], h.active[r], h.top_k[r], h.seed[r],
+                               h.moved.reshape(-1), h.tables[r].reshape(-1)])  # fmt: skip
+        d = to_device(ints, self.device)
+        at, lens, active, top_k, seed = (d[i * k : (i + 1) * k] for i in range(5))
+        src, dst = d[5 * k : 5 * k + m], d[5 * k + m : 5 * k + 2 * m]
+        if m:  # tok first: the moved rows' next ids, as the last step sampled them
+            self.tok.index_copy_(0, dst, self.tok.index_select(0, src))
+        if k:
+            self.lens_dev[at] = lens.to(self.lens_dev.dtype)
+            self.active_dev[at] = active.to(self.active_dev.dtype)
+            self.top_k[at], self.seed[at] = top_k, seed
+            if w:
+                self.block_table[at] = d[5 * k + 2 * m :].view(k, w).int()
+            self.temperature[at] = to_device(h.temperature[r], self.device, torch.float32)
+        h.dirty[:], h.moved = False, h.moved[:, :0]
+
+    def grow(self) -> None:
+        """Before a decode step: every active row whose next position starts a new block
+        takes one. Vectorised: the rows that cross, found with numpy, take their blocks from
+        the end of the free list, and one indexed write puts them in the device table."""
+        h = self.host
+        if self.block_size is None:
+            return
+        cross = np.flatnonzero(h.active & (h.lens >= h.held * self.block_size))
+        if len(cross) == 0:
+            return
+        if len(cross) > len(h.free):
+            raise ValueError(f"{len(cross)} rows need a block, {len(h.free)} are free")
+        blocks = np.asarray(h.free[len(h.free) - len(cross) :][::-1], np.int64)
+        del h.free[len(h.free) - len(cross) :]
+        h.tables[cross, h.held[cross]] = blocks
+        h.held[cross] += 1
+        h.dirty[cross] = True
+
+    def release(self, rows) -> None:
+        """Free rows: their blocks go back to the free list, each row's last block first;
+        their tables point at the scratch block, their lengths are 0."""
+        r = self.validate_rows(rows)
+        h = self.host
+        held = h.held[r]
+        cols = np.repeat(held, held) - 1 - _ranks(held)  # each row's blocks, last first
+        h.free.extend(h.tables[np.repeat(r, held), cols].tolist())
+        h.tables[r], h.held[r], h.lens[r], h.active[r], h.rid[r] = SCRATCH, 0, 0, False, -1
+        h.dirty[r] = True
+
+    def move(self, src, dst) -> None:
+        """Move the requests of rows src[i] to the free rows dst[i]: each row's length, table,
+        sampling arguments and next id. The K/V stay in their blocks; src rows end free."""
+        s, d = self.validate_rows(src, free=False), self.validate_rows(dst, free=True)
+        if len(s) != len(d):
+            raise ValueError(f"move takes one destination a row, got {len(s)} and {len(d)}")
+        h = self.host
+        if h.moved.shape[1]:  # tok moves are applied at once at a flush: never two in a row
+            self.flush()
+        for f in fields(Host):
+            if f.name not in ("free", "dirty", "moved"):
+                a = getattr(h, f.name)
+                a[d] = a[s]
+        h.tables[s], h.held[s], h.lens[s], h.active[s], h.rid[s] = SCRATCH, 0, 0, False, -1
+        h.dirty[s], h.dirty[d], h.moved = True, True, np.stack([s, d])
+
+    def compaction(self) -> tuple[np.ndarray, np.ndarray]:
+        """The moves that keep the requests in the first rows: each free row below the last
+        request takes the last request (src, dst), as one vectorised move."""
+        active = self.host.active
+        n = int(active.sum())
+        holes = np.flatnonzero(~active[:n])
+        return np.flatnonzero(active[n:])[::-1][: len(holes)] + n, holes
+
+    def advance_host(self) -> None:
+        """After a decode step: the host lengths of active rows follow the device's."""
+        self.host.lens += self.host.active
+
+    # --- the undo ---------------------------------------------------------------------------
+
+    def snapshot(self) -> Snapshot:
+        """A copy of the host twins, and of tok (a device copy, queued like a kernel)."""
+        return Snapshot(self.host.copy(), self.tok.clone())
+
+    def validate_snapshot(self, saved) -> None:
+        """A snapshot() of rows like these: a ValueError if not (the caches' restore door)."""
+        if not isinstance(saved, Snapshot):
+            raise ValueError(f"restore takes a snapshot() of this cache, got {saved!r:.80}")
+        h = saved.host
+        if h.lens.shape != (self.n_rows,) or h.tables.shape != (self.n_rows, self.max_blocks):
+            raise ValueError(f"a snapshot of {len(h.lens)} rows, this cache has {self.n_rows}")
+        bad = h.lens[(h.lens < 0) | (h.lens > self.max_len)]
+        if len(bad):
+            raise ValueError(f"snapshot length {int(bad[0])} outside [0, max_len {self.max_len}]")
+
+    def restore(self, saved: Snapshot) -> None:
+        """Put a snapshot() back, on the host: one assignment, which cannot fail. The
+        snapshot is used up (the host now is it). The device is marked out of step: the next
+        flush() rewrites every row, and tok as the snapshot held it."""
+        self.host, self.restored_tok = saved.host, saved.tok
+
+    def in_step(self) -> bool:
+        """Whether the device holds what the host says (nothing left to flush)."""
+        h = self.host
+        return self.restored_tok is None and not h.dirty.any() and h.moved.shape[1] == 0
+
+
+def _ranks(counts: np.ndarray) -> np.ndarray:
+    """0, 1, ..., counts[0]-1, 0, 1, ..., counts[1]-1, ...: each item's rank in its group."""
+    starts = np.repeat(np.cumsum(counts) - counts, counts)
+    return np.arange(int(np.sum(counts))) - starts

@@ -1,0 +1,380 @@
+"""The paged engine: continuous batching around one CUDA graph per capture size (notebooks
+08 and 09).
+
+What it adds to the slot engine of notebook 06, each measured in notebook 09:
+
+- the paged cache (notebook 08): the requests are kept in the first rows, and each decode
+  step replays the graph of the smallest capture size that holds them, valid at every length;
+- prefill in batches: the requests admitted together are prefilled together, replayed from
+  a graph per bucket of (rows, positions) when their prompts fit one chunk, else eagerly in
+  chunks of prefill_chunk positions;
+- sampling on the device, inside each graph, keyed by (seed, position) (generation.sample);
+- the ids read one step late: step t is launched, then the ids of the moves before it are
+  handed to their requests. overlap=True does that while the GPU runs step t;
+- every graph captured before serving (capture()): run() never captures.
+
+A step reads like nano-vllm's three lines: the rows that cross into a new block grow, the
+graph replays, then what the moves before it sampled is handed out and the rows compacted.
+Rows (rows.py) owns every input a step reads for each row, on the device and on the host,
+and its moves are vectorised: the host's work per step does not grow with the rows, but for
+handing each request its token.
+
+    engine = PagedEngine(model, n_rows=32)
+    engine.capture()                                   # every graph, before serving
+    rid = engine.submit(tokenizer.encode("The for statement"), max_new_tokens=50)
+    out = engine.run()[rid]
+"""
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from tinyllm.engine import Serving
+from tinyllm.generation import prefill, sample
+from tinyllm.graphs import (
+    Graphs,
+    bucket_for,
+    compile_step,
+    default_buckets,
+    resolve_capture_sizes,
+)
+from tinyllm.model import Transformer
+from tinyllm.paged import PagedKVCache, copy_from_host
+from tinyllm.precision import activation_dtype, precision
+from tinyllm.rows import to_device
+from tinyllm.validate import (
+    LIMITS,
+    validate_bool,
+    validate_compile,
+    validate_int,
+    validate_limits,
+    validate_model,
+    validate_use_graph,
+)
+
+PREFILL_CHUNK = 512  # positions of each prompt per prefill forward
+
+
+@dataclass
+class InFlight:
+    """A move's sampled ids on their way to the host: ids[i] is the next token of request
+    rids[i] (-1: a row without one), copied from the device without waiting; `ready` is a
+    CUDA event recorded after the copy (None on a CPU, where the copy is done at once)."""
+
+    rids: list[int]
+    ids: torch.Tensor
+    ready: object = None
+
+    def wait(self) -> None:
+        if self.ready is not None:
+            self.ready.synchronize()
+
+
+class Sections:
+    """The host's time in each section of a move (time.perf_counter), beside the recipe:
+    `with sections("launch"):` adds the block's seconds to sections.seconds["launch"]."""
+
+    def __init__(self):
+        self.seconds: dict[str, float] = {}
+        self.t0 = time.perf_counter()
+
+    def __call__(self, name: str) -> "Sections":
+        self.name = name
+        return self
+
+    def __enter__(self):
+        self.start = time.perf_counter()
+
+    def __exit__(self, *exc):
+        self.seconds[self.name] = self.seconds.get(self.name, 0.0) + (
+            time.perf_counter() - self.start
+        )
+
+
+class PagedEngine(Serving):
+    """Continuous batching over n_rows rows of a PagedKVCache, every step a graph replay.
+    submit() queues a request, run() serves them all; capture() records every graph first.
+    admit() and step() are its two moves. Each shares one forward and one sampling call
+    between its requests, so any failure in a move is the move's, undone whole.
+
+    prefill_graphs=False prefills eagerly, in chunks; overlap=True reads each step's ids
+    while the GPU runs the next one (the same schedule and tokens as overlap=False);
+    use_graph=None means graphs when the model is on CUDA; compile is the decoders' (False,
+    True for the course's Inductor settings, or a dict)."""
+
+    def __init__(self, model: Transformer, n_rows: int, max_len: int | None = None, *,
+                 capture_sizes: tuple[int, ...] | None = None,
+                 prefill_chunk: int = PREFILL_CHUNK, prefill_graphs: bool = True,
+                 overlap: bool = False, use_graph: bool | None = None, compile=False,
+                 graph_api=torch.cuda, eos_id: int | None = None, limits=LIMITS):  # fmt: skip
+        device, cfg = validate_model(model), model.cfg
+        max_len = cfg.max_seq_len if max_len is None else max_len
+        validate_int("max_len", max_len, lo=2, hi=cfg.max_seq_len)
+        validate_int("n_rows", n_rows, hi=validate_limits(limits).rows)
+        validate_int("prefill_chunk", prefill_chunk, hi=validate_limits(limits).seq_len)
+        validate_bool("prefill_graphs", prefill_graphs)
+        validate_bool("overlap", overlap)
+        validate_compile(compile, device)
+        super().__init__(model, max_len, eos_id)
+        self.use_graph = validate_use_graph(use_graph, device, graph_api)
+        self.device, self.graph_api, self.n_rows = device, graph_api, n_rows
+        self.prefill_chunk, self.overlap = prefill_chunk, overlap
+        self.cache = PagedKVCache(cfg.n_layers, n_rows, max_len, device, limits=limits)
+        self.cache.allocate(cfg.n_kv_heads, cfg.head_dim, activation_dtype(model))
+        self.rows = self.cache.rows
+        self.capture_sizes = resolve_capture_sizes(capture_sizes, n_rows)
+        self.size_for = [next(c for c in self.capture_sizes if c >= max(n, 1))
+                         for n in range(n_rows + 1)]  # fmt: skip
+        self.step_model = compile_step(model, compile)
+        self.decode_graphs = Graphs(graph_api)
+        self.fill_graphs = Graphs(graph_api, share=self.decode_graphs) if prefill_graphs else None
+        # a prefill graph's fixed inputs, for the buckets (rows, positions): one upload of the
+        # integers (ids, then [count, top_k, seed, blocks...] a prompt, then each row's
+        # prompt, -1: none) and one of the temperatures
+        positions = min(prefill_chunk, max_len)
+        self.row_buckets = default_buckets(n_rows, first=1)
+        self.len_buckets = default_buckets(positions, first=min(16, positions))
+        self.width = 3 + self.cache.max_blocks
+        self.fill_ints = torch.zeros(n_rows * (positions + self.width + 1), dtype=torch.long,
+                                     device=device)  # fmt: skip
+        self.fill_temps = torch.zeros(n_rows, device=device)
+        self.in_flight: list[InFlight] = []  # moves whose ids the host has not read
+        self.capture_s: float | None = None  # capture()'s seconds, once it has run
+
+    # --- serving --------------------------------------------------------------------------
+
+    def run(self) -> dict[int, list[int]]:
+        """Serve every queued request; returns {request id: generated ids (EOS included)} for
+        every request finished since the last run() returned. With graphs, capture() runs
+        first if it has not: never while serving."""
+        if self.use_graph and self.capture_s is None:
+            self.capture()
+        while self.n_waiting() or self.rows.active.any() or self.in_flight:
+            t0, waiting = time.perf_counter(), self.n_waiting()
+            self.admit()
+            if self.n_waiting() < waiting:
+                self.admissions.append({"t0": t0, "n": waiting - self.n_waiting(),
+                                        "admit_s": time.perf_counter() - t0})  # fmt: skip
+            if self.rows.active.any() or self.in_flight:
+                self.step()
+        return self.hand_back()
+
+    @torch.no_grad()
+    def admit(self) -> None:
+        """As many queued requests as there are free rows, prefilled together into the
+        lowest free rows, their first ids sampled into the next step's input (rows.tok).
+        The host reads those ids after the next step is launched."""
+        while self.n_waiting() and len(free := self.rows.free_rows()):
+            reqs = self.waiting[self.head : self.head + len(free)]
+            rows = free[: len(reqs)]
+            with self.transaction(self.cache):
+                self.head += len(reqs)
+                longest = max(len(req.prompt) for req in reqs)
+                if self.fill_graphs is not None and longest <= self.prefill_chunk:
+                    ids = self.prefill_replayed(rows, reqs)
+                else:
+                    ids = self.prefill_eagerly(rows, reqs)
+                self.send_to_host([req.rid for req in reqs], ids)
+
+    @torch.no_grad()
+    def step(self) -> None:
+        """Launch decode step t for the rows in use (it samples their next ids into its own
+        input), then hand out the ids of the moves before it; the requests that finish leave,
+        the rest are compacted. A request that finished at step t-1 ran in step t too: that
+        token is dropped. overlap=False waits for step t first; overlap=True reads while the
+        GPU runs it."""
+        t = Sections()
+        with self.transaction(self.cache):
+            ready, self.in_flight = self.in_flight, []
+            n = self.rows.in_use()
+            if n:
+                key = self.size_for[n]
+                rids = self.rows.host.rid[:key].tolist()
+                t_launch = time.perf_counter()
+                with t("launch"):
+                    self.rows.grow()  # the rows about to cross into a new block take one
+                    self.rows.flush()  # every row changed since the last step, one upload
+                    self.replay(key)  # K/V written, each row's next id sampled into rows.tok
+                    self.rows.advance_host()
+                    launched = self.send_to_host(rids, self.rows.tok[:key, 0])
+            with t("read ids"):
+                if n and not self.overlap:
+                    launched.wait()
+                for move in ready:
+                    move.wait()
+            self.release(self.hand_out(ready))
+        if n:  # nothing launched: the last ids read, no step to record
+            self.stats.append({"step": len(self.stats), "capture_size": key, "rows": rids,
+                               "n_active": key - rids.count(-1), "t0": t.t0,
+                               "t_launch": t_launch, "launch_s": t.seconds["launch"],
+                               "read_s": t.seconds["read ids"],
+                               "step_s": time.perf_counter() - t.t0})  # fmt: skip
+
+    def hand_out(self, ready: list[InFlight]) -> list[int]:
+        """Each request of the moves read now takes its id, unless it had finished: its end
+        was seen one step late, and that token, the extra one, is dropped. Returns the rids
+        of the requests that finish now."""
+        finished, eos, appended = [], self.eos_id, self.appended
+        for move in ready:
+            for rid, tok in zip(move.rids, move.ids.tolist()):
+                req = self.requests.get(rid)
+                if req is None or self.is_done(req):  # a padded row, or its extra token
+                    continue
+                req.out.append(tok)
+                appended.append(req.out)
+                if tok == eos or len(req.out) == req.max_new_tokens:
+                    finished.append(rid)
+        return finished
+
+    def release(self, finished: list[int]) -> None:
+        """The finished requests' rows freed, then the last requests moved into them: the
+        rows in use stay 0..n-1. Both vectorised (rows.release, rows.move)."""
+        if not finished:
+            return
+        self.finished += finished
+        self.rows.release(np.flatnonzero(np.isin(self.rows.host.rid, finished)))
+        src, dst = self.rows.compaction()
+        if len(src):
+            self.rows.move(src, dst)
+
+    def send_to_host(self, rids: list[int], ids: torch.Tensor) -> InFlight:
+        """Start copying a move's ids to the host, without waiting; a later step reads them."""
+        move = InFlight(rids, ids.to("cpu", non_blocking=True, copy=True))
+        if ids.is_cuda:
+            move.ready = torch.cuda.Event()
+            move.ready.record()
+        self.in_flight.append(move)
+        return move
+
+    # --- the decode step ------------------------------------------------------------------
+
+    def replay(self, key: int) -> None:
+        """The decode step of capture size `key`: its graph replayed, or (use_graph=False)
+        the same step run eagerly."""
+        if self.use_graph:
+            self.decode_graphs.replay(key)
+        else:
+            self.decode(key)
+
+    @torch.no_grad()
+    def decode(self, key: int) -> torch.Tensor:
+        """The static decode step of rows 0..key-1: each writes its K/V, then samples its next
+        id at the position it just filled, into rows.tok (the next step's input)."""
+        r = self.rows
+        with precision(self.model):
+            logits, _ = self.step_model(r.tok[:key], cache=self.cache.decoding(key), check=False)
+        position = r.lens_dev[:key].long()  # advanced by the step: the token being drawn
+        ids = sample(logits[:, -1], r.temperature[:key], r.top_k[:key], r.seed[:key], position)
+        r.tok[:key, 0].copy_(ids)
+        return ids
+
+    # --- prefill --------------------------------------------------------------------------
+
+    def prefill_replayed(self, rows: np.ndarray, reqs) -> torch.Tensor:
+        """Admit reqs[b] into free row rows[b] with one replay of the prefill graph of their
+        bucket: blocks taken on the host, two uploads into the fixed buffers, one replay (or
+        the same forward eagerly), the host twins then set. Returns the first ids on the
+        device; the host has not read them."""
+        n, lens = len(reqs), [len(req.prompt) for req in reqs]
+        self.rows.take(rows, lens)
+        R, T = bucket_for(n, self.row_buckets), bucket_for(max(lens), self.len_buckets)
+        ids = np.zeros((R, T), np.int64)
+        for b, req in enumerate(reqs):
+            ids[b, : lens[b]] = req.prompt
+        meta = np.zeros((R, self.width), np.int64)  # a pad prompt: count 0, scratch blocks
+        top_k, seed = [req.top_k or 0 for req in reqs], [req.seed for req in reqs]
+        meta[:n, 0], meta[:n, 1], meta[:n, 2] = lens, top_k, seed
+        meta[:n, 3:] = self.rows.host.tables[rows]
+        src = np.full(self.n_rows, -1, np.int64)
+        src[rows] = np.arange(n)
+        copy_from_host(self.fill_ints, np.concatenate([ids.ravel(), meta.ravel(), src]))
+        temperature = [req.temperature for req in reqs]
+        copy_from_host(self.fill_temps, temperature + [0.0] * (R - n))
+        first = self.fill_graphs.replay((R, T)) if self.use_graph else self.fill((R, T))
+        self.rows.admit(rows, lens, temperature, top_k, seed, [req.rid for req in reqs],
+                        upload=False)  # fmt: skip
+        return first[:n]
+
+    @torch.no_grad()
+    def fill(self, key: tuple[int, int]) -> torch.Tensor:
+        """The static prefill of bucket key = (R, T) from the fixed buffers: K/V into the
+        prompts' blocks, each prompt's first id sampled at its last position, and each
+        admitted row's length, table, sampling arguments and next id set on the device
+        (torch.where over every row: a graph has no branch per admission). Returns the first
+        ids (R,) (a pad prompt's is ignored)."""
+        (R, T), r = key, self.rows
+        ids = self.fill_ints[: R * T].view(R, T)
+        meta = self.fill_ints[R * T : R * T + R * self.width].view(R, self.width)
+        src = self.fill_ints[R * T + R * self.width :][: self.n_rows]  # each row's prompt
+        count, top_k, seed, table = meta[:, 0], meta[:, 1], meta[:, 2], meta[:, 3:]
+        temperature = self.fill_temps[:R]
+        with precision(self.model):
+            logits, _ = self.model(ids, cache=self.cache.filling(table, count), check=False)
+        last = logits[torch.arange(R, device=ids.device), (count - 1).clamp(min=0)]
+        first = sample(last, temperature, top_k, seed, count)  # drawn at position count
+        take, b = src >= 0, src.clamp(min=0)
+        ones = torch.ones_like(count)
+        for buf, new in ((r.tok[:, 0], first), (r.temperature, temperature), (r.top_k, top_k),
+                         (r.seed, seed), (r.lens_dev, count), (r.active_dev, ones)):  # fmt: skip
+            buf.copy_(torch.where(take, new[b].to(buf.dtype), buf))
+        r.block_table.copy_(torch.where(take[:, None], table[b].int(), r.block_table))
+        return first
+
+    def prefill_eagerly(self, rows: np.ndarray, reqs) -> torch.Tensor:
+        """What a prefill graph does, eagerly and in chunks: blocks taken, the prompts
+        prefilled (prefill_batch), the rows admitted (their tables and sampling arguments
+        uploaded), the first ids sampled into the next step's input."""
+        lens = [len(req.prompt) for req in reqs]
+        self.rows.take(rows, lens)
+        last = self.prefill_batch(rows, [req.prompt for req in reqs])
+        self.rows.admit(rows, lens, [req.temperature for req in reqs],
+                        [req.top_k or 0 for req in reqs], [req.seed for req in reqs],
+                        [req.rid for req in reqs])  # fmt: skip
+        r, at = self.rows, to_device(rows, self.device)
+        ids = sample(last, r.temperature[at], r.top_k[at], r.seed[at],
+                     to_device(lens, self.device))  # fmt: skip
+        r.tok[at, 0] = ids
+        return ids
+
+    def prefill_batch(self, rows: np.ndarray, prompts: list[list[int]]) -> torch.Tensor:
+        """Prefill the prompts into their rows together, one forward per chunk: chunk j holds
+        positions j·C..(j+1)·C-1 (C = prefill_chunk) of every prompt that long, right-padded
+        to the longest. Returns each prompt's logits at its last position, (len(rows), V)."""
+        C, last = self.prefill_chunk, [None] * len(rows)
+        for start in range(0, max(map(len, prompts)), C):
+            todo = [b for b, p in enumerate(prompts) if len(p) > start]
+            chunks = [prompts[b][start : start + C] for b in todo]
+            T = max(map(len, chunks))
+            idx = to_device([c + [0] * (T - len(c)) for c in chunks], self.device)
+            counts = [len(c) for c in chunks]
+            kv = self.cache.fill(rows[todo], counts, start)
+            logits = prefill(self.model, idx, kv, check=False)  # checked at submit
+            for i, b in enumerate(todo):
+                if start + counts[i] == len(prompts[b]):  # its last position is here
+                    last[b] = logits[i, counts[i] - 1]
+        return torch.stack(last)
+
+    # --- graphs ---------------------------------------------------------------------------
+
+    @torch.no_grad()
+    def capture(self) -> float:
+        """Record every graph the engine can replay, before serving: each capture size and
+        each prefill bucket (rows, positions), largest first, into one pool (Graphs). A
+        progress bar shows when it takes more than a second. Returns its seconds, also kept
+        as capture_s; run() never captures."""
+        validate_use_graph(True, self.device, self.graph_api)
+        todo = [(self.decode_graphs, self.decode, size, size) for size in self.capture_sizes]
+        if self.fill_graphs is not None:
+            todo += [(self.fill_graphs, self.fill, (R, T), R * T)
+                     for R in self.row_buckets for T in self.len_buckets]  # fmt: skip
+        todo.sort(key=lambda t: -t[3])  # largest first: the smaller reuse the pool's memory
+        t0 = time.perf_counter()
+        for graphs, forward, key, _ in tqdm(todo, desc="capture", unit="graph", delay=1.0):
+            if key not in graphs:
+                graphs.capture(key, forward, self.cache)
+        self.graph_api.synchronize()
+        self.capture_s = round(time.perf_counter() - t0, 4)
+        return self.capture_s
