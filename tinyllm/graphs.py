@@ -446,15 +446,15 @@ class SlotGraphDecoder(Decoder):
 class PrefillGraphs:
     """kv="paged"'s prefill as CUDA graphs (notebook 09): the bucket idea applied to token
     counts. The prompts admitted together are padded to a bucket of rows and one of
-    positions (powers of two, up to the cache's rows and max_positions) and go in with one
-    upload into fixed buffers. One replay then writes their K/V into their rows' blocks,
+    positions (powers of two, up to the cache's rows and max_positions) and go in with two
+    uploads into fixed buffers. One replay then writes their K/V into their rows' blocks,
     samples each one's first id at its last position, and sets each admitted row's length,
     table, sampling arguments and next input (the decode step's buffers, SlotGraphDecoder
     with sampling=True), with every other row left as it is. The graphs go into the
     decoder's pool (Decoder.capture_graph records them); use_graph=False runs the same
     forward eagerly, the reference a replay matches bit for bit.
 
-    One upload, `ints`: for bucket (R, T), the ids (R, T), then a row of [count, top_k,
+    Two uploads: `ints`, for bucket (R, T), the ids (R, T), then a row of [count, top_k,
     seed, its blocks...] per prompt (R, 3 + max_blocks), then for each cache row the prompt
     it takes (-1: none); and the temperatures, `temps` (R,)."""
 
