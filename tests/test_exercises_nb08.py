@@ -6,6 +6,7 @@ A checker accepts the right answer and answers every wrong one with one [HINT] l
 never a traceback, never a false [OK].
 """
 
+import copy
 import ctypes
 
 import pytest
@@ -58,6 +59,7 @@ def test_block_of_right(answer, capsys):
         (lambda p, bs: (-(-p // bs), p % bs), ("pos=3, block_size=4",)),  # ceil, not floor
         (lambda p, bs: p // bs, ("two ints",)),
         (lambda p, bs: ("0", "1"), ("two ints",)),
+        (lambda p, bs: (p // 16, p % 16), ("another block size", "block_size argument")),
     ],
 )
 def test_block_of_wrong(answer, needles, capsys):
@@ -83,8 +85,12 @@ def test_blocks_for_right(answer, capsys):
         (lambda n, bs: n / bs, ("float",)),
         (lambda n, bs: float(-(-n // bs)), ("float",)),
         (lambda n, bs: round(n / bs), ("n_positions=1, block_size=4", "round n / block_size up")),
+        (
+            lambda n, bs: PagedKVCache(1, 1, 64, "cpu", block_size=bs).blocks_for(n),
+            ("calls PagedKVCache.blocks_for",),
+        ),
     ],
-    ids=["floor", "one too many", "true division", "float", "round"],
+    ids=["floor", "one too many", "true division", "float", "round", "the cache's own"],
 )
 def test_blocks_for_wrong(answer, needles, capsys):
     out = assert_hint(check_blocks_for, answer, capsys, *needles)
@@ -134,6 +140,20 @@ def write_out_of_place(pool, k_new, block_table, lens, block_size):
     return pool.index_put((blocks[:, None], heads, (pos % block_size)[:, None]), k_new)
 
 
+def write_and_advance(pool, k_new, block_table, lens, block_size):
+    my_paged_write(pool, k_new, block_table, lens, block_size)
+    lens += 1
+
+
+def write_and_clear_the_table(pool, k_new, block_table, lens, block_size):
+    my_paged_write(pool, k_new, block_table, lens, block_size)
+    block_table.zero_()
+
+
+def write_from_a_copy_of_lens(pool, k_new, block_table, lens, block_size):
+    my_paged_write(pool, k_new, block_table, copy.deepcopy(lens), block_size)
+
+
 def test_paged_write_is_the_decode_steps():
     """The reference the checker holds is PagedDecode's write: the same pool after a step."""
     cache = PagedKVCache(1, 2, 16, "cpu", block_size=4)
@@ -164,8 +184,21 @@ def test_paged_write_right(capsys):
         (write_one_past, ("lens=[0, 3, 5]", "offset lens[b] % block_size")),
         (write_into_a_copy, ("lens=[0, 3, 5]", "the pool is unchanged", "in place")),
         (write_out_of_place, ("the pool is unchanged", "in place")),
+        (write_and_advance, ("changed lens", "Write into pool alone")),
+        (write_and_clear_the_table, ("changed block_table",)),
+        (write_from_a_copy_of_lens, ("replay at lens=[3, 8, 12]", "Read lens itself")),
     ],
-    ids=["int()", "tolist", "no table", "one past", "into a copy", "index_put"],
+    ids=[
+        "int()",
+        "tolist",
+        "no table",
+        "one past",
+        "into a copy",
+        "index_put",
+        "advances lens",
+        "clears the table",
+        "a copy of lens",
+    ],
 )
 def test_paged_write_wrong(answer, needles, capsys):
     assert_hint(check_paged_write, answer, capsys, *needles)
@@ -293,6 +326,26 @@ def grows_after(decoder, tok, n_steps):
     return out
 
 
+def advances_twice(decoder, tok, n_steps):
+    out = my_replay_loop(decoder, tok, n_steps)
+    for _ in range(n_steps):
+        decoder.cache.advance_host()
+    return out
+
+
+def adds_to_lens_dev(decoder, tok, n_steps):
+    cache, out = decoder.cache, []
+    for _ in range(n_steps):
+        key = decoder.graph_key()
+        decoder.tok.copy_(tok)
+        cache.grow()
+        tok = decoder.replay(key).argmax(-1)
+        cache.lens_dev += 1  # the replay advanced it already
+        cache.advance_host()
+        out.append(int(tok[0, 0]))
+    return out
+
+
 @pytest.mark.parametrize(
     "answer, needles",
     [
@@ -313,10 +366,13 @@ def grows_after(decoder, tok, n_steps):
         (lambda d, t, n: [my_replay_loop(d, t, n)[0]] * n, ("returned [", "in order")),
         (lambda d, t, n: [torch.tensor(x) for x in my_replay_loop(d, t, n)], ("Python ints",)),
         (lambda d, t, n: my_replay_loop(d, t, n)[:-1], ("a list of 5 int", "6 Python ints")),
+        (advances_twice, ("ran ahead", "once after each replay")),
+        (adds_to_lens_dev, ("lens_dev is [26], expected [20]", "Don't add to it yourself")),
     ],
     ids=["decoder.step", "the class's step", "eager forward", "no replay", "a step short",
          "no advance_host", "stale length copied in", "no grow", "grow after", "rebound tok",
-         "not fed back", "same token", "0-d tensors", "one id short"],
+         "not fed back", "same token", "0-d tensors", "one id short", "advance_host twice",
+         "lens_dev += 1"],
 )  # fmt: skip
 def test_replay_loop_wrong(answer, needles, toy_model, capsys):
     out = assert_hint(lambda fn: check_replay_loop(fn, toy_model), answer, capsys, *needles)

@@ -55,6 +55,13 @@ def sampling_with_tolist(logits, temperature, seed, position):
     return torch.where(torch.tensor(greedy), logits.argmax(-1), out)
 
 
+def sampling_with_a_mask(logits, temperature, seed, position):
+    out = logits.argmax(-1)
+    hot = temperature > 0
+    out[hot] = my_step_sampling(logits, temperature, seed, position)[hot]  # a data-dependent shape
+    return out
+
+
 def test_the_reference_is_the_engines_sampler():
     logits, temperature, seed, position = nb09._sampling_case(0)
     want = sample(logits, temperature, torch.zeros_like(seed), seed, position)
@@ -89,9 +96,11 @@ def test_step_sampling_right(capsys):
         (lambda x, t, s, p: my_step_sampling(x, t, s, p).tolist(), ("a list",)),
         (lambda x, t, s, p: sample(x, t, torch.zeros_like(s), s, p),
          ("calls generation.sample", "write it")),
+        (sampling_with_a_mask,
+         ("captured on case 2 (temperatures", "output shape depends on the data", "torch.where")),
     ],
     ids=["if", "item", "tolist", "greedy only", "logits * t", "log(u) for Gumbel",
-         "torch.rand", "float", "shape", "list", "the package's own sample"],
+         "torch.rand", "float", "shape", "list", "the package's own sample", "a boolean mask"],
 )  # fmt: skip
 def test_step_sampling_wrong(answer, needles, capsys):
     out = assert_hint(check_step_sampling, answer, capsys, *needles)
@@ -213,6 +222,13 @@ def test_hand_out_returning_rows_for_rids_gets_a_hint(capsys):
     assert "eos_id" not in out
 
 
+def test_hand_out_as_a_generator_gets_a_hint(capsys):
+    def generator(reqs, ids, eos_id):
+        yield from my_hand_out(reqs, ids, eos_id)
+
+    assert_hint(check_hand_out, generator, capsys, "generator", "return the finished rids")
+
+
 def test_hand_out_taking_ids_by_rid_gets_a_hint(capsys):
     """ids[req.rid] for ids[i]: right while rows are rids, wrong once compaction moved them."""
 
@@ -277,6 +293,7 @@ def test_the_end_probes_reach_the_ends():
     args = (seed, torch.zeros_like(seed), None, nb09.ENDS_V)
     assert top_bits_times_ulp(*args)[0].min() == 0
     assert hash_over_two_to_the_64(*args)[1].max() == 1
+    assert ((my_hash(*args[:2], nb09.ENDS_V)[2] >> 40) & (2**24 - 1)).max() == 2**24 - 1
     assert bool(((my_noise_key(*args) > 0) & (my_noise_key(*args) < 1)).all())
 
 
@@ -338,14 +355,19 @@ def test_noise_key_that_exits_gets_a_hint(capsys):
         (lambda s, p, r, v: my_uniform(s, p, v).half(), ("exactly 0 or 1",)),
         (rarely_at_an_end, ("exactly 0 or 1", "log(0)")),
         (lambda s, p, r, v: uniform_noise(s, p, v), ("calls generation.uniform_noise",)),
-        (top_bits_times_ulp, ("seeds [12943, 119692]", "exactly 0 or 1")),
-        (hash_over_two_to_the_64, ("seeds [12943, 119692]", "exactly 0 or 1")),
+        (top_bits_times_ulp, ("seeds [12943, 119692, 13297]", "exactly 0 or 1")),
+        (hash_over_two_to_the_64, ("seeds [12943, 119692, 13297]", "exactly 0 or 1")),
+        (lambda s, p, r, v: ((my_hash(s, p, v) >> 41) & (2**23 - 1)).float().add(1) * 2.0**-23,
+         ("seeds [12943, 119692, 13297]", "exactly 0 or 1")),
+        (lambda s, p, r, v: ((my_hash(s, p, v) >> 40) & (2**24 - 1)).float().add(0.5) * 2.0**-24,
+         ("seeds [12943, 119692, 13297]", "exactly 0 or 1")),
     ],
     ids=["seed + row", "position + row", "torch.rand", "no position", "no seed",
          "a generator per row on the host", "shape", "range", "ints", "one per row",
          "a few per row", "seed + position", "seed * position", "seed ^ position", "sorted",
          "sorted descending", "squared", "0 and 1 often", "float16", "0 and 1 rarely",
-         "the package's own", "bits * 2**-23", "hash / 2**64 + 0.5"],
+         "the package's own", "bits * 2**-23", "hash / 2**64 + 0.5", "(bits + 1) * 2**-23",
+         "24 bits in float32"],
 )  # fmt: skip
 def test_noise_key_wrong(answer, needles, capsys):
     assert_hint(check_noise_key, answer, capsys, *needles)

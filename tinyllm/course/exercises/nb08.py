@@ -23,7 +23,7 @@ from tinyllm.course.exercises.harness import (
 )
 from tinyllm.graphs import Decoder
 from tinyllm.lab import simgraph
-from tinyllm.paged import SCRATCH
+from tinyllm.paged import SCRATCH, PagedKVCache
 
 CAPTURE_SECONDS = 30.0  # a learner's function under the simulator's capture, or a loop of replays
 BOUNDARY_CASES = [(0, 4), (3, 4), (4, 4), (5, 4), (15, 16), (16, 16), (17, 16), (40, 16)]
@@ -36,13 +36,20 @@ def _where(pos: int, block_size: int) -> tuple[int, int]:
     return pos // block_size, pos % block_size
 
 
-def _same_where(got, want) -> str | None:
+def _same_where(got, want, block_size=None, pos=None) -> str | None:
     pair = items(got)
     if pair is None or len(pair) != 2 or any(as_int(x) is None for x in pair):
         return f"returned {shown_type(got)}: return (table entry, offset), two ints"
     i, off = (as_int(x) for x in pair)
     if (i, off) == want:
         return None
+    if pos is not None and any(
+        (i, off) == _where(pos, b) for b in (4, 8, 16, 32) if b != block_size
+    ):
+        return (
+            f"returned {(i, off)}, expected {want}: that is the answer for another block size. "
+            f"Use the block_size argument, not a number of your own"
+        )
     if (off, i) == want:
         return f"returned {(i, off)}, expected {want}: the table entry first, then the offset"
     if (i, off) == (want[0] + 1, want[1]):
@@ -62,13 +69,15 @@ def _same_where(got, want) -> str | None:
 def check_block_of(fn) -> Verdict:
     """fn(pos, block_size) → (i, offset): position pos of a row is at offset `offset` of the
     block in its table entry i."""
-    return check_cases(
-        fn,
-        [((p, bs), f"pos={p}, block_size={bs}") for p, bs in BOUNDARY_CASES],
-        _where,
-        "position p is at offset p % block_size of table entry p // block_size",
-        _same_where,
-    )
+    for p, bs in BOUNDARY_CASES:
+        shown_as = f"pos={p}, block_size={bs}"
+        got = call(fn, (p, bs), shown_as, seconds=CALL_SECONDS)
+        if got is FAILED:
+            return False
+        problem = _same_where(got, _where(p, bs), bs, p)
+        if problem:
+            return hint(f"on {shown_as} your function {problem}")
+    return ok("position p is at offset p % block_size of table entry p // block_size")
 
 
 def _same_count(got, want) -> str | None:
@@ -95,6 +104,15 @@ def _same_count(got, want) -> str | None:
 def check_blocks_for(fn) -> Verdict:
     """fn(n_positions, block_size) → blocks a row of that length holds (PagedKVCache.blocks_for)."""
     cases = [(0, 4), (1, 4), (4, 4), (5, 4), (8, 4), (16, 16), (17, 16), (37, 16)]
+    with entered(PagedKVCache.blocks_for) as ran:
+        first = call(fn, (5, 4), "n_positions=5, block_size=4", seconds=CALL_SECONDS)
+    if first is FAILED:
+        return False
+    if ran[PagedKVCache.blocks_for]:
+        return hint(
+            "your function calls PagedKVCache.blocks_for, the cache's own answer: this "
+            "exercise is to write it. Divide, and round up"
+        )
     return check_cases(
         fn,
         [((n, bs), f"n_positions={n}, block_size={bs}") for n, bs in cases],
@@ -135,6 +153,11 @@ def _write_problem(got_pool, want_pool) -> str | None:
     )
 
 
+def _changed_input(now, before) -> str | None:
+    names = ("k_new", "block_table", "lens")
+    return next((n for n, a, b in zip(names, now, before) if not torch.equal(a, b)), None)
+
+
 def _run_write(fn, case, shown_as):
     """fn on the case: the pool it was handed, after the call; FAILED after a hint."""
     pool, k_new, table, lens, bs = case
@@ -167,10 +190,18 @@ def check_paged_write(fn) -> Verdict:
     for lens, shown_as in eager:
         case = _write_case(lens)
         before, want = case[0].clone(), case[0].clone()
+        inputs = [t.clone() for t in case[1:4]]  # k_new, block_table, lens: read, never written
         _reference_write(want, *case[1:])
         got = _run_write(fn, case, f"{shown_as}, block_size=4")
         if got is FAILED:
             return False
+        changed = _changed_input(case[1:4], inputs)
+        if changed:
+            return hint(
+                f"on {shown_as}, block_size=4 your function changed {changed}: the step only "
+                f"reads it. Write into pool alone (the cache's end_step advances lens, grow() "
+                f"fills the table)"
+            )
         if torch.equal(got, before):
             return hint(f"on {shown_as}, block_size=4 the pool is unchanged: {IN_PLACE}")
         problem = _write_problem(got, want)
@@ -201,7 +232,16 @@ def check_paged_write(fn) -> Verdict:
         k_new.copy_(torch.randn(k_new.shape))
         want = pool.clone()
         _reference_write(want, k_new, table, lens, bs)
-        graph.replay()
+        try:
+            graph.replay()
+        except Exception as e:
+            why = str(e).split("\n")[0][:160]
+            return hint(
+                f"captured at lens=[2, 6, 9], your function's graph failed on replay at "
+                f"lens={new} ({type(e).__name__}: {why}): a copy of lens made at capture "
+                f"(copy.deepcopy, torch.tensor(...)) is a new buffer the replay no longer "
+                f"fills. Read lens itself, with tensor ops"
+            )
         if not torch.equal(pool, want):
             return hint(
                 f"captured at lens=[2, 6, 9] and replayed at lens={new}, the keys went to the "
@@ -305,18 +345,29 @@ def check_replay_loop(fn, model=None) -> Verdict:
         )
     c = dec.cache
     host, device = c.lens[0], int(c.lens_dev[0])
-    if device != 14 + n_steps:
+    if device < 14 + n_steps:
         return hint(
             f"after {n_steps} replays from a 14-token prompt lens_dev is [{device}], expected "
             f"[{14 + n_steps}]: the replayed end_step advances lens_dev by itself. Never copy "
             f"the host length into it: the host follows the device (cache.advance_host()), "
             f"not the other way round"
         )
-    if host != device:
+    if device > 14 + n_steps:
+        return hint(
+            f"after {n_steps} replays from a 14-token prompt lens_dev is [{device}], expected "
+            f"[{14 + n_steps}]: the replayed end_step advances lens_dev by itself, once a "
+            f"step. Don't add to it yourself"
+        )
+    if host < device:
         return hint(
             f"after your loop cache.lens is [{host}] but lens_dev is [{device}]: the host twin "
             f"was not advanced (cache.advance_host() after each replay), so grow() hands "
             f"out no block when a row crosses into a new one"
+        )
+    if host > device:
+        return hint(
+            f"after your loop cache.lens is [{host}] but lens_dev is [{device}]: the host twin "
+            f"ran ahead. Call cache.advance_host() once after each replay, not more"
         )
     if len(c.tables[0]) < c.blocks_for(device):
         return hint(
