@@ -4,7 +4,7 @@ measurement's keys (through lab.simgraph)."""
 import pytest
 import torch
 
-from tinyllm import Engine
+from tinyllm import PagedEngine
 from tinyllm.graphs import default_capture_sizes
 from tinyllm.lab import capture_policy as cp
 from tinyllm.lab import simgraph
@@ -83,7 +83,7 @@ def test_the_simulated_engine_is_the_engine(toy_model):
     """occupancy() gives the rows of every step of a real paged engine, and
     capture_size_for() the capture size that engine picked (its own rule)."""
     news = [5, 1, 9, 3, 12, 2, 7, 1, 4, 6]
-    engine = Engine(toy_model, 3, max_len=32, use_graph=False, kv="paged")
+    engine = PagedEngine(toy_model, 3, max_len=32, use_graph=False)
     for i, n in enumerate(news):
         engine.submit([1 + i, 2, 3], n)
     engine.run()

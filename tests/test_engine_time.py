@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tinyllm import Engine
+from tinyllm import PagedEngine
 from tinyllm.lab import engine_time as et
 from tinyllm.lab import simgraph
 
@@ -32,8 +32,8 @@ def test_union_and_merge_count_overlaps_once():
 @pytest.mark.parametrize("name", list(et.ENGINES))
 def test_each_engine_serves_the_workload_and_its_sections_add_up(toy_model, name):
     prompts, news = et.workload(6)
-    engine = Engine(toy_model, 3, max_len=256, use_graph=True, graph_api=simgraph,
-                    **et.ENGINES[name])  # fmt: skip
+    engine = et.build(name, toy_model, 3, max_len=256, use_graph=True, graph_api=simgraph)
+    et.capture(engine)
     row = et.timed_run(engine, prompts, [n // 8 for n in news])
     shares = row["sections"]
     assert list(shares) == list(et.SECTIONS)
@@ -47,17 +47,17 @@ def test_the_variants_give_the_same_tokens(toy_model):
     prompts, news = et.workload(5)
     news = [n // 10 for n in news]
     outs = {}
-    for name, kw in et.ENGINES.items():
-        engine = Engine(toy_model, 2, max_len=256, use_graph=True, graph_api=simgraph, **kw)
+    for name in et.ENGINES:
+        engine = et.build(name, toy_model, 2, max_len=256, use_graph=True, graph_api=simgraph)
         done, _ = et.serve(engine, prompts, news)
         outs[name] = [done[r] for r in sorted(done)]
     assert len({json.dumps(v) for v in outs.values()}) == 1
 
 
 def test_serve_raises_when_tokens_are_lost(toy_model):
-    engine = Engine(toy_model, 2, max_len=64, use_graph=False, kv="paged", eos_id=None)
+    engine = PagedEngine(toy_model, 2, max_len=64, use_graph=False, eos_id=None)
     prompts, news = [[1, 2, 3]], [4]
-    engine.submit = lambda p, n, **kw: Engine.submit(engine, p, n - 1)  # one token short
+    engine.submit = lambda p, n, **kw: PagedEngine.submit(engine, p, n - 1)  # one token short
     with pytest.raises(RuntimeError, match="lost tokens"):
         et.serve(engine, prompts, news)
 

@@ -158,9 +158,8 @@ def test_paged_write_is_the_decode_steps():
     """The reference the checker holds is PagedDecode's write: the same pool after a step."""
     cache = PagedKVCache(1, 2, 16, "cpu", block_size=4)
     cache.allocate(1, 2, torch.float32)
-    for row, n in enumerate((3, 6)):
-        cache.take(row, n + 1)
-        cache.set_row(row, n, True, cache.tables[row])
+    cache.rows.take([0, 1], [4, 7])  # room for the position each writes
+    cache.rows.admit([0, 1], [3, 6])
     step = cache.decoding(2)
     rope_like = type("R", (), {"cos": torch.zeros(16, 1), "sin": torch.zeros(16, 1)})()
     step.begin_step(1, rope_like)

@@ -13,8 +13,8 @@ import torch
 from conftest import assert_hint, assert_ok
 
 from tinyllm.course.exercises import check_hand_out, check_noise_key, check_step_sampling, nb09
-from tinyllm.engine import Engine
 from tinyllm.generation import sample, splitmix64, uniform_noise
+from tinyllm.serve import PagedEngine
 
 # --- exercise 1: the step's sampling, on the device -------------------------------------------
 
@@ -160,7 +160,7 @@ def test_the_engine_drops_one_extra_token_per_request(toy_model):
     """The schedule the checker's rule follows: a request's first id comes from its
     admission, and it runs one decode step per token after it plus one more, whose token
     is dropped: the engine's rows over all steps equal the tokens it returns."""
-    engine = Engine(toy_model, 3, max_len=64, kv="paged", use_graph=False, eos_id=5)
+    engine = PagedEngine(toy_model, 3, max_len=64, use_graph=False, eos_id=5)
     g = torch.Generator().manual_seed(0)
     news = (3, 6, 2, 5, 4)
     rids = [engine.submit(torch.randint(0, 200, (4,), generator=g).tolist(), n) for n in news]

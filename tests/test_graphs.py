@@ -15,7 +15,15 @@ Greedy tokens are equal: on real text the top-2 margin is far larger than that.
 import pytest
 import torch
 
-from tinyllm import Engine, GraphDecoder, SlotGraphDecoder, SlotKVCache, default_buckets, generate
+from tinyllm import (
+    Engine,
+    GraphDecoder,
+    PagedEngine,
+    SlotGraphDecoder,
+    SlotKVCache,
+    default_buckets,
+    generate,
+)
 from tinyllm.generation import decode_step, left_pad, prefill
 from tinyllm.graphs import bucket_for
 from tinyllm.kv_cache import KVCache
@@ -186,14 +194,19 @@ def test_use_graph_false_never_creates_cuda_state(shipped_model, monkeypatch):
     cuda_before = torch.cuda.is_initialized()
     dec = GraphDecoder(shipped_model, 2, max_len=128, buckets=(32, 128), use_graph=False)
     dec.generate(torch.randint(0, 256, (2, 5)), 60)
-    assert dec.pool is None and dec.graphs == {}
+    assert dec.graphs.own_pool is None and len(dec.graphs) == 0
 
     engine = Engine(shipped_model, 2, max_len=64, use_graph=False, buckets=(16, 64))
     engine.submit([1, 2, 3], 30)
     engine.submit([4, 5], 20)
     engine.run()
-    assert engine.decoder.pool is None and engine.decoder.graphs == {}
+    assert engine.decoder.graphs.own_pool is None and len(engine.decoder.graphs) == 0
     assert {s["window"] for s in engine.stats} == {16, 64}
+
+    paged = PagedEngine(shipped_model, 2, max_len=64, use_graph=False)
+    paged.submit([1, 2, 3], 30)
+    paged.run()
+    assert paged.decode_graphs.own_pool is None and len(paged.fill_graphs) == 0
     assert torch.cuda.is_initialized() == cuda_before
 
 

@@ -207,7 +207,7 @@ def rel(path: Path) -> str:
 def test_the_book_is_found():
     assert {"generation", "graphs", "kv_cache", "engine"} <= BOOK_MODULES
     assert {"ATTENTION_BACKENDS", "COURSE_COMPILE"} <= GLOBALS["precision"] | GLOBALS["graphs"]
-    assert {"window", "step_model", "pool", "n", "pos"} <= ATTRIBUTES
+    assert {"window", "step_model", "own_pool", "n", "pos"} <= ATTRIBUTES
     assert WING and NOTEBOOKS
 
 

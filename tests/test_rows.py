@@ -107,16 +107,22 @@ BAD = [  # (what, the call on a Rows of 4 rows of 32 positions, row 1 holding 5,
     ("length -1", lambda r: r.admit([0], [-1]), r"length -1 outside"),
     ("length True", lambda r: r.take([0], [True]), r"lengths must be 1 ints, one a row"),
     ("two lengths, one row", lambda r: r.take([0], [3, 4]), r"lengths must be 1 ints"),
-    ("more blocks than free", lambda r: r.take([0, 2, 3], [32, 32, 32]),
-     r"need 12 more blocks, 10 are free"),  # fmt: skip
+    (
+        "more blocks than free",
+        lambda r: r.take([0, 2, 3], [32, 32, 32]),
+        r"need 12 more blocks, 10 are free",
+    ),  # fmt: skip
     ("admit a row in use", lambda r: r.admit([1], [3]), r"row 1 must be free"),
     ("admit without blocks", lambda r: r.admit([0], [3]), r"admit needs the rows' blocks first"),
     ("move from a free row", lambda r: r.move([0], [2]), r"row 0 must be holding a request"),
     ("move onto a row in use", lambda r: r.move([1], [1]), r"row 1 must be free"),
     ("move, one row to two", lambda r: r.move([1], [2, 3]), r"one destination a row"),
     ("restore junk", lambda r: r.validate_snapshot({"lens": [0] * 4}), r"a snapshot\(\)"),
-    ("restore another size", lambda r: r.validate_snapshot(Rows(3, 32, "cpu", 8).snapshot()),
-     r"a snapshot of 3 rows, this cache has 4"),  # fmt: skip
+    (
+        "restore another size",
+        lambda r: r.validate_snapshot(Rows(3, 32, "cpu", 8).snapshot()),
+        r"a snapshot of 3 rows, this cache has 4",
+    ),  # fmt: skip
 ]
 
 

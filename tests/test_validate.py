@@ -33,6 +33,7 @@ from tinyllm import (
 from tinyllm.checkpoint import PRETRAINED
 from tinyllm.generation import decode_step, prefill
 from tinyllm.paged import PagedKVCache
+from tinyllm.serve import PagedEngine
 
 V = 258  # vocab_size of every preset
 MAX = 1024  # the shipped model's max_seq_len
@@ -77,8 +78,19 @@ def full_static(m):
 def paged(m):
     """A paged cache of 4 rows, row 1 prefilled with 5 positions."""
     cache = PagedKVCache(m.cfg.n_layers, 4, 64, "cpu")
-    prefill(m, ids(1, 5), cache.prefilling([1]))
+    cache.rows.take([1], [5])
+    prefill(m, ids(1, 5), cache.fill([1], [5]))
+    cache.rows.admit([1], [5])
     return types.SimpleNamespace(cache=cache)
+
+
+def with_length(snapshot, n):
+    snapshot.host.lens[0] = n
+    return snapshot
+
+
+def paged_engine(m):
+    return PagedEngine(m, 2, max_len=64, use_graph=False)
 
 
 def engine(m):
@@ -537,14 +549,14 @@ DOORS = {  # door → [(what the user passed, set-up, call, message)]
         (
             "restore(3 slots)",
             slots,
-            lambda d: d.cache.restore({"lens": [0] * 3, "active": [False] * 3}),
-            r"snapshot of 3 slots, the cache has 4",
+            lambda d: d.cache.restore(SlotKVCache(4, 3, 64, "cpu").snapshot()),
+            r"a snapshot of 3 rows, this cache has 4",
         ),
         (
             "restore(length 99)",
             slots,
-            lambda d: d.cache.restore({"lens": [99, 0, 0, 0], "active": [True] + [False] * 3}),
-            r"snapshot lens \[99, 0, 0, 0\]",
+            lambda d: d.cache.restore(with_length(d.cache.snapshot(), 99)),
+            r"snapshot length 99 outside \[0, max_len 64\]",
         ),
         (
             "restore(a string)",
@@ -753,7 +765,7 @@ DOORS = {  # door → [(what the user passed, set-up, call, message)]
             "a static cache",
             model,
             lambda m: SlotGraphDecoder(m, StaticKVCache(4, 2, 64, "cpu"), use_graph=False),
-            r"SlotGraphDecoder decodes a SlotKVCache or a PagedKVCache, got StaticKVCache",
+            r"SlotGraphDecoder decodes a SlotKVCache, got StaticKVCache",
         ),
         (
             "a cache of fewer layers",
@@ -832,78 +844,108 @@ DOORS = {  # door → [(what the user passed, set-up, call, message)]
             lambda m: Engine(m, 2, max_len=64, compile=True),
             r"compile=True compiles the step for a CUDA device",
         ),
+    ],
+    "PagedEngine": [
+        ("n_rows 0", model, lambda m: PagedEngine(m, 0), r"n_rows must be an int in \[1, 1024\]"),
+        ("n_rows True", model, lambda m: PagedEngine(m, True), r"n_rows must be an int"),
         (
-            "prefill_chunk with kv='slots'",
+            "max_len 2000",
             model,
-            lambda m: Engine(m, 2, max_len=64, use_graph=False, prefill_chunk=16),
-            r"prefill_chunk is for kv='paged' \(kv='slots' prefills each prompt alone\), got 16",
+            lambda m: PagedEngine(m, 2, max_len=2000),
+            rf"max_len must be an int in \[2, {MAX}\], got 2000",
         ),
         *(
             (
                 f"prefill_chunk {chunk!r}",
                 model,
-                lambda m, chunk=chunk: Engine(
-                    m, 2, use_graph=False, kv="paged", prefill_chunk=chunk
-                ),  # fmt: skip
+                lambda m, chunk=chunk: PagedEngine(m, 2, use_graph=False, prefill_chunk=chunk),
                 rf"prefill_chunk must be an int in \[1, 8192\], got {chunk!r}",
             )
             for chunk in (0, True, 8193, 16.0)
         ),
+        (
+            "prefill_graphs 'yes'",
+            model,
+            lambda m: PagedEngine(m, 2, use_graph=False, prefill_graphs="yes"),
+            r"prefill_graphs must be True or False, got 'yes'",
+        ),
+        (
+            "overlap 1",
+            model,
+            lambda m: PagedEngine(m, 2, use_graph=False, overlap=1),
+            r"overlap must be True or False, got 1",
+        ),
+        (
+            "capture sizes past the rows",
+            model,
+            lambda m: PagedEngine(m, 4, use_graph=False, capture_sizes=(2, 8)),
+            r"the largest capture size 8 must be the rows, 4",
+        ),
+        (
+            "use_graph on the CPU",
+            model,
+            lambda m: PagedEngine(m, 2, max_len=64, use_graph=True),
+            r"CUDA graphs need a model on a CUDA device",
+        ),
+        (
+            "compile on the CPU",
+            model,
+            lambda m: PagedEngine(m, 2, max_len=64, use_graph=False, compile=True),
+            r"compile=True compiles the step for a CUDA device",
+        ),
+        (
+            f"eos_id {V}",
+            model,
+            lambda m: PagedEngine(m, 2, use_graph=False, eos_id=V),
+            rf"eos_id {V} outside the vocabulary \[0, {V}\)",
+        ),
+        (
+            "capture without graphs",
+            paged_engine,
+            lambda e: e.capture(),
+            r"CUDA graphs need a model on a CUDA device",
+        ),
+        ("submit []", paged_engine, lambda e: e.submit([], 4), r"empty prompt"),
+        (
+            "submit 60 + 5 > 64",
+            paged_engine,
+            lambda e: e.submit(list(range(60)), 5),
+            r"prompt length 60 \+ max_new_tokens 5 > max_len 64",
+        ),
+        (
+            "submit temperature -1",
+            paged_engine,
+            lambda e: e.submit([5], 4, temperature=-1.0),
+            r"temperature",
+        ),
     ],
-    "PagedKVCache.prefilling_chunk": [
-        (
-            "rows 2",
-            paged,
-            lambda d: d.cache.prefilling_chunk(2, 0, [4]),
-            r"rows must be a list of rows, got 2",
-        ),
-        (
-            "a row outside",
-            paged,
-            lambda d: d.cache.prefilling_chunk([4], 0, [4]),
-            r"row 4 outside \[0, 4\)",
-        ),
+    "PagedKVCache.fill": [
+        ("rows 2", paged, lambda d: d.cache.fill(2, [4]), r"rows must be a non-empty list of ints"),
+        ("a row outside", paged, lambda d: d.cache.fill([4], [4]), r"row 4 outside \[0, 4\)"),
         (
             "a count for each row",
             paged,
-            lambda d: d.cache.prefilling_chunk([0, 2], 0, [4]),
-            r"with one count each, got rows \[0, 2\] and counts \[4\]",
+            lambda d: d.cache.fill([0, 2], [4]),
+            r"lengths must be 2 ints, one a row, got \[4\]",
         ),
-        (
-            "count 0",
-            paged,
-            lambda d: d.cache.prefilling_chunk([0], 0, [0]),
-            r"count must be an int in \[1, 64\], got 0",
-        ),
-        (
-            "past max_len",
-            paged,
-            lambda d: d.cache.prefilling_chunk([1], 5, [60]),
-            r"count must be an int in \[1, 59\], got 60",
-        ),
+        ("count 0", paged, lambda d: d.cache.fill([1], [0]), r"length 0 outside \[1, max_len 64\]"),
         (
             "start -1",
             paged,
-            lambda d: d.cache.prefilling_chunk([0], -1, [4]),
+            lambda d: d.cache.fill([1], [4], -1),
             r"start must be an int in \[0, 63\], got -1",
         ),
         (
-            "a row in use at start 0",
+            "blocks not taken",
             paged,
-            lambda d: d.cache.prefilling_chunk([1], 0, [4]),
-            r"row 1 holds 5 positions, a chunk at 0 needs 0 \(0: a free row\)",
+            lambda d: d.cache.fill([0], [4]),
+            r"fill needs the rows' blocks first",
         ),
         (
-            "a free row at start 5",
+            "past the blocks taken",
             paged,
-            lambda d: d.cache.prefilling_chunk([0], 5, [4]),
-            r"row 0 holds 0 positions, a chunk at 5 needs 5",
-        ),
-        (
-            "a row at another length",
-            paged,
-            lambda d: d.cache.prefilling_chunk([1], 4, [4]),
-            r"row 1 holds 5 positions, a chunk at 4 needs 4",
+            lambda d: d.cache.fill([1], [4], 14),
+            r"fill needs the rows' blocks first",
         ),
     ],
     "Engine.submit": [
@@ -997,7 +1039,7 @@ DOORS = {  # door → [(what the user passed, set-up, call, message)]
             "60 + 5 > 64",
             engine,
             lambda e: e.submit(list(range(60)), 5),
-            r"prompt length 60 \+ max_new_tokens 5 > slot max_len 64",
+            r"prompt length 60 \+ max_new_tokens 5 > max_len 64",
         ),
         (
             "max_new_tokens 0",

@@ -9,7 +9,7 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
-from tinyllm import Engine  # noqa: E402
+from tinyllm import Engine, PagedEngine  # noqa: E402
 from tinyllm.course import viz  # noqa: E402
 from tinyllm.lab import results  # noqa: E402
 from tinyllm.lab.engine_time import ENGINES, SECTIONS  # noqa: E402
@@ -97,7 +97,7 @@ def test_prefill_forwards_counts_one_per_request_alone_fewer_in_batches(toy_mode
     prompts, news = [[1, 2, 3]] * 5, [2] * 5
     alone = viz.prefill_forwards(Engine(toy_model, 4, max_len=32, use_graph=False), prompts, news)
     assert alone["forwards"] == 5
-    paged = Engine(toy_model, 4, max_len=32, use_graph=False, kv="paged")
+    paged = PagedEngine(toy_model, 4, max_len=32, use_graph=False)
     batched = viz.prefill_forwards(paged, prompts, news)
     assert batched["forwards"] == batched["admissions"] == 2  # 4 admitted together, then 1
 

@@ -32,15 +32,14 @@ import time
 import torch
 from torch import Tensor
 
-from tinyllm.generation import decode_n_tokens, prompt_lens, sample
+from tinyllm.generation import decode_n_tokens, prompt_lens
 from tinyllm.kv_cache import SlotKVCache, StaticKVCache
 from tinyllm.model import Transformer
-from tinyllm.paged import SCRATCH, PagedKVCache, copy_from_host
+from tinyllm.paged import PagedKVCache
 from tinyllm.precision import activation_dtype, precision
 from tinyllm.validate import (
     LIMITS,
     is_int,
-    validate_bool,
     validate_buckets,
     validate_cache,
     validate_capture_sizes,

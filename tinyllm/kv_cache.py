@@ -59,8 +59,8 @@ from tinyllm.rows import Rows
 from tinyllm.validate import (
     LIMITS,
     Limits,
-    signals_held,
     is_int,
+    signals_held,
     validate_device,
     validate_int,
     validate_limits,

@@ -96,6 +96,11 @@ class PagedKVCache(FixedCache):
     def free(self) -> list[int]:
         return self.rows.free
 
+    # the device twins, the rows' own buffers (read them; `x += 1` keeps the same tensor)
+    lens_dev = property(lambda self: self.rows.lens_dev, lambda self, t: self.rows.keep(t))
+    active_dev = property(lambda self: self.rows.active_dev, lambda self, t: self.rows.keep(t))
+    block_table = property(lambda self: self.rows.block_table, lambda self, t: self.rows.keep(t))
+
     def blocks_for(self, n_positions: int) -> int:
         return -(-n_positions // self.block_size)
 

@@ -53,7 +53,7 @@ def to_device(values, device, dtype=torch.long) -> Tensor:
     return t.pin_memory().to(device, non_blocking=True)
 
 
-@dataclass
+@dataclass(eq=False)
 class Host:
     """The host twins, one value: a move's undo puts a whole copy back in one assignment."""
 
@@ -65,20 +65,30 @@ class Host:
     temperature: np.ndarray  # (n_rows,) float32
     top_k: np.ndarray  # (n_rows,) int64
     seed: np.ndarray  # (n_rows,) int64
-    dirty: np.ndarray  # (n_rows,) bool: changed since the last flush
+    dirty: np.ndarray  # (n_rows,) bool: changed since the last flush (every buffer)
+    grown: np.ndarray  # (n_rows,) bool: took a block since the last flush (its table only)
     moved: np.ndarray  # (2, k) int64: (src, dst) of the moves since the last flush, for tok
     free: list  # the blocks no row holds; moves take from its end
 
     def copy(self) -> "Host":
         return replace(self, **{f.name: getattr(self, f.name).copy() for f in fields(self)})
 
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Host) and all(
+            np.array_equal(getattr(self, f.name), getattr(other, f.name)) for f in fields(self)
+        )
 
-@dataclass
+
+@dataclass(eq=False)
 class Snapshot:
     """What restore() puts back: the host twins, and the device's `tok` as it was."""
 
     host: Host
     tok: Tensor
+
+    def __eq__(self, other) -> bool:
+        return (isinstance(other, Snapshot) and self.host == other.host
+                and torch.equal(self.tok, other.tok))  # fmt: skip
 
 
 class Rows:
@@ -101,7 +111,8 @@ class Rows:
             tables=np.full((n_rows, max_blocks), SCRATCH, np.int64),
             held=np.zeros(n_rows, np.int64), temperature=np.zeros(n_rows, np.float32),
             top_k=np.zeros(n_rows, np.int64), seed=np.zeros(n_rows, np.int64),
-            dirty=np.zeros(n_rows, bool), moved=np.zeros((2, 0), np.int64),
+            dirty=np.zeros(n_rows, bool), grown=np.zeros(n_rows, bool),
+            moved=np.zeros((2, 0), np.int64),
             free=list(range(1, self.n_blocks)),
         )  # fmt: skip
         zeros = lambda *shape, dtype=torch.long: torch.zeros(*shape, dtype=dtype, device=device)  # noqa: E731
@@ -132,6 +143,13 @@ class Rows:
         """Each row's blocks, as lists (for reading, not for a step)."""
         h = self.host
         return [h.tables[r, : h.held[r]].tolist() for r in range(self.n_rows)]
+
+    def keep(self, t: Tensor) -> None:
+        """A buffer's attribute is set only to the buffer itself (`cache.lens_dev += 1` changes
+        it in place): the graphs read these tensors, so they are never replaced."""
+        if not any(t is b for b in (self.tok, self.lens_dev, self.active_dev, self.block_table)):
+            raise ValueError("the rows' buffers are fixed (graphs read them): change them in "
+                             "place, never replace them")  # fmt: skip
 
     def free_rows(self) -> np.ndarray:
         return np.flatnonzero(~self.host.active)
@@ -223,32 +241,35 @@ class Rows:
     def flush(self) -> None:
         """Bring the device in step with the host: every row changed since the last flush
         written from its host twins, with one upload of the integers, one of the
-        temperatures, and one indexed write per buffer; each moved row's tok moved with it.
-        After a restore(), every row, and tok as the snapshot held it."""
+        temperatures, and one indexed write per buffer; a row that only grew, its block table
+        alone; each moved row's tok moved with it. After a restore(), every row, and tok as
+        the snapshot held it. The host lengths must be in step first (advance_host after a
+        step): a changed row's device length is rewritten from them."""
         h = self.host
         if self.restored_tok is not None:
             self.tok.copy_(self.restored_tok)
             h.dirty[:] = True
             self.restored_tok = None
-        r = np.flatnonzero(h.dirty)
-        if len(r) == 0 and h.moved.shape[1] == 0:
+        r, g = np.flatnonzero(h.dirty), np.flatnonzero(h.dirty | h.grown)
+        if len(g) == 0 and h.moved.shape[1] == 0:
             return
         k, m, w = len(r), h.moved.shape[1], self.max_blocks
         ints = np.concatenate([r, h.lens[r], h.active[r], h.top_k[r], h.seed[r],
-                               h.moved.reshape(-1), h.tables[r].reshape(-1)])  # fmt: skip
+                               h.moved.reshape(-1), g, h.tables[g].reshape(-1)])  # fmt: skip
         d = to_device(ints, self.device)
         at, lens, active, top_k, seed = (d[i * k : (i + 1) * k] for i in range(5))
         src, dst = d[5 * k : 5 * k + m], d[5 * k + m : 5 * k + 2 * m]
+        tables = d[5 * k + 2 * m :]
         if m:  # tok first: the moved rows' next ids, as the last step sampled them
             self.tok.index_copy_(0, dst, self.tok.index_select(0, src))
         if k:
             self.lens_dev[at] = lens.to(self.lens_dev.dtype)
             self.active_dev[at] = active.to(self.active_dev.dtype)
             self.top_k[at], self.seed[at] = top_k, seed
-            if w:
-                self.block_table[at] = d[5 * k + 2 * m :].view(k, w).int()
             self.temperature[at] = to_device(h.temperature[r], self.device, torch.float32)
-        h.dirty[:], h.moved = False, h.moved[:, :0]
+        if w and len(g):
+            self.block_table[tables[: len(g)]] = tables[len(g) :].view(len(g), w).int()
+        h.dirty[:], h.grown[:], h.moved = False, False, h.moved[:, :0]
 
     def grow(self) -> None:
         """Before a decode step: every active row whose next position starts a new block
@@ -266,7 +287,7 @@ class Rows:
         del h.free[len(h.free) - len(cross) :]
         h.tables[cross, h.held[cross]] = blocks
         h.held[cross] += 1
-        h.dirty[cross] = True
+        h.grown[cross] = True
 
     def release(self, rows) -> None:
         """Free rows: their blocks go back to the free list, each row's last block first;
@@ -289,7 +310,7 @@ class Rows:
         if h.moved.shape[1]:  # tok moves are applied at once at a flush: never two in a row
             self.flush()
         for f in fields(Host):
-            if f.name not in ("free", "dirty", "moved"):
+            if f.name not in ("free", "dirty", "grown", "moved"):
                 a = getattr(h, f.name)
                 a[d] = a[s]
         h.tables[s], h.held[s], h.lens[s], h.active[s], h.rid[s] = SCRATCH, 0, 0, False, -1
@@ -333,7 +354,8 @@ class Rows:
     def in_step(self) -> bool:
         """Whether the device holds what the host says (nothing left to flush)."""
         h = self.host
-        return self.restored_tok is None and not h.dirty.any() and h.moved.shape[1] == 0
+        return (self.restored_tok is None and not (h.dirty | h.grown).any()
+                and h.moved.shape[1] == 0)  # fmt: skip
 
 
 def _ranks(counts: np.ndarray) -> np.ndarray:

@@ -240,7 +240,7 @@ def check_hand_out(fn) -> Verdict:
     """fn(reqs, ids, eos_id) appends each row's id (ids[i], an int) to reqs[i].out (an
     engine Request; None: a padded row) unless that request had finished already (its end
     seen one step late: the extra token is dropped), and returns the rids of the requests
-    that finish with this move, as Engine.step_ahead's reading does."""
+    that finish with this move, as PagedEngine.hand_out does."""
     for reqs, ids, shown_as in _requests():
         ref = [None if r is None else Request(r.rid, r.prompt, r.max_new_tokens, out=list(r.out))
                for r in reqs]  # fmt: skip

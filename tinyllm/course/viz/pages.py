@@ -22,8 +22,9 @@ def pages_scene(prompt_lens=(5, 9, 3), block_size: int = 4, steps: int = 0,
     non-zero prompt length admitted (its prompt's blocks taken), `steps` decode steps of
     every row (grow(), the step's end_step on the device, advance_host()), then row
     `release` released, then (compact) each free row below the last request takes it
-    (rows.compaction() and rows.move(), as PagedEngine.release does). Returns the host and device state, and each block's
-    owner (a row, or None) and how many of its positions hold keys."""
+    (rows.compaction() and rows.move(), as PagedEngine.release does). Returns the host and
+    device state, and each block's owner (a row, or None) and how many of its positions hold
+    keys."""
     n_rows = len(prompt_lens)
     cache = PagedKVCache(1, n_rows, max_len, "cpu", block_size=block_size, n_blocks=n_blocks)
     rows = cache.rows
@@ -42,6 +43,7 @@ def pages_scene(prompt_lens=(5, 9, 3), block_size: int = 4, steps: int = 0,
         src, dst = rows.compaction()
         if len(src):
             rows.move(src, dst)
+    rows.flush()  # the device in step: what a step after these moves would read
     owner, filled = [None] * cache.n_blocks, [0] * cache.n_blocks
     for row, table in enumerate(cache.tables):
         for i, block in enumerate(table):
