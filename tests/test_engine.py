@@ -18,11 +18,8 @@ import torch
 
 from tinyllm import Engine, SlotGraphDecoder, SlotKVCache, generate
 from tinyllm import engine as engine_module
-from tinyllm import graphs as graphs_module
 from tinyllm.generation import decode_step, prefill
 from tinyllm.kv_cache import KVCache
-from tinyllm.lab import simgraph
-from tinyllm.paged import PagedChunk
 
 EOS = ord("e")  # a byte the shipped model emits often, but not always within 30 tokens
 
@@ -130,7 +127,7 @@ def test_engine_serves_60_requests_like_each_alone(shipped_model, requests):
 
     # none lost, none duplicated, none left behind
     assert sorted(result) == rids
-    assert not engine.queue and not engine.running
+    assert not engine.n_waiting() and not engine.running
     assert engine.slots.lens == [0] * 8 and engine.slots.free_slots() == list(range(8))
 
     by_eos = 0
@@ -171,15 +168,14 @@ def test_engine_without_eos_runs_to_length(shipped_model, requests):
         assert result[rid] == generate(shipped_model, torch.tensor([prompt]), n)[0].tolist()
 
 
-@pytest.mark.parametrize("kv", ["slots", "paged"])
-def test_engine_sampling_follows_each_requests_seed(shipped_model, requests, kv):
+def test_engine_sampling_follows_each_requests_seed(shipped_model, requests):
     """A sampled request's noise is keyed by its seed and each token's position: the same
     seed gives the same text whatever else shares the batch, in whichever slot, and matches
     generate() with that seed."""
     prompt, n = requests[3][0], 25
     outs = []
     for others in (0, 1, 3):  # alone, then in slot 1, then in slot 3
-        engine = Engine(shipped_model, n_slots=4, max_len=128, use_graph=False, kv=kv)
+        engine = Engine(shipped_model, n_slots=4, max_len=128, use_graph=False)
         for i, (p, m) in enumerate(requests[10 : 10 + others]):
             engine.submit(p, m, **({"temperature": 0.8, "seed": 99} if i % 2 else {}))
         rid = engine.submit(prompt, n, temperature=1.0, top_k=20, seed=5)
@@ -208,27 +204,15 @@ FAULT_REQUESTS = [  # (prompt start, length, max_new_tokens, sampling): greedy a
 ]
 
 
-def fault_engine(model, doc_ids, kv="slots"):
-    """kv="paged" prefills in chunks of 4 positions: every prompt takes 2 or 3 forwards,
-    shared with the requests admitted beside it."""
-    kw = {"kv": "paged", "prefill_chunk": 4} if kv in ("paged", "overlap") else {"kv": kv}
-    if kv == "overlap":
-        kw["overlap"] = True
-    if kv == "graphs":  # prefill and decode replayed (simulated), the host overlapped
-        kw = {"kv": "paged", "overlap": True, "use_graph": True, "graph_api": simgraph}
-    kw.setdefault("use_graph", False)
-    engine = Engine(model, n_slots=3, max_len=64, eos_id=EOS, **kw)
+def fault_engine(model, doc_ids):
+    engine = Engine(model, n_slots=3, max_len=64, eos_id=EOS, use_graph=False)
     rids = [engine.submit(doc_ids[s : s + n], m, **kw) for s, n, m, kw in FAULT_REQUESTS]
     return engine, rids
 
 
 @pytest.fixture(scope="module")
 def uninterrupted(shipped_model, doc_ids):
-    """Each kv's uninterrupted run of the fault workload (the same tokens for both)."""
-    kvs = ("slots", "paged", "overlap", "graphs")
-    runs = {kv: fault_engine(shipped_model, doc_ids, kv)[0].run() for kv in kvs}
-    assert runs["slots"] == runs["paged"] == runs["overlap"] == runs["graphs"]
-    return runs
+    return fault_engine(shipped_model, doc_ids)[0].run()
 
 
 class Fault:
@@ -250,70 +234,36 @@ class Fault:
 
 def check_positions(engine):
     slots = engine.slots
+    slots.sync()
     assert slots.lens == slots.lens_dev.tolist()
     assert slots.active == [bool(a) for a in slots.active_dev.tolist()]
     assert sorted(engine.running) == [s for s in range(engine.n_slots) if slots.active[s]]
-    if engine.kv == "paged":  # every block held by one row or free
-        held = sorted(b for t in slots.tables for b in t)
-        assert sorted(held + slots.free) == list(range(1, slots.n_blocks))
 
 
-STEPS = {  # the decode step's points, the same for either kv
+POINTS = {  # where a fault is injected: (object, attribute) → the calls to fail
+    "admission": (lambda e: e.slots, "prefilling", (1, 3, 5)),
+    "prefill": (lambda e: engine_module, "prefill", (1, 2, 6)),
     "sample": (lambda e: engine_module, "sample", (1, 4, 13)),
     "decode step": (lambda e: e.decoder, "step", (1, 5, 8)),
     "release": (lambda e: e.slots, "release", (1, 3)),
     "host advance": (lambda e: e.slots, "advance_host", (2, 7)),
 }
-POINTS = {  # kv → where a fault is injected: (object, attribute) → the calls to fail
-    "slots": {
-        "admission": (lambda e: e.slots, "prefilling", (1, 3, 5)),
-        "prefill": (lambda e: engine_module, "prefill", (1, 2, 6)),
-        **STEPS,
-    },
-    "paged": {  # 2 and 4: between the chunks of an admission; "chunk forward": inside one
-        "chunk": (lambda e: e.slots, "prefilling_chunk", (1, 2, 4, 6)),
-        "prefill": (lambda e: engine_module, "prefill", (1, 3, 5)),
-        "chunk forward": (lambda e: PagedChunk, "update", (2, 7, 13, 20)),
-        "step sample": (lambda e: graphs_module, "sample", (1, 4, 13)),  # inside the step
-        "read": (lambda e: engine_module.InFlight, "wait", (1, 3, 9)),  # the ids, one step late
-        **STEPS,
-        "sample": (lambda e: engine_module, "sample", (1, 2, 4)),  # an admission's first ids
-    },
-}
-POINTS["overlap"] = POINTS["paged"]  # kv="paged", overlap=True: the same points
-POINTS["graphs"] = {  # prefill graphs: the prompts fit one chunk
-    "reserve": (lambda e: e.slots, "reserve", (1, 3, 5)),
-    "upload": (lambda e: graphs_module, "copy_from_host", (1, 2, 5)),
-    "replay": (lambda e: simgraph.CUDAGraph, "replay", (1, 3, 8, 20)),
-    "filled": (lambda e: e.slots, "filled", (1, 2)),
-    "read": (lambda e: engine_module.InFlight, "wait", (1, 3, 9)),
-    "release": (lambda e: e.slots, "release", (1, 3)),
-    "host advance": (lambda e: e.slots, "advance_host", (2, 7)),
-}
-OWN = {
-    "slots": ("prefill",),
-    "paged": (),
-    "overlap": (),
-    "graphs": (),
-}  # a request's own prefill, as an Exception
+OWN = ("prefill",)  # a request's own prefill, as an Exception
 
 
-@pytest.mark.parametrize("kv, point", [(kv, p) for kv in POINTS for p in POINTS[kv]])
+@pytest.mark.parametrize("point", list(POINTS))
 @pytest.mark.parametrize("error", [KeyboardInterrupt(), RuntimeError("device lost")],
                          ids=["ctrl-c", "runtime"])  # fmt: skip
-def test_a_fault_anywhere_loses_nothing(shipped_model, doc_ids, uninterrupted, kv, point, error,
+def test_a_fault_anywhere_loses_nothing(shipped_model, doc_ids, uninterrupted, point, error,
                                         monkeypatch):  # fmt: skip
     """A Ctrl-C (or an error that is not one request's own) at any admission, prefill,
     sample, decode step, release or host advance: run() raises, the positions on host and
     device still agree, and the next run() returns every request with the tokens of an
     uninterrupted run. Where the fault hit a request's own prefill or sampling as an
-    Exception, that request alone is in engine.failed. kv="paged": between the chunks of a
-    batched prefill and inside a chunk's forward too; its prefill forward is shared, so a
-    fault there is no request's own: the whole admission goes back to the queue."""
-    owner, name, ats = POINTS[kv][point]
-    uninterrupted = uninterrupted[kv]
+    Exception, that request alone is in engine.failed."""
+    owner, name, ats = POINTS[point]
     for at in ats:
-        engine, rids = fault_engine(shipped_model, doc_ids, kv)
+        engine, rids = fault_engine(shipped_model, doc_ids)
         target = owner(engine)
         fault = Fault(getattr(target, name), at, error)
         monkeypatch.setattr(target, name, fault)
@@ -324,18 +274,17 @@ def test_a_fault_anywhere_loses_nothing(shipped_model, doc_ids, uninterrupted, k
         got = engine.run()
         check_positions(engine)
         assert fault.calls >= at, (point, at, "the fault was never reached")
-        # kv="slots": a prefill is the request's own (kv="paged": the forward is shared); the
-        # sampling of an admission (one row) is the request's own, a decode step's (every
-        # row at once) is the step's (kv="paged": every sampling is of all rows at once)
-        one_row = kv == "slots" and point == "sample" and fault.raised_on[0].shape[0] == 1
-        own = isinstance(error, Exception) and (point in OWN[kv] or one_row)
+        # a prefill is the request's own; the sampling of an admission (one row) is the
+        # request's own, a decode step's (every row at once) is the step's
+        one_row = point == "sample" and fault.raised_on[0].shape[0] == 1
+        own = isinstance(error, Exception) and (point in OWN or one_row)
         assert len(engine.failed) == int(own), (point, at, engine.failed)
         for rid in rids:
             if rid in engine.failed:
                 assert rid not in got
             else:
                 assert got[rid] == uninterrupted[rid], (point, at, rid)
-        assert not engine.queue and not engine.running
+        assert not engine.n_waiting() and not engine.running
 
 
 def test_a_request_whose_sampling_fails_leaves_alone(shipped_model, doc_ids, uninterrupted,
@@ -344,8 +293,7 @@ def test_a_request_whose_sampling_fails_leaves_alone(shipped_model, doc_ids, uni
     its prefill): it is removed into engine.failed with its error, the error is raised, and
     the others finish as if nothing happened."""
     engine, rids = fault_engine(shipped_model, doc_ids)
-    uninterrupted = uninterrupted["slots"]
-    bad = next(r for r in engine.queue if r.rid == 5)
+    bad = engine.requests[5]
     original = engine.sample_for
 
     def sample_for(reqs, logits):
@@ -369,7 +317,7 @@ def test_results_of_a_run_that_raised_come_with_the_next(shipped_model, doc_ids,
     monkeypatch.setattr(engine.decoder, "step", fault)
     with pytest.raises(KeyboardInterrupt):
         engine.run()
-    finished_before = dict(engine.finished)
+    finished_before = {rid: list(engine.requests[rid].out) for rid in engine.finished}
     assert finished_before  # some finished inside the run that raised
     monkeypatch.setattr(engine.decoder, "step", fault.fn)
     got = engine.run()
@@ -377,38 +325,31 @@ def test_results_of_a_run_that_raised_come_with_the_next(shipped_model, doc_ids,
     assert engine.run() == {}  # returned once
 
 
-SECOND_CTRL_C = [("slots", "decode step"), ("slots", "sample"), ("slots", "release"),
-                 ("paged", "chunk"), ("paged", "chunk forward"), ("paged", "sample"),
-                 ("overlap", "step sample"), ("overlap", "read"), ("graphs", "replay"),
-                 ("graphs", "upload")]  # fmt: skip
-
-
-@pytest.mark.parametrize("kv, point", SECOND_CTRL_C)
+@pytest.mark.parametrize("point", ["decode step", "sample", "release"])
 def test_a_second_ctrl_c_while_a_move_is_undone_loses_nothing(shipped_model, doc_ids,
-                                                              uninterrupted, kv, point,
+                                                              uninterrupted, point,
                                                               monkeypatch):  # fmt: skip
     """A Ctrl-C, then a second one (a real SIGINT) while the engine puts the move back: the
     putting back runs with Ctrl-C held off, so it finishes, the second KeyboardInterrupt comes
     after it, and the next run() returns the tokens of an uninterrupted run."""
-    owner, name, _ = POINTS[kv][point]
-    engine, rids = fault_engine(shipped_model, doc_ids, kv)
+    owner, name, _ = POINTS[point]
+    engine, rids = fault_engine(shipped_model, doc_ids)
     target = owner(engine)
     fault = Fault(getattr(target, name), 4, KeyboardInterrupt())
     monkeypatch.setattr(target, name, fault)
-    setter = "set_lens" if kv == "slots" else "set_row"  # what the undo rewrites every row by
-    set_lens, sent = getattr(engine.slots, setter), []
+    sync, sent = engine.slots.sync, []
 
-    def set_lens_under_ctrl_c(*args):  # the undo rewrites every slot: Ctrl-C on the first
+    def sync_under_ctrl_c():  # the undo rewrites the device: Ctrl-C then
         if fault.calls >= fault.at and not sent:
             sent.append(1)
             os.kill(os.getpid(), signal.SIGINT)
-        return set_lens(*args)
+        return sync()
 
-    monkeypatch.setattr(engine.slots, setter, set_lens_under_ctrl_c)
+    monkeypatch.setattr(engine.slots, "sync", sync_under_ctrl_c)
     with pytest.raises(KeyboardInterrupt):
         engine.run()
     assert sent, "the second Ctrl-C was not sent"
     check_positions(engine)
     monkeypatch.setattr(target, name, fault.fn)
     got = engine.run()
-    assert got == {rid: uninterrupted[kv][rid] for rid in rids}
+    assert got == {rid: uninterrupted[rid] for rid in rids}

@@ -2,13 +2,10 @@
 eager generate(), replay (simulated) bit-identical to the same step run eagerly at every
 length and capture size, and the paged engine's tokens."""
 
-import random
-
 import pytest
 import torch
 
-from tinyllm import Engine, GraphDecoder, generate
-from tinyllm.graphs import SlotGraphDecoder, default_capture_sizes
+from tinyllm import GraphDecoder, generate
 from tinyllm.lab import simgraph
 from tinyllm.paged import SCRATCH, PagedKVCache
 
@@ -18,7 +15,8 @@ def held(cache):
 
 
 def check_twins(cache):
-    """Host and device agree, and every block is held by one row or free."""
+    """Host and device agree (after a flush), and every block is held by one row or free."""
+    cache.rows.flush()
     assert cache.lens == cache.lens_dev.tolist()
     assert cache.active == [bool(a) for a in cache.active_dev.tolist()]
     for row, blocks in enumerate(cache.tables):
@@ -30,7 +28,9 @@ def check_twins(cache):
 def test_blocks_are_handed_out_at_prefill_and_at_each_block_boundary(toy_model):
     cache = PagedKVCache(toy_model.cfg.n_layers, 3, 64, "cpu", block_size=16)
     assert cache.n_blocks == 3 * 4 + 1 and cache.free == list(range(1, 13))
-    toy_model(torch.randint(0, 256, (2, 17)), cache=cache.prefilling([2, 0]))
+    cache.rows.take([2, 0], [17, 17])
+    toy_model(torch.randint(0, 256, (2, 17)), cache=cache.fill([2, 0], [17, 17]))
+    cache.rows.admit([2, 0], [17, 17])
     assert [len(t) for t in cache.tables] == [2, 0, 2] and cache.lens == [17, 0, 17]
     check_twins(cache)
     for step in range(16):  # positions 17..32: the step at 32 needs a third block
@@ -40,13 +40,13 @@ def test_blocks_are_handed_out_at_prefill_and_at_each_block_boundary(toy_model):
         check_twins(cache)
         assert len(cache.tables[0]) == (2 if step < 15 else 3), step
     assert cache.lens == [33, 0, 33]
-    cache.release(2)
+    cache.rows.release([2])
     assert cache.tables[2] == [] and cache.lens[2] == 0 and len(cache.free) == 12 - 3
-    cache.move(0, 1)  # a request moves rows: its table row and length, not its K/V
+    cache.rows.move([0], [1])  # a request moves rows: its table row and length, not its K/V
     assert cache.lens == [0, 33, 0] and len(cache.tables[1]) == 3
     check_twins(cache)
     saved = cache.snapshot()
-    cache.release(1)
+    cache.rows.release([1])
     cache.restore(saved)
     assert cache.snapshot() == saved
     check_twins(cache)
@@ -54,7 +54,9 @@ def test_blocks_are_handed_out_at_prefill_and_at_each_block_boundary(toy_model):
 
 def test_a_row_without_a_request_writes_to_the_scratch_block_and_stays_finite(toy_model):
     cache = PagedKVCache(toy_model.cfg.n_layers, 2, 32, "cpu")
-    toy_model(torch.randint(0, 256, (1, 5)), cache=cache.prefilling([0]))
+    cache.rows.take([0], [5])
+    toy_model(torch.randint(0, 256, (1, 5)), cache=cache.fill([0], [5]))
+    cache.rows.admit([0], [5])
     logits, _ = toy_model(torch.zeros(2, 1, dtype=torch.long), cache=cache.decoding(2))
     assert torch.isfinite(logits).all() and cache.lens_dev.tolist() == [6, 0]
     blocks = set(cache.tables[0])
@@ -90,47 +92,6 @@ def test_replay_is_the_eager_paged_step_at_every_length(shipped_model, prompts, 
     assert list(graph.graphs) == [3]  # one graph, captured at position 37, for both
 
 
-def test_the_paged_engine_serves_requests_like_each_alone(shipped_model, doc_ids):
-    rng = random.Random(3)
-    reqs = [(doc_ids[s : s + rng.randint(1, 30)], rng.randint(1, 20))
-            for s in rng.sample(range(len(doc_ids) - 40), 24)]  # fmt: skip
-    engine = Engine(shipped_model, 5, max_len=64, use_graph=False, kv="paged")
-    rids = [engine.submit(p, n) for p, n in reqs]
-    out = engine.run()
-    for rid, (p, n) in zip(rids, reqs):
-        assert out[rid] == generate(shipped_model, torch.tensor([p]), n)[0].tolist(), rid
-    sizes = [s["capture_size"] for s in engine.stats]
-    assert set(sizes) <= set(default_capture_sizes(5)) == {1, 2, 4, 5} and 5 in sizes
-    for s in engine.stats:  # the requests sit in the first rows: the step runs no free row
-        held = [r for r in s["slots"] if r is not None]
-        assert s["slots"][: len(held)] == held and s["capture_size"] >= len(held)
-    check_twins(engine.slots)
-
-
-def test_the_paged_engine_replays_a_graph_per_capture_size(shipped_model, doc_ids):
-    """Simulated graphs, one per capture size that the run visits, and the same tokens."""
-    reqs = [(doc_ids[s : s + 9], n) for s, n in ((100, 12), (900, 3), (1700, 8))]
-    tokens = []
-    for use_graph in (False, True):
-        engine = Engine(shipped_model, 4, max_len=64, use_graph=use_graph, kv="paged",
-                        graph_api=simgraph)  # fmt: skip
-        rids = [engine.submit(p, n) for p, n in reqs]
-        out = engine.run()
-        tokens.append([out[r] for r in rids])
-    assert tokens[0] == tokens[1]
-    assert sorted(engine.decoder.graphs) == [1, 2, 4]  # 3 requests in 4, then 1: no graph 3
-
-
-def test_the_slot_decoder_takes_a_paged_cache(shipped_model):
-    cache = PagedKVCache(shipped_model.cfg.n_layers, 8, 64, "cpu")
-    dec = SlotGraphDecoder(shipped_model, cache, use_graph=False, capture_sizes=(2, 8))
-    assert dec.capture_sizes == dec.graph_keys == (2, 8)
-    shipped_model(torch.randint(0, 256, (1, 4)), cache=cache.prefilling([0]))
-    assert dec.graph_key() == 2
-    out = dec.step(torch.zeros(8, 1, dtype=torch.long), check=False)
-    assert out.shape == (2, 1, 258) and cache.lens == [5] + [0] * 7
-
-
 def test_chunks_of_several_prompts_give_each_prompt_its_own_logits(shipped_model, doc_ids):
     """Four prompts (1, 5, 37 and 70 tokens) prefilled together into rows 3, 0, 5 and 1, in
     chunks of 16 positions, right-padded: each prompt's logits at every position are those
@@ -141,6 +102,7 @@ def test_chunks_of_several_prompts_give_each_prompt_its_own_logits(shipped_model
     prompts = [doc_ids[1000 * i : 1000 * i + n] for i, n in enumerate(lens, 1)]
     cache = PagedKVCache(shipped_model.cfg.n_layers, 6, 128, "cpu")
     cache.allocate(shipped_model.cfg.n_kv_heads, shipped_model.cfg.head_dim, torch.float32)
+    cache.rows.take(rows, lens)  # every prompt's blocks, before its first chunk
     got = [[] for _ in prompts]
     forwards = 0
     with torch.no_grad():
@@ -150,14 +112,14 @@ def test_chunks_of_several_prompts_give_each_prompt_its_own_logits(shipped_model
             idx = torch.zeros(len(todo), max(counts), dtype=torch.long)
             for i, b in enumerate(todo):
                 idx[i, : counts[i]] = torch.tensor(prompts[b][start : start + counts[i]])
-            step = cache.prefilling_chunk([rows[b] for b in todo], start, counts)
+            step = cache.fill([rows[b] for b in todo], counts, start)
             logits, _ = shipped_model(idx, cache=step)
             forwards += 1
             for i, b in enumerate(todo):
                 got[b].append(logits[i, : counts[i]])
-            check_twins(cache)
-            assert [cache.lens[rows[b]] for b in todo] == [start + n for n in counts]
     assert forwards == 5  # ceil(70 / 16), not one per prompt per chunk
+    cache.rows.admit(rows, lens)
+    check_twins(cache)
     for b, prompt in enumerate(prompts):
         with torch.no_grad():
             alone, _ = shipped_model(torch.tensor([prompt]))
@@ -172,53 +134,3 @@ def test_chunks_of_several_prompts_give_each_prompt_its_own_logits(shipped_model
         for row, n in enumerate(cache.lens):
             if n % cache.block_size:
                 assert not layer[cache.tables[row][-1], :, n % cache.block_size :].any(), row
-
-
-@pytest.mark.parametrize("prefill_graphs", [False, True], ids=["chunks", "graphs"])
-def test_the_paged_engine_prefills_in_batches_like_each_alone(shipped_model, doc_ids,
-                                                              prefill_graphs):  # fmt: skip
-    """30 requests, prompts of 1 to 30 tokens (chunks of 8: up to 4 forwards each), greedy
-    and seeded, 5 submitted every 3 decode steps, so admissions come at different steps, in
-    batches of several sizes and lengths: each request's tokens are those of generate() alone. The
-    batched forward is not the lone one (other rows, pads, an explicit mask: the logits
-    differ by fp32 rounding, ~1e-5, within the tolerance of the chunk test above), so equal
-    tokens rest on the shipped model's margins on real text, far above that rounding.
-    prefill_graphs=True: the prompts longer than a chunk go in chunks, the others through
-    the prefill graphs' static forward (here eager: the same forward a replay runs)."""
-    rng, C, eos = random.Random(11), 8, ord("e")
-    reqs = []
-    for s in rng.sample(range(len(doc_ids) - 40), 30):
-        prompt = doc_ids[s : s + rng.choice([1, 2, 7, 8, 9, 15, 16, 17, 24, 30])]
-        sampling = rng.choice([{}, {"temperature": 0.9, "top_k": 30, "seed": s}])
-        reqs.append((prompt, rng.randint(1, 16), sampling))
-    engine = Engine(shipped_model, 6, max_len=64, use_graph=False, kv="paged", eos_id=eos,
-                    prefill_chunk=C, prefill_graphs=prefill_graphs)  # fmt: skip
-    chunks, prefilling_chunk = [], engine.slots.prefilling_chunk
-    engine.slots.prefilling_chunk = lambda *a: chunks.append(a) or prefilling_chunk(*a)
-    rids = []
-    for wave in range(0, len(reqs), 5):  # 5 more requests every 3 decode steps
-        rids += [engine.submit(p, n, **kw) for p, n, kw in reqs[wave : wave + 5]]
-        for _ in range(3):
-            engine.admit()
-            if engine.running:
-                engine.step()
-    out = engine.run()
-    assert sorted(out) == rids and not engine.queue and not engine.running
-    for rid, (prompt, n, kw) in zip(rids, reqs):
-        alone = generate(shipped_model, torch.tensor([prompt]), n, eos_id=eos, **kw)[0].tolist()
-        assert out[rid] == alone[: alone.index(eos) + 1 if eos in alone else n], rid
-    for s in engine.stats:  # the requests that finished at admission left no hole
-        held = [r for r in s["slots"] if r is not None]
-        assert s["slots"][: len(held)] == held
-    check_twins(engine.slots)
-    if prefill_graphs:  # only an admission with a prompt longer than C goes in chunks
-        assert chunks and all(C in counts for _, s, counts in chunks if s == 0)
-        return
-    # every prompt position prefilled once, in forwards of at most C positions per row,
-    # several prompts in a forward and long prompts over several: fewer forwards than the
-    # requests' chunks one by one
-    assert sum(sum(counts) for _, _, counts in chunks) == sum(len(p) for p, _, _ in reqs)
-    assert all(max(counts) <= C for _, _, counts in chunks)
-    assert max(len(rows) for rows, _, _ in chunks) == 5 and max(s for _, s, _ in chunks) == 24
-    assert sum(min(counts) < max(counts) for _, _, counts in chunks) >= 5  # padded rows
-    assert len(chunks) < sum(-(-len(p) // C) for p, _, _ in reqs)

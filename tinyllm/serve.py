@@ -150,8 +150,7 @@ class PagedEngine(Serving):
         """Serve every queued request; returns {request id: generated ids (EOS included)} for
         every request finished since the last run() returned. With graphs, capture() runs
         first if it has not: never while serving."""
-        if self.use_graph and self.capture_s is None:
-            self.capture()
+        self.captured()
         while self.n_waiting() or self.rows.active.any() or self.in_flight:
             t0, waiting = time.perf_counter(), self.n_waiting()
             self.admit()
@@ -167,6 +166,7 @@ class PagedEngine(Serving):
         """As many queued requests as there are free rows, prefilled together into the
         lowest free rows, their first ids sampled into the next step's input (rows.tok).
         The host reads those ids after the next step is launched."""
+        self.captured()
         while self.n_waiting() and len(free := self.rows.free_rows()):
             reqs = self.waiting[self.head : self.head + len(free)]
             rows = free[: len(reqs)]
@@ -186,6 +186,7 @@ class PagedEngine(Serving):
         the rest are compacted. A request that finished at step t-1 ran in step t too: that
         token is dropped. overlap=False waits for step t first; overlap=True reads while the
         GPU runs it."""
+        self.captured()
         t = Sections()
         with self.transaction(self.cache):
             ready, self.in_flight = self.in_flight, []
@@ -239,6 +240,12 @@ class PagedEngine(Serving):
         src, dst = self.rows.compaction()
         if len(src):
             self.rows.move(src, dst)
+
+    def saved_state(self) -> list[InFlight]:
+        return list(self.in_flight)  # the moves whose ids are on their way: a few
+
+    def put_back(self, state: list[InFlight]) -> None:
+        self.in_flight = state
 
     def send_to_host(self, rids: list[int], ids: torch.Tensor) -> InFlight:
         """Start copying a move's ids to the host, without waiting; a later step reads them."""
@@ -358,6 +365,11 @@ class PagedEngine(Serving):
         return torch.stack(last)
 
     # --- graphs ---------------------------------------------------------------------------
+
+    def captured(self) -> None:
+        """With graphs, every graph before the first move: capture() if it has not run."""
+        if self.use_graph and self.capture_s is None:
+            self.capture()
 
     @torch.no_grad()
     def capture(self) -> float:

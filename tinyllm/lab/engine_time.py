@@ -19,14 +19,18 @@ engine at several numbers of rows: throughput, the host's time per step, the rep
 and the GPU busy share from CUDA events around every replay (GPU_BUSY_EVENTS).
 """
 
+import inspect
 import json
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from tinyllm.engine import Engine, Serving
+from tinyllm.lab import simgraph
 from tinyllm.lab.prompts import PROMPT, prompt_ids
 from tinyllm.serve import PagedEngine
 
@@ -294,3 +298,44 @@ def scale(model, n_rows: int, n_requests: int = 2048, compile=False, overlap: bo
         "tokens_identical_across_runs": [done1[r] for r in sorted(done1)]
         == [done2[r] for r in sorted(done2)],
     }  # fmt: skip
+
+
+def ops_outside_replays(model, n_rows: int, n_requests: int | None = None, seed: int = 0):
+    """The torch ops (views aside) each decode step of a PagedEngine issues outside its
+    replay, with its graphs simulated on this CPU (lab.simgraph): what the host launches for
+    a step besides the replay itself. A small workload keeps every row busy: 3 requests a
+    row, prompts of 4-12 tokens, 8-24 new ones. Returns the count of every step."""
+    n_requests = 3 * n_rows if n_requests is None else n_requests
+    gen = torch.Generator().manual_seed(seed)
+    text = prompt_ids(64)
+    lens = torch.randint(4, 13, (n_requests,), generator=gen).tolist()
+    news = torch.randint(8, 25, (n_requests,), generator=gen).tolist()
+    engine = PagedEngine(model, n_rows, max_len=64, use_graph=True, graph_api=simgraph)
+    engine.capture()
+    for n, m in zip(lens, news):
+        engine.submit(text[:n], m)
+    step, replay = inspect.unwrap(PagedEngine.step).__code__, simgraph.CUDAGraph.replay.__code__
+    counts: list[int] = []
+
+    class Count(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            if not func.is_view:
+                frame, in_step = sys._getframe(1), False
+                while frame is not None and frame.f_code is not replay:
+                    in_step = in_step or frame.f_code is step
+                    frame = frame.f_back
+                if in_step and frame is None:  # in a step, not in its replay
+                    counts[-1] += 1
+            return func(*args, **(kwargs or {}))
+
+    def counted_step(engine_self):
+        counts.append(0)
+        return step_fn(engine_self)
+
+    step_fn = PagedEngine.step
+    with Count():
+        while engine.n_waiting() or engine.rows.active.any() or engine.in_flight:
+            engine.admit()
+            if engine.rows.active.any() or engine.in_flight:
+                counted_step(engine)
+    return counts
