@@ -145,6 +145,25 @@ def write_and_advance(pool, k_new, block_table, lens, block_size):
     lens += 1
 
 
+def write_with_block_size_4(pool, k_new, block_table, lens, block_size):
+    my_paged_write(pool, k_new, block_table, lens, 4)
+
+
+def write_as_a_generator(pool, k_new, block_table, lens, block_size):
+    yield my_paged_write(pool, k_new, block_table, lens, block_size)
+
+
+def write_row_by_row(pool, k_new, block_table, lens, block_size):
+    for b in range(len(lens)):  # right eagerly: indexing with a 0-d tensor reads it
+        pool[block_table[b, lens[b] // block_size], :, lens[b] % block_size] = k_new[b]
+
+
+def write_on_the_wrong_axis(pool, k_new, block_table, lens, block_size):
+    pos = lens.long()
+    blocks = block_table.long().gather(1, (pos // block_size)[:, None])[:, 0]
+    pool[blocks, pos % block_size] = k_new  # the offset on the heads' axis
+
+
 def write_and_clear_the_table(pool, k_new, block_table, lens, block_size):
     my_paged_write(pool, k_new, block_table, lens, block_size)
     block_table.zero_()
@@ -186,6 +205,10 @@ def test_paged_write_right(capsys):
         (write_and_advance, ("changed lens", "Write into pool alone")),
         (write_and_clear_the_table, ("changed block_table",)),
         (write_from_a_copy_of_lens, ("replay at lens=[3, 8, 12]", "Read lens itself")),
+        (write_with_block_size_4, ("block_size=8", "with the block_size argument")),
+        (write_as_a_generator, ("generator",)),
+        (write_row_by_row, ("no indexing with one element of a tensor",)),
+        (write_on_the_wrong_axis, ("raised RuntimeError", "the heads left whole")),
     ],
     ids=[
         "int()",
@@ -197,6 +220,10 @@ def test_paged_write_right(capsys):
         "advances lens",
         "clears the table",
         "a copy of lens",
+        "block size 4 written in",
+        "a generator",
+        "row by row",
+        "the wrong axis",
     ],
 )
 def test_paged_write_wrong(answer, needles, capsys):
@@ -325,6 +352,22 @@ def grows_after(decoder, tok, n_steps):
     return out
 
 
+def takes_one_short(decoder, tok, n_steps):
+    cache, out = decoder.cache, []
+    for _ in range(n_steps):
+        key = decoder.graph_key()
+        decoder.tok.copy_(tok)
+        cache.take(0, cache.lens[0])  # room for the positions held, not the one to write
+        tok = decoder.replay(key).argmax(-1)
+        cache.advance_host()
+        out.append(int(tok[0, 0]))
+    return out
+
+
+def loop_as_a_generator(decoder, tok, n_steps):
+    yield from my_replay_loop(decoder, tok, n_steps)
+
+
 def advances_twice(decoder, tok, n_steps):
     out = my_replay_loop(decoder, tok, n_steps)
     for _ in range(n_steps):
@@ -366,12 +409,14 @@ def adds_to_lens_dev(decoder, tok, n_steps):
         (lambda d, t, n: [torch.tensor(x) for x in my_replay_loop(d, t, n)], ("Python ints",)),
         (lambda d, t, n: my_replay_loop(d, t, n)[:-1], ("a list of 5 int", "6 Python ints")),
         (advances_twice, ("ran ahead", "once after each replay")),
+        (takes_one_short, ("position 16", "scratch block", "row 0 had no block for it")),
+        (loop_as_a_generator, ("generator",)),
         (adds_to_lens_dev, ("lens_dev is [26], expected [20]", "Don't add to it yourself")),
     ],
     ids=["decoder.step", "the class's step", "eager forward", "no replay", "a step short",
          "no advance_host", "stale length copied in", "no grow", "grow after", "rebound tok",
          "not fed back", "same token", "0-d tensors", "one id short", "advance_host twice",
-         "lens_dev += 1"],
+         "lens_dev += 1", "a block one short", "a generator"],
 )  # fmt: skip
 def test_replay_loop_wrong(answer, needles, toy_model, capsys):
     out = assert_hint(lambda fn: check_replay_loop(fn, toy_model), answer, capsys, *needles)

@@ -62,6 +62,13 @@ def sampling_with_a_mask(logits, temperature, seed, position):
     return out
 
 
+def divides_in_place(logits, temperature, seed, position):
+    t = torch.where(temperature > 0, temperature, 1.0)[:, None]
+    u = uniform_noise(seed, position, logits.shape[-1])
+    scores = logits.div_(t) - torch.log(-torch.log(u))  # the decoder's logits, divided in place
+    return torch.where(temperature > 0, scores.argmax(-1), logits.argmax(-1))
+
+
 def test_the_reference_is_the_engines_sampler():
     logits, temperature, seed, position = nb09._sampling_case(0)
     want = sample(logits, temperature, torch.zeros_like(seed), seed, position)
@@ -98,9 +105,15 @@ def test_step_sampling_right(capsys):
          ("calls generation.sample", "write it")),
         (sampling_with_a_mask,
          ("captured on case 2 (temperatures", "output shape depends on the data", "torch.where")),
+        (lambda x, t, s, p: (my_step_sampling(x, t, s, p), t.zero_())[0],
+         ("changed its input temperature", "every later step")),
+        (lambda x, t, s, p: (my_step_sampling(x, t, s, p), s.add_(1))[0],
+         ("changed its input seed",)),
+        (divides_in_place, ("changed its input logits",)),
     ],
     ids=["if", "item", "tolist", "greedy only", "logits * t", "log(u) for Gumbel",
-         "torch.rand", "float", "shape", "list", "the package's own sample", "a boolean mask"],
+         "torch.rand", "float", "shape", "list", "the package's own sample", "a boolean mask",
+         "zeroes temperature", "bumps the seed", "divides the logits in place"],
 )  # fmt: skip
 def test_step_sampling_wrong(answer, needles, capsys):
     out = assert_hint(check_step_sampling, answer, capsys, *needles)
@@ -222,6 +235,22 @@ def test_hand_out_returning_rows_for_rids_gets_a_hint(capsys):
     assert "eos_id" not in out
 
 
+def test_hand_out_testing_eos_ids_truth_gets_a_hint(capsys):
+    def truthy(reqs, ids, eos_id):
+        finished = []
+        for req, tok in zip(reqs, ids):
+            if req is None or len(req.out) == req.max_new_tokens:
+                continue
+            if eos_id and req.out and req.out[-1] == eos_id:
+                continue
+            req.out.append(tok)
+            if (eos_id and tok == eos_id) or len(req.out) == req.max_new_tokens:
+                finished.append(req.rid)
+        return finished
+
+    assert_hint(check_hand_out, truthy, capsys, "eos_id 0", "compare with ==")
+
+
 def test_hand_out_as_a_generator_gets_a_hint(capsys):
     def generator(reqs, ids, eos_id):
         yield from my_hand_out(reqs, ids, eos_id)
@@ -279,6 +308,17 @@ def top_bits_times_ulp(seed, position, row, vocab_size):
 def hash_over_two_to_the_64(seed, position, row, vocab_size):
     """The signed hash over 2**64, plus one half: 1.0 in float32 where it is near 2**63."""
     return my_hash(seed, position, vocab_size).float() / 2.0**64 + 0.5
+
+
+def other_hash(seed, position, vocab_size):
+    """The key in another order: the position hashed first, then the seed, then the id."""
+    h = splitmix64(splitmix64(position) ^ seed)[:, None]
+    return splitmix64(h ^ torch.arange(vocab_size))
+
+
+def added_position(seed, position, row, vocab_size):
+    h = splitmix64(splitmix64(seed)[:, None] ^ (position[:, None] + torch.arange(vocab_size)))
+    return (((h >> 41) & (2**23 - 1)).float() + 0.5) * 2.0**-23
 
 
 def test_my_uniform_is_uniform_noise():
@@ -361,13 +401,23 @@ def test_noise_key_that_exits_gets_a_hint(capsys):
          ("seeds [12943, 119692, 13297]", "exactly 0 or 1")),
         (lambda s, p, r, v: ((my_hash(s, p, v) >> 40) & (2**24 - 1)).float().add(0.5) * 2.0**-24,
          ("seeds [12943, 119692, 13297]", "exactly 0 or 1")),
+        (lambda s, p, r, v: ((other_hash(s, p, v) >> 41) & (2**23 - 1)).float() * 2.0**-23,
+         ("lands exactly on 0 or rounds to 1", "(bits + 0.5) * 2**-23")),
+        (lambda s, p, r, v: ((other_hash(s, p, v) >> 40) & (2**24 - 1)).float().add(0.5) * 2.0**-24,
+         ("more than 23 bits",)),
+        (lambda s, p, r, v: (my_hash(s, p, v) >> 41).float() * 2.0**-23,
+         ("negative values", "Mask")),
+        (lambda s, p, r, v: (my_noise_key(s, p, r, v), s.zero_())[0], ("changed its input seed",)),
+        (lambda s, p, r, v: my_noise_key(s, p.add_(1), r, v), ("changed its input position",)),
+        (added_position, ("shifted by one vocab id",)),
     ],
     ids=["seed + row", "position + row", "torch.rand", "no position", "no seed",
          "a generator per row on the host", "shape", "range", "ints", "one per row",
          "a few per row", "seed + position", "seed * position", "seed ^ position", "sorted",
          "sorted descending", "squared", "0 and 1 often", "float16", "0 and 1 rarely",
          "the package's own", "bits * 2**-23", "hash / 2**64 + 0.5", "(bits + 1) * 2**-23",
-         "24 bits in float32"],
+         "24 bits in float32", "another order, bits * 2**-23", "another order, 24 bits",
+         "an arithmetic shift", "zeroes the seed", "bumps the position", "position + id"],
 )  # fmt: skip
 def test_noise_key_wrong(answer, needles, capsys):
     assert_hint(check_noise_key, answer, capsys, *needles)

@@ -1,6 +1,7 @@
 """Checkers of notebook 08 · pages: one graph for every length."""
 
 import functools
+import inspect
 
 import torch
 
@@ -158,10 +159,29 @@ def _changed_input(now, before) -> str | None:
     return next((n for n, a, b in zip(names, now, before) if not torch.equal(a, b)), None)
 
 
+def _explain_write(error: Exception) -> str | None:
+    if "out of bounds" in str(error):
+        return (
+            "an index past the table or the pool: row b's entry is lens[b] // block_size, "
+            "with the block_size argument, and its offset lens[b] % block_size"
+        )
+    if "shape mismatch" in str(error) or isinstance(error, IndexError):
+        return (
+            "k_new[b] is (kv_heads, D) and goes to pool[block, :, offset]: index the pool "
+            "with the blocks and the offsets of every row at once, the heads left whole"
+        )
+    return None
+
+
 def _run_write(fn, case, shown_as):
     """fn on the case: the pool it was handed, after the call; FAILED after a hint."""
     pool, k_new, table, lens, bs = case
-    out = call(fn, (pool, k_new, table, lens, bs), shown_as, none_ok=True, seconds=CALL_SECONDS)
+    out = call(fn, (pool, k_new, table, lens, bs), shown_as, none_ok=True, seconds=CALL_SECONDS,
+               explain=_explain_write)  # fmt: skip
+    if inspect.isgenerator(out):
+        hint(f"on {shown_as}: your function is a generator (it yields), so it never ran. "
+             f"Write into pool, and return nothing")  # fmt: skip
+        return FAILED
     return FAILED if out is FAILED else pool
 
 
@@ -186,27 +206,29 @@ def check_paged_write(fn) -> Verdict:
     pool (n_blocks, heads, block_size, D) at position lens[b] of its blocks, in place, with
     device ops only: run eagerly, then captured once under the CPU graph simulator and
     replayed at new lengths (across a block boundary)."""
-    eager = [([0, 3, 5], "lens=[0, 3, 5]"), ([4, 7, 15], "lens=[4, 7, 15]")]
-    for lens, shown_as in eager:
-        case = _write_case(lens)
+    eager = [([0, 3, 5], 4), ([4, 7, 15], 4), ([1, 8, 17], 8)]
+    for lens, bs in eager:
+        shown_as = f"lens={lens}, block_size={bs}"
+        case = _write_case(lens, block_size=bs)
         before, want = case[0].clone(), case[0].clone()
         inputs = [t.clone() for t in case[1:4]]  # k_new, block_table, lens: read, never written
         _reference_write(want, *case[1:])
-        got = _run_write(fn, case, f"{shown_as}, block_size=4")
+        got = _run_write(fn, case, shown_as)
         if got is FAILED:
             return False
         changed = _changed_input(case[1:4], inputs)
         if changed:
             return hint(
-                f"on {shown_as}, block_size=4 your function changed {changed}: the step only "
-                f"reads it. Write into pool alone (the cache's end_step advances lens, grow() "
-                f"fills the table)"
+                f"on {shown_as} your function changed {changed}: the step only reads it. "
+                f"Write into pool alone (the cache's end_step advances lens, grow() fills "
+                f"the table)"
             )
         if torch.equal(got, before):
-            return hint(f"on {shown_as}, block_size=4 the pool is unchanged: {IN_PLACE}")
+            return hint(f"on {shown_as} the pool is unchanged: {IN_PLACE}")
         problem = _write_problem(got, want)
         if problem:
-            return hint(f"on {shown_as}, block_size=4: {problem}")
+            other = ". Use the block_size argument, not a number of your own" if bs != 4 else ""
+            return hint(f"on {shown_as}: {problem}{other}")
     _warm_simulator()
     pool, k_new, table, lens, bs = _write_case([2, 6, 9], seed=1)
     graph = simgraph.CUDAGraph()
@@ -224,8 +246,9 @@ def check_paged_write(fn) -> Verdict:
         why = str(e).split("\n")[0]
         return hint(
             f"captured at lens=[2, 6, 9], your function failed ({type(e).__name__}: {why}): "
-            f"the step must find the block and offset on the device, with tensor ops "
-            f"(no .item(), int() or .tolist() of a device tensor, no Python loop over lengths)"
+            f"the step must find the block and offset on the device, with tensor ops: no "
+            f".item(), int() or .tolist(), no indexing with one element of a tensor, no "
+            f"Python loop over the rows"
         )
     for new in ([3, 8, 12], [4, 11, 15]):  # each replay at new lengths: 3→4 crosses a block
         lens.copy_(torch.tensor(new, dtype=torch.int32))
@@ -324,6 +347,11 @@ def check_replay_loop(fn, model=None) -> Verdict:
                    seconds=CAPTURE_SECONDS)  # fmt: skip
     if got is FAILED:
         return False
+    if inspect.isgenerator(got):
+        return hint(
+            "your function is a generator (it yields), so its loop never ran: take the "
+            "steps, then return the list of ids"
+        )
     if ran[Decoder.step]:
         return hint(DECODER_STEP)
     replays = ran[simgraph.CUDAGraph.replay]
@@ -379,8 +407,8 @@ def check_replay_loop(fn, model=None) -> Verdict:
     if wrong is not None and _in_scratch(c, ref.cache, wrong):
         return hint(
             f"the key of position {wrong} went to the scratch block, not to row 0's blocks: "
-            f"the block it needed was handed out after the step ran. Call cache.grow() "
-            f"before each replay, not after"
+            f"when the step ran, row 0 had no block for it. Call cache.grow() before each "
+            f"replay, not after: it hands out the block the step's position needs"
         )
     if wrong is not None:
         return hint(

@@ -128,6 +128,17 @@ def _case_shown(seed) -> str:
     return f"case {seed} (temperatures [{temperatures}])"
 
 
+READ_ONLY = (
+    "the step reads these buffers at every replay (they are the decoder's own), so a function "
+    "that changes them changes every later step. Make new tensors: x / t, not x.div_(t)"
+)
+
+
+def _changed(names, now, before) -> str | None:
+    """The name of the first input that fn changed in place, or None."""
+    return next((n for n, a, b in zip(names, now, before) if not torch.equal(a, b)), None)
+
+
 OWN_SAMPLER = (
     "your function calls generation.sample, the package's own sampler: this exercise is to "
     "write it. Take the argmax of logits / temperature + g, with g = -log(-log(u)), and pick "
@@ -139,12 +150,16 @@ def _eager_problem(fn, case, shown_as):
     """fn run on a copy of case: a problem, None when its ids are right, or FAILED (hinted).
     A function that calls generation.sample is a problem whatever it returns."""
     want = _reference_sample(*case)
+    given = tuple(t.clone() for t in case)
     with entered(sample) as ran:
-        got = call(fn, tuple(t.clone() for t in case), shown_as, seconds=CALL_SECONDS)
+        got = call(fn, given, shown_as, seconds=CALL_SECONDS)
     if got is FAILED:
         return FAILED
     if ran[sample]:
         return OWN_SAMPLER
+    changed = _changed(("logits", "temperature", "seed", "position"), given, case)
+    if changed:
+        return f"on {shown_as} your function changed its input {changed}: {READ_ONLY}"
     return _ids_problem(got, want, case[1], shown_as)
 
 
@@ -218,6 +233,7 @@ def _requests():
          "a request's first token, request 1 in row 2"),
         ([req(2, [7], 4), req(0, [8], 4), req(1, [9], 4)], [20, 21, EOS],
          "after compaction: request 2 in row 0, request 0 in row 1, request 1 in row 2"),
+        ([req(0, [7], 4), req(1, [8], 4)], [0, 6], "eos_id 0: request 0 emits it now"),
     ]  # fmt: skip
 
 
@@ -242,11 +258,12 @@ def check_hand_out(fn) -> Verdict:
     seen one step late: the extra token is dropped), and returns the rids of the requests
     that finish with this move, as PagedEngine.hand_out does."""
     for reqs, ids, shown_as in _requests():
+        eos = 0 if shown_as.startswith("eos_id 0") else EOS
         ref = [None if r is None else Request(r.rid, r.prompt, r.max_new_tokens, out=list(r.out))
                for r in reqs]  # fmt: skip
-        want_finished = _reference_hand_out(ref, ids, EOS)
+        want_finished = _reference_hand_out(ref, ids, eos)
         before = [None if r is None else list(r.out) for r in reqs]
-        got = call(fn, (reqs, list(ids), EOS), shown_as, none_ok=True, seconds=CALL_SECONDS)
+        got = call(fn, (reqs, list(ids), eos), shown_as, none_ok=True, seconds=CALL_SECONDS)
         if got is FAILED:
             return False
         if inspect.isgenerator(got):
@@ -310,8 +327,9 @@ def check_hand_out(fn) -> Verdict:
             return hint(
                 f"on {shown_as}: your function returned finished rids {rids}, expected "
                 f"{sorted(want_finished)}: a request finishes when the id just appended is "
-                f"eos_id or its out reaches max_new_tokens (and one that had finished "
-                f"before is not finished again)"
+                f"eos_id (0 is an id too: compare with ==, never test eos_id's truth) or its "
+                f"out reaches max_new_tokens, and one that had finished before is not finished "
+                f"again"
             )
     return ok(
         "each late-read id goes to its request, and a finished request's extra token is dropped"
@@ -343,6 +361,11 @@ def _noise_problem(u, B, V=NOISE_V) -> str | None:
         )
     if not u.dtype.is_floating_point:
         return f"returned a {u.dtype} tensor: return uniforms in (0, 1), floats"
+    if bool((u < 0).any()):
+        return (
+            "returned negative values: torch's >> on int64 copies the sign bit, so shifted bits "
+            "can be negative. Mask the bits you keep: (h >> 41) & (2**23 - 1)"
+        )
     if not bool(((u >= 0) & (u <= 1)).all()):  # NaN too
         return (
             "returned values outside (0, 1): uniforms in the open interval, never 0 or 1 "
@@ -356,6 +379,48 @@ def _noise_problem(u, B, V=NOISE_V) -> str | None:
             f"drawn. Keep the uniforms strictly inside (0, 1), as uniform_noise does with "
             f"(bits + 0.5) * 2**-23"
         )
+    return None
+
+
+def _lattice_problem(u) -> str | None:
+    """Uniforms of the form (k + 0.5) * 2**-b, b at most 23, are exact in float32 and never 0
+    or 1. Any other form of bits-to-float can land on 0 or round to 1 for some key, even if
+    no draw here did: k * 2**-b holds 0, (k + 1) * 2**-b holds 1, and 24 bits or more round
+    to 1 in float32. Read off the values: at scale 2**24 (float32) or 2**60 (float64) each
+    must be an integer, all with the same number of trailing zero bits."""
+    scale = 60 if u.dtype == torch.float64 else 24
+    x = u.double().flatten() * 2.0**scale
+    if not bool((x == x.floor()).all()):
+        form = "more than 23 bits" if scale == 24 else "a form the checker cannot read"
+    else:
+        k = x.long()
+        lowest = k & -k  # each value's lowest set bit
+        if bool((lowest == lowest[0]).all()):
+            return None
+        form = "k * 2**-b or (k + 1) * 2**-b"
+    return (
+        f"returned uniforms made with {form}: such a mapping lands exactly on 0 or rounds to "
+        f"1 for some key, even if no draw here did. Use (bits + 0.5) * 2**-23 with the top "
+        f"23 bits, as uniform_noise does: exact in float32, never 0, never 1"
+    )
+
+
+def _shift_problem(fn) -> str | None | object:
+    """A key that adds the position (or the seed) to the vocab id shifts one position's
+    noise into the next's: (seed, p + 1)'s noise at id i is (seed, p)'s at id i + 1."""
+    seed, position = torch.tensor([11, 11]), torch.tensor([5, 6])
+    shown_as = "seed 11 at positions 5 and 6"
+    u = call(fn, (seed, position, torch.arange(2), WIDE_V), shown_as, seconds=CALL_SECONDS)
+    if u is FAILED:
+        return FAILED
+    if isinstance(u, torch.Tensor) and u.shape == (2, WIDE_V):
+        a, b = u[0], u[1]
+        if torch.equal(a[1:], b[:-1]) or torch.equal(a[:-1], b[1:]):
+            return (
+                f"on {shown_as}: position 6's noise is position 5's shifted by one vocab id, so "
+                f"a request's draws repeat from token to token. Don't add the position (or the "
+                f"seed) to the id: hash (seed, position) first, then mix in the id"
+            )
     return None
 
 
@@ -440,8 +505,8 @@ def _spread_problem(fn) -> str | None | object:
 
 
 def _open_interval_problem(fn) -> str | None | object:
-    """Many draws, and the keys known to reach an end, all strictly inside (0, 1). A problem,
-    None, or FAILED (hinted)."""
+    """The keys known to reach an end, then many draws: all strictly inside (0, 1), and of a
+    form that never reaches an end (_lattice_problem). A problem, None, or FAILED (hinted)."""
     seed = torch.tensor(ENDS_SEEDS)
     shown_as = f"seeds {list(ENDS_SEEDS)} at position 0, vocab_size {ENDS_V}"
     u = call(fn, (seed, torch.zeros_like(seed), torch.arange(len(seed)), ENDS_V), shown_as,
@@ -451,8 +516,11 @@ def _open_interval_problem(fn) -> str | None | object:
     problem = _noise_problem(u, len(seed), ENDS_V)
     if problem:
         return f"on {shown_as} your function {problem}"
-    u, _ = _draws(fn, MANY_ROWS, MANY_V, 10)
-    return None if isinstance(u, torch.Tensor) else u
+    u, shown_as = _draws(fn, MANY_ROWS, MANY_V, 10)
+    if not isinstance(u, torch.Tensor):
+        return u
+    problem = _lattice_problem(u)
+    return f"on {shown_as} your function {problem}" if problem else None
 
 
 @checker
@@ -466,11 +534,14 @@ def check_noise_key(fn) -> Verdict:
     position = torch.tensor([5, 9, 5, 17])
     row = torch.arange(4)
     shown_as = "4 requests in rows 0-3"
+    given = (seed.clone(), position.clone(), row.clone())
     with entered(uniform_noise) as ran:
-        batched = call(fn, (seed.clone(), position.clone(), row.clone(), NOISE_V), shown_as,
-                       seconds=CALL_SECONDS)  # fmt: skip
+        batched = call(fn, (*given, NOISE_V), shown_as, seconds=CALL_SECONDS)
     if batched is FAILED:
         return False
+    changed = _changed(("seed", "position", "row"), given, (seed, position, row))
+    if changed:
+        return hint(f"on {shown_as} your function changed its input {changed}: {READ_ONLY}")
     if ran[uniform_noise]:
         return hint(
             "your function calls generation.uniform_noise: this exercise is to build the key "
@@ -539,7 +610,7 @@ def check_noise_key(fn) -> Verdict:
             "captured at positions [5, 9, 5, 17] and replayed at new positions, the noise is "
             "the captured one: compute the key from the position tensor on the device"
         )
-    for find in (_collision_problem, _spread_problem, _open_interval_problem):
+    for find in (_collision_problem, _shift_problem, _spread_problem, _open_interval_problem):
         problem = find(fn)
         if problem is FAILED:
             return False

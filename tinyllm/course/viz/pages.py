@@ -139,9 +139,10 @@ def paged_sweep_figure(res: dict, paged: dict):
     ideal = paged["headline"]["gptfast_ideal_us"]
     label = "gpt-fast + PDL (the course's settings), ideal host, measured here only"
     ax.plot([lo, hi], [ideal, ideal], color=COLORS["compiled"], lw=3, label=label)
-    ax.set(xlabel="position (tokens)", ylim=(0, None),
+    top = max(max(d[f"{k}_us"]) for d, k, *_ in lines)
+    ax.set(xlabel="position (tokens)", ylim=(0, 1.55 * top),
            ylabel=f"step time, batch 1 (µs, median per {sw['bin_size']} positions)")  # fmt: skip
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=7, loc="upper left", ncols=2)  # above the lines, hiding none
     paged_rise = long_over_short(sw, "paged fused")
     win_rise = long_over_short(win, "fused")
     ax.set_title(
