@@ -357,7 +357,7 @@ def takes_one_short(decoder, tok, n_steps):
     for _ in range(n_steps):
         key = decoder.graph_key()
         decoder.tok.copy_(tok)
-        cache.take(0, cache.lens[0])  # room for the positions held, not the one to write
+        cache.rows.take([0], [cache.lens[0]])  # room for the positions held, not the next
         tok = decoder.replay(key).argmax(-1)
         cache.advance_host()
         out.append(int(tok[0, 0]))

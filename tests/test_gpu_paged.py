@@ -8,7 +8,7 @@ import random
 import pytest
 import torch
 
-from tinyllm import Engine, GraphDecoder, kernels, load_pretrained
+from tinyllm import GraphDecoder, PagedEngine, kernels, load_pretrained
 
 pytestmark = pytest.mark.cuda
 
@@ -63,19 +63,30 @@ def test_the_paged_engine_gives_the_same_tokens_eager_replayed_and_overlapped(gp
             for s in rng.sample(range(len(doc_ids) - 80), 40)]  # fmt: skip
     outs = []
     for use_graph, overlap in ((False, False), (True, False), (True, True)):
-        engine = Engine(gpu_model, 8, max_len=256, use_graph=use_graph, kv="paged",
-                        eos_id=ord("."), overlap=overlap)  # fmt: skip
+        engine = PagedEngine(gpu_model, 8, max_len=256, use_graph=use_graph,
+                             eos_id=ord("."), overlap=overlap)  # fmt: skip
         rids = [engine.submit(p, n, **kw) for p, n, kw in reqs]
         out = engine.run()
         outs.append([out[r] for r in rids])
         for (_, n, _), toks in zip(reqs, outs[-1]):
             assert len(toks) == n or (toks[-1] == ord(".") and len(toks) < n)
-        assert engine.slots.lens == engine.slots.lens_dev.tolist()
+        engine.rows.flush()
+        assert engine.rows.lens.tolist() == engine.rows.lens_dev.tolist()
     assert outs[0] == outs[1] == outs[2]
-    assert set(engine.decoder.graphs) <= {1, 2, 4, 8} and engine.decoder.graphs
+    assert sorted(engine.decode_graphs) == [1, 2, 4, 8]
 
 
-def test_capture_makes_one_graph_per_capture_size_in_one_pool(gpu_model):
-    engine = Engine(gpu_model, 32, max_len=512, use_graph=True, kv="paged")
-    seconds = engine.decoder.capture()
-    assert sorted(engine.decoder.graphs) == [1, 2, 4, 8, 16, 24, 32] and seconds > 0
+def test_capture_makes_every_graph_before_serving_in_one_pool(gpu_model, doc_ids):
+    engine = PagedEngine(gpu_model, 32, max_len=512)
+    seconds = engine.capture()
+    assert sorted(engine.decode_graphs) == [1, 2, 4, 8, 16, 24, 32] and seconds > 0
+    assert len(engine.fill_graphs) == 6 * 6  # rows 1..32 by positions 16..512
+    assert engine.fill_graphs.pool is engine.decode_graphs.pool
+    graphs = {k: id(v[0]) for g in (engine.decode_graphs, engine.fill_graphs)
+              for k, v in g.graphs.items()}  # fmt: skip
+    rng = random.Random(1)
+    for s in rng.sample(range(len(doc_ids) - 80), 40):
+        engine.submit(doc_ids[s : s + rng.randint(1, 60)], rng.randint(1, 40))
+    engine.run()
+    assert {k: id(v[0]) for g in (engine.decode_graphs, engine.fill_graphs)
+            for k, v in g.graphs.items()} == graphs  # fmt: skip
