@@ -28,14 +28,14 @@ def check_rows(engine):
     rows = engine.rows
     rows.flush()
     h = rows.host
-    assert rows.lens_dev.tolist() == h.lens.tolist()
-    assert rows.active_dev.tolist() == h.active.astype(int).tolist()
-    assert rows.block_table.tolist() == h.tables.tolist()
-    held = [b for r in range(rows.n_rows) for b in h.tables[r, : h.held[r]].tolist()]
+    assert rows.lens_dev.tolist() == rows.lens.tolist()
+    assert rows.active_dev.tolist() == rows.active.astype(int).tolist()
+    assert rows.block_table.tolist() == rows.tables_host.tolist()
+    held = [b for r in range(rows.n_rows) for b in rows.tables_host[r, : h.held[r]].tolist()]
     assert sorted(held + rows.free) == list(range(1, rows.n_blocks))
-    n = int(h.active.sum())
-    assert h.active[:n].all() and (h.rid[:n] >= 0).all() and (h.rid[n:] == -1).all()
-    assert (h.tables[n:] == SCRATCH).all()
+    n = int(rows.active.sum())
+    assert rows.active[:n].all() and (h.rid[:n] >= 0).all() and (h.rid[n:] == -1).all()
+    assert (rows.tables_host[n:] == SCRATCH).all()
 
 
 def cut(doc_ids, rng, n):
@@ -174,9 +174,8 @@ def test_the_ops_a_step_issues_outside_its_replay_do_not_grow_with_the_rows(toy_
     """Through the simulator: a decode step issues at most the same few torch ops outside its
     replay at 8 rows and at 64 (Rows' moves are vectorised, one flush a step, of any number
     of rows). More of the steps at 64 rows have rows to change, so the mean is higher."""
-    ops = {n: engine_time.ops_outside_replays(toy_model, n) for n in (8, 64)}
-    assert max(ops[8]) <= 15 and max(ops[64]) <= 15, ops
-    assert min(ops[8]) == min(ops[64]) == 2  # tok's snapshot and the ids' copy, every step
+    ops = {n: engine_time.outside_replays(toy_model, n)["ops"] for n in (8, 64)}
+    assert max(ops[64]) <= max(ops[8]) + 1 <= 7, ops  # + 1: a step that moves rows
 
 
 # --- failure paths: nothing lost ------------------------------------------------------------

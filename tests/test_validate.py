@@ -85,7 +85,7 @@ def paged(m):
 
 
 def with_length(snapshot, n):
-    snapshot.host.lens[0] = n
+    snapshot.host.state[0, 0] = n
     return snapshot
 
 

@@ -106,7 +106,7 @@ class Serving:
         return len(out) == req.max_new_tokens or (bool(out) and out[-1] == self.eos_id)
 
     @contextlib.contextmanager
-    def transaction(self, cache):
+    def transaction(self, cache, sync: bool = True):
         """One move (an admission, a decode step) as a whole. Before it: the device brought
         in step if an undo left it behind (cache.sync()), then what the move may change
         saved, O(what it changes): the rows (cache.rows.snapshot()), how far the queue has
@@ -116,9 +116,10 @@ class Serving:
         device that may fail without harm (the next move's sync does it). Ctrl-C and timer
         signals are held off for the whole move: one that arrives is raised once it has
         finished or been undone. K/V are not saved: what an undone step wrote lies past every
-        length."""
+        length. sync=False: a move that flushes the rows itself before its first device
+        work (the paged step) brings in step only what an undo left."""
         with signals_held():
-            cache.sync()
+            cache.sync() if sync else cache.rows.settle()
             saved = cache.rows.snapshot(), self.head, len(self.finished), self.saved_state()
             self.appended: list[list[int]] = []
             try:

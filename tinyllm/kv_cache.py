@@ -438,7 +438,7 @@ class SlotKVCache(WindowCache):
         validate_int("n_slots", n_slots, hi=validate_limits(limits).rows)
         super().__init__(n_layers, n_slots, max_len, device, limits)
         self.n_slots = n_slots
-        self.rows = Rows(n_slots, max_len, self.device, block_size=None, lens_dtype=torch.long)
+        self.rows = Rows(n_slots, max_len, self.device, block_size=None)
         self.lens_dev, self.active_dev = self.rows.lens_dev, self.rows.active_dev
 
     @property

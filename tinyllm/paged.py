@@ -4,7 +4,7 @@ Keys and values live in a pool of blocks, each `block_size` positions of every K
 layer: (n_blocks, kv_heads, block_size, head_dim). A row (a request) owns a list of blocks,
 its block table; its position p is at offset p % block_size of its block p // block_size.
 The block table (n_rows, max_len / block_size) and the lengths (n_rows,) live on the device,
-int32, in fixed buffers updated in place: the decode step's shapes depend only on how many
+in one fixed int64 buffer updated in place (rows.Rows.state): the decode step's shapes depend only on how many
 rows it runs, never on a length. So one CUDA graph per number of rows (a *capture size*),
 captured once at any length, replays at every length: no window, no bucket, no mask
 (kernels.paged_decode_attention reads each row's length and blocks on the device).
@@ -152,7 +152,7 @@ class PagedKVCache(FixedCache):
         held = self.rows.host.held[r]
         if (held < self.rows.blocks_for(start + n)).any():
             raise ValueError("fill needs the rows' blocks first: cache.rows.take(rows, lens)")
-        table = to_device(self.rows.host.tables[r, :width], self.device)
+        table = to_device(self.rows.tables_host[r, :width], self.device)
         return PagedFill(self, table, to_device(n, self.device), start)
 
     def filling(self, table: Tensor, count: Tensor) -> "PagedFill":

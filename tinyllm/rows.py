@@ -53,19 +53,18 @@ def to_device(values, device, dtype=torch.long) -> Tensor:
     return t.pin_memory().to(device, non_blocking=True)
 
 
+# The columns of a row's state, on the host (numpy) and on the device (one torch tensor):
+LEN, ACTIVE, TOP_K, SEED, TEMPERATURE, TABLE = 0, 1, 2, 3, 4, 5  # TABLE.. : its blocks
+
+
 @dataclass(eq=False)
 class Host:
     """The host twins, one value: a move's undo puts a whole copy back in one assignment."""
 
-    lens: np.ndarray  # (n_rows,) int64
-    active: np.ndarray  # (n_rows,) bool
+    state: np.ndarray  # (n_rows, 5 + max_blocks) int64: the device state's twin, column by column
     rid: np.ndarray  # (n_rows,) int64, -1: no request
-    tables: np.ndarray  # (n_rows, max_blocks) int64, SCRATCH past `held`
     held: np.ndarray  # (n_rows,) int64: blocks each row holds
-    temperature: np.ndarray  # (n_rows,) float32
-    top_k: np.ndarray  # (n_rows,) int64
-    seed: np.ndarray  # (n_rows,) int64
-    dirty: np.ndarray  # (n_rows,) bool: changed since the last flush (every buffer)
+    dirty: np.ndarray  # (n_rows,) bool: changed since the last flush (the whole row)
     grown: np.ndarray  # (n_rows,) bool: took a block since the last flush (its table only)
     moved: np.ndarray  # (2, k) int64: (src, dst) of the moves since the last flush, for tok
     free: list  # the blocks no row holds; moves take from its end
@@ -95,45 +94,48 @@ class Rows:
     """n_rows rows of up to max_len positions each. With a block_size (the paged cache),
     each row's positions lie in blocks of block_size, from a pool of n_blocks (default: every
     row at max_len, and the scratch block). Without one (the slot cache, notebook 06), rows
-    hold lengths, flags and ids alone. lens_dtype is the device lengths' dtype (int32 for the
-    paged kernel, int64 for the slot cache's scatter)."""
+    hold lengths, flags and ids alone.
+
+    On the device, one int64 tensor `state` holds every row's length, active flag, top-k,
+    seed, temperature (its float64 bits) and block table, one row each: so a move writes any
+    number of rows with one indexed write. lens_dev, active_dev, top_k, seed, temperature and
+    block_table are views of its columns. tok, the rows' next ids, is its own tensor."""
 
     def __init__(self, n_rows: int, max_len: int, device, block_size: int | None = 16,
-                 n_blocks: int | None = None, lens_dtype=torch.int32):  # fmt: skip
+                 n_blocks: int | None = None):  # fmt: skip
         self.n_rows, self.max_len, self.block_size = n_rows, max_len, block_size
         max_blocks = 0 if block_size is None else -(-max_len // block_size)
         self.max_blocks = max_blocks
         self.n_blocks = n_rows * max_blocks + 1 if n_blocks is None else n_blocks
         self.device = torch.device(device)
+        width = TABLE + max_blocks
         self.host = Host(
-            lens=np.zeros(n_rows, np.int64), active=np.zeros(n_rows, bool),
-            rid=np.full(n_rows, -1, np.int64),
-            tables=np.full((n_rows, max_blocks), SCRATCH, np.int64),
-            held=np.zeros(n_rows, np.int64), temperature=np.zeros(n_rows, np.float32),
-            top_k=np.zeros(n_rows, np.int64), seed=np.zeros(n_rows, np.int64),
-            dirty=np.zeros(n_rows, bool), grown=np.zeros(n_rows, bool),
-            moved=np.zeros((2, 0), np.int64),
+            state=np.zeros((n_rows, width), np.int64), rid=np.full(n_rows, -1, np.int64),
+            held=np.zeros(n_rows, np.int64), dirty=np.zeros(n_rows, bool),
+            grown=np.zeros(n_rows, bool), moved=np.zeros((2, 0), np.int64),
             free=list(range(1, self.n_blocks)),
         )  # fmt: skip
-        zeros = lambda *shape, dtype=torch.long: torch.zeros(*shape, dtype=dtype, device=device)  # noqa: E731
-        self.tok = zeros(n_rows, 1)
-        self.lens_dev = zeros(n_rows, dtype=lens_dtype)
-        self.active_dev = zeros(n_rows, dtype=lens_dtype)
-        self.block_table = zeros(n_rows, max_blocks, dtype=torch.int32)
-        self.temperature = zeros(n_rows, dtype=torch.float32)
-        self.top_k = zeros(n_rows)
-        self.seed = zeros(n_rows)
+        self.state = torch.zeros(n_rows, width, dtype=torch.long, device=device)
+        self.lens_dev, self.active_dev = self.state[:, LEN], self.state[:, ACTIVE]
+        self.top_k, self.seed = self.state[:, TOP_K], self.state[:, SEED]
+        self.temperature = self.state[:, TEMPERATURE].view(torch.float64)
+        self.block_table = self.state[:, TABLE:]
+        self.tok = torch.zeros(n_rows, 1, dtype=torch.long, device=device)
         self.restored_tok: Tensor | None = None  # after restore(): tok as the snapshot held it
 
     # --- the host twins, read ---------------------------------------------------------------
 
     @property
     def lens(self) -> np.ndarray:
-        return self.host.lens
+        return self.host.state[:, LEN]
 
     @property
     def active(self) -> np.ndarray:
-        return self.host.active
+        return self.host.state[:, ACTIVE] != 0
+
+    @property
+    def tables_host(self) -> np.ndarray:
+        return self.host.state[:, TABLE:]
 
     @property
     def free(self) -> list:
@@ -142,7 +144,7 @@ class Rows:
     def tables(self) -> list[list[int]]:
         """Each row's blocks, as lists (for reading, not for a step)."""
         h = self.host
-        return [h.tables[r, : h.held[r]].tolist() for r in range(self.n_rows)]
+        return [h.state[r, TABLE : TABLE + h.held[r]].tolist() for r in range(self.n_rows)]
 
     def keep(self, t: Tensor) -> None:
         """A buffer's attribute is set only to the buffer itself (`cache.lens_dev += 1` changes
@@ -152,11 +154,11 @@ class Rows:
                              "place, never replace them")  # fmt: skip
 
     def free_rows(self) -> np.ndarray:
-        return np.flatnonzero(~self.host.active)
+        return np.flatnonzero(self.host.state[:, ACTIVE] == 0)
 
     def in_use(self) -> int:
         """One more than the last row that holds a request (a compact engine's row count)."""
-        used = np.flatnonzero(self.host.active)
+        used = np.flatnonzero(self.host.state[:, ACTIVE])
         return int(used[-1]) + 1 if len(used) else 0
 
     def blocks_for(self, n_positions) -> np.ndarray:
@@ -168,31 +170,36 @@ class Rows:
     def validate_rows(self, rows, free: bool | None = None) -> np.ndarray:
         """rows as an int64 array of distinct rows in [0, n_rows) (free=True: each free,
         False: each holding a request); a ValueError naming the row and the limit if not."""
-        if isinstance(rows, np.ndarray):
-            values = rows.tolist()
-        elif isinstance(rows, (list, tuple, range)):
-            values = list(rows)
+        if isinstance(rows, np.ndarray) and rows.dtype == np.int64 and rows.ndim == 1:
+            r = rows  # the engine's own rows, from numpy: ints already
         else:
-            values = []
-        if not values or any(not is_int(r) for r in values):
-            raise ValueError(f"rows must be a non-empty list of ints, got {rows!r:.80}")
-        r = np.asarray(values, np.int64)
+            values = list(rows) if isinstance(rows, (list, tuple, range)) else []
+            if not values or any(not is_int(v) for v in values):
+                raise ValueError(f"rows must be a non-empty list of ints, got {rows!r:.80}")
+            r = np.asarray(values, np.int64)
+        if len(r) == 0:
+            raise ValueError("rows must be a non-empty list of ints, got none")
         bad = r[(r < 0) | (r >= self.n_rows)]
         if len(bad):
             raise ValueError(f"row {int(bad[0])} outside [0, {self.n_rows})")
         if len(np.unique(r)) != len(r):
-            raise ValueError(f"rows must be distinct, got {values}")
-        if free is not None and (self.host.active[r] == free).any():
-            row = int(r[self.host.active[r] == free][0])
-            need = "free" if free else "holding a request"
-            raise ValueError(f"row {row} must be {need}: release it or admit it first")
+            raise ValueError(f"rows must be distinct, got {r.tolist()}")
+        if free is not None:
+            wrong = r[(self.host.state[r, ACTIVE] != 0) == free]
+            if len(wrong):
+                need = "free" if free else "holding a request"
+                raise ValueError(f"row {int(wrong[0])} must be {need}: release it or admit it "
+                                 f"first")  # fmt: skip
         return r
 
     def validate_lens(self, rows: np.ndarray, lens, lo: int = 1) -> np.ndarray:
-        values = [lens] * len(rows) if is_int(lens) else list(lens)
-        if len(values) != len(rows) or any(not is_int(n) for n in values):
-            raise ValueError(f"lengths must be {len(rows)} ints, one a row, got {lens!r:.80}")
-        n = np.asarray(values, np.int64)
+        if isinstance(lens, np.ndarray) and lens.dtype == np.int64 and lens.shape == rows.shape:
+            n = lens
+        else:
+            values = [lens] * len(rows) if is_int(lens) else list(lens)
+            if len(values) != len(rows) or any(not is_int(v) for v in values):
+                raise ValueError(f"lengths must be {len(rows)} ints, one a row, got {lens!r:.80}")
+            n = np.asarray(values, np.int64)
         bad = n[(n < lo) | (n > self.max_len)]
         if len(bad):
             raise ValueError(f"length {int(bad[0])} outside [{lo}, max_len {self.max_len}]")
@@ -217,8 +224,8 @@ class Rows:
         blocks = np.asarray(h.free[len(h.free) - total :][::-1], np.int64)  # from the end
         del h.free[len(h.free) - total :]
         owner = np.repeat(r, need)  # block i goes to row owner[i], at column col[i]
-        col = np.repeat(h.held[r], need) + _ranks(need)
-        h.tables[owner, col] = blocks
+        col = TABLE + np.repeat(h.held[r], need) + _ranks(need)
+        h.state[owner, col] = blocks
         h.held[r] += need
 
     def admit(self, rows, lens, temperature=0.0, top_k=0, seed=0, rids=-1, *,
@@ -232,60 +239,64 @@ class Rows:
         h = self.host
         if (h.held[r] < self.blocks_for(n)).any():
             raise ValueError("admit needs the rows' blocks first: take(rows, lens)")
-        h.lens[r], h.active[r], h.rid[r] = n, True, rids
-        h.temperature[r], h.top_k[r], h.seed[r] = temperature, top_k, seed
+        h.state[r, LEN], h.state[r, ACTIVE], h.rid[r] = n, 1, rids
+        h.state[r, TOP_K], h.state[r, SEED] = top_k, seed
+        h.state[r, TEMPERATURE] = np.asarray(temperature, np.float64).view(np.int64)
         if upload:
             h.dirty[r] = True
             self.flush()
 
     def flush(self) -> None:
         """Bring the device in step with the host: every row changed since the last flush
-        written from its host twins, with one upload of the integers, one of the
-        temperatures, and one indexed write per buffer; a row that only grew, its block table
-        alone; each moved row's tok moved with it. After a restore(), every row, and tok as
-        the snapshot held it. The host lengths must be in step first (advance_host after a
-        step): a changed row's device length is rewritten from them."""
+        written from its host twin with one upload and one indexed write of the state; a row
+        that only grew, its block table alone; each moved row's tok moved with it. After a
+        restore(), every row, and tok as the snapshot held it. The host lengths must be in
+        step first (advance_host after a step): a changed row's device length is rewritten
+        from them."""
         h = self.host
         if self.restored_tok is not None:
             self.tok.copy_(self.restored_tok)
             h.dirty[:] = True
             self.restored_tok = None
-        r, g = np.flatnonzero(h.dirty), np.flatnonzero(h.dirty | h.grown)
-        if len(g) == 0 and h.moved.shape[1] == 0:
+        r = np.flatnonzero(h.dirty)
+        g = np.flatnonzero(h.grown & ~h.dirty)
+        k, m, j = len(r), h.moved.shape[1], len(g)
+        if k + m + j == 0:
             return
-        k, m, w = len(r), h.moved.shape[1], self.max_blocks
-        ints = np.concatenate([r, h.lens[r], h.active[r], h.top_k[r], h.seed[r],
-                               h.moved.reshape(-1), g, h.tables[g].reshape(-1)])  # fmt: skip
+        ints = np.concatenate([r, h.moved.reshape(-1), g, h.state[r].reshape(-1),
+                               h.state[g, TABLE:].reshape(-1)])  # fmt: skip
         d = to_device(ints, self.device)
-        at, lens, active, top_k, seed = (d[i * k : (i + 1) * k] for i in range(5))
-        src, dst = d[5 * k : 5 * k + m], d[5 * k + m : 5 * k + 2 * m]
-        tables = d[5 * k + 2 * m :]
+        at, src, dst, grown = (
+            d[:k],
+            d[k : k + m],
+            d[k + m : k + 2 * m],
+            d[k + 2 * m : k + 2 * m + j],
+        )
+        rows = d[k + 2 * m + j :]
         if m:  # tok first: the moved rows' next ids, as the last step sampled them
             self.tok.index_copy_(0, dst, self.tok.index_select(0, src))
         if k:
-            self.lens_dev[at] = lens.to(self.lens_dev.dtype)
-            self.active_dev[at] = active.to(self.active_dev.dtype)
-            self.top_k[at], self.seed[at] = top_k, seed
-            self.temperature[at] = to_device(h.temperature[r], self.device, torch.float32)
-        if w and len(g):
-            self.block_table[tables[: len(g)]] = tables[len(g) :].view(len(g), w).int()
+            self.state[at] = rows[: k * self.state.shape[1]].view(k, -1)
+        if j:
+            self.block_table[grown] = rows[k * self.state.shape[1] :].view(j, -1)
         h.dirty[:], h.grown[:], h.moved = False, False, h.moved[:, :0]
 
     def grow(self) -> None:
         """Before a decode step: every active row whose next position starts a new block
-        takes one. Vectorised: the rows that cross, found with numpy, take their blocks from
-        the end of the free list, and one indexed write puts them in the device table."""
+        takes one, from the end of the free list. Vectorised: the rows that cross are found
+        with numpy; the next flush puts their tables on the device."""
         h = self.host
         if self.block_size is None:
             return
-        cross = np.flatnonzero(h.active & (h.lens >= h.held * self.block_size))
+        lens, active = h.state[:, LEN], h.state[:, ACTIVE]
+        cross = np.flatnonzero(active & (lens >= h.held * self.block_size))
         if len(cross) == 0:
             return
         if len(cross) > len(h.free):
             raise ValueError(f"{len(cross)} rows need a block, {len(h.free)} are free")
         blocks = np.asarray(h.free[len(h.free) - len(cross) :][::-1], np.int64)
         del h.free[len(h.free) - len(cross) :]
-        h.tables[cross, h.held[cross]] = blocks
+        h.state[cross, TABLE + h.held[cross]] = blocks
         h.held[cross] += 1
         h.grown[cross] = True
 
@@ -295,10 +306,9 @@ class Rows:
         r = self.validate_rows(rows)
         h = self.host
         held = h.held[r]
-        cols = np.repeat(held, held) - 1 - _ranks(held)  # each row's blocks, last first
-        h.free.extend(h.tables[np.repeat(r, held), cols].tolist())
-        h.tables[r], h.held[r], h.lens[r], h.active[r], h.rid[r] = SCRATCH, 0, 0, False, -1
-        h.dirty[r] = True
+        cols = TABLE + np.repeat(held, held) - 1 - _ranks(held)  # each row's blocks, last first
+        h.free.extend(h.state[np.repeat(r, held), cols].tolist())
+        h.state[r], h.held[r], h.rid[r], h.dirty[r] = 0, 0, -1, True  # SCRATCH is 0
 
     def move(self, src, dst) -> None:
         """Move the requests of rows src[i] to the free rows dst[i]: each row's length, table,
@@ -309,24 +319,21 @@ class Rows:
         h = self.host
         if h.moved.shape[1]:  # tok moves are applied at once at a flush: never two in a row
             self.flush()
-        for f in fields(Host):
-            if f.name not in ("free", "dirty", "grown", "moved"):
-                a = getattr(h, f.name)
-                a[d] = a[s]
-        h.tables[s], h.held[s], h.lens[s], h.active[s], h.rid[s] = SCRATCH, 0, 0, False, -1
+        h.state[d], h.held[d], h.rid[d] = h.state[s], h.held[s], h.rid[s]
+        h.state[s], h.held[s], h.rid[s] = 0, 0, -1
         h.dirty[s], h.dirty[d], h.moved = True, True, np.stack([s, d])
 
     def compaction(self) -> tuple[np.ndarray, np.ndarray]:
         """The moves that keep the requests in the first rows: each free row below the last
         request takes the last request (src, dst), as one vectorised move."""
-        active = self.host.active
+        active = self.host.state[:, ACTIVE] != 0
         n = int(active.sum())
         holes = np.flatnonzero(~active[:n])
         return np.flatnonzero(active[n:])[::-1][: len(holes)] + n, holes
 
     def advance_host(self) -> None:
         """After a decode step: the host lengths of active rows follow the device's."""
-        self.host.lens += self.host.active
+        self.host.state[:, LEN] += self.host.state[:, ACTIVE]
 
     # --- the undo ---------------------------------------------------------------------------
 
@@ -338,10 +345,11 @@ class Rows:
         """A snapshot() of rows like these: a ValueError if not (the caches' restore door)."""
         if not isinstance(saved, Snapshot):
             raise ValueError(f"restore takes a snapshot() of this cache, got {saved!r:.80}")
-        h = saved.host
-        if h.lens.shape != (self.n_rows,) or h.tables.shape != (self.n_rows, self.max_blocks):
-            raise ValueError(f"a snapshot of {len(h.lens)} rows, this cache has {self.n_rows}")
-        bad = h.lens[(h.lens < 0) | (h.lens > self.max_len)]
+        state = saved.host.state
+        if state.shape != self.host.state.shape:
+            raise ValueError(f"a snapshot of {len(state)} rows, this cache has {self.n_rows}")
+        lens = state[:, LEN]
+        bad = lens[(lens < 0) | (lens > self.max_len)]
         if len(bad):
             raise ValueError(f"snapshot length {int(bad[0])} outside [0, max_len {self.max_len}]")
 
@@ -350,6 +358,12 @@ class Rows:
         snapshot is used up (the host now is it). The device is marked out of step: the next
         flush() rewrites every row, and tok as the snapshot held it."""
         self.host, self.restored_tok = saved.host, saved.tok
+
+    def settle(self) -> None:
+        """After a restore(): the device rewritten now (flush), so that a snapshot taken next
+        holds the tok the host expects. Otherwise nothing: pending changes wait for a flush."""
+        if self.restored_tok is not None:
+            self.flush()
 
     def in_step(self) -> bool:
         """Whether the device holds what the host says (nothing left to flush)."""

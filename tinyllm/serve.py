@@ -44,7 +44,7 @@ from tinyllm.graphs import (
 from tinyllm.model import Transformer
 from tinyllm.paged import PagedKVCache, copy_from_host
 from tinyllm.precision import activation_dtype, precision
-from tinyllm.rows import to_device
+from tinyllm.rows import LEN, SEED, TABLE, TEMPERATURE, TOP_K, to_device
 from tinyllm.validate import (
     LIMITS,
     validate_bool,
@@ -131,16 +131,15 @@ class PagedEngine(Serving):
         self.step_model = compile_step(model, compile)
         self.decode_graphs = Graphs(graph_api)
         self.fill_graphs = Graphs(graph_api, share=self.decode_graphs) if prefill_graphs else None
-        # a prefill graph's fixed inputs, for the buckets (rows, positions): one upload of the
-        # integers (ids, then [count, top_k, seed, blocks...] a prompt, then each row's
-        # prompt, -1: none) and one of the temperatures
+        # a prefill graph's fixed inputs, for the buckets (rows, positions), in one upload: the
+        # ids, then each prompt's row of state (rows.py: length, active, top-k, seed,
+        # temperature, table), then each row's prompt (-1: none)
         positions = min(prefill_chunk, max_len)
         self.row_buckets = default_buckets(n_rows, first=1)
         self.len_buckets = default_buckets(positions, first=min(16, positions))
-        self.width = 3 + self.cache.max_blocks
-        self.fill_ints = torch.zeros(n_rows * (positions + self.width + 1), dtype=torch.long,
+        width = self.rows.state.shape[1]
+        self.fill_ints = torch.zeros(n_rows * (positions + width + 1), dtype=torch.long,
                                      device=device)  # fmt: skip
-        self.fill_temps = torch.zeros(n_rows, device=device)
         self.in_flight: list[InFlight] = []  # moves whose ids the host has not read
         self.capture_s: float | None = None  # capture()'s seconds, once it has run
 
@@ -188,7 +187,7 @@ class PagedEngine(Serving):
         GPU runs it."""
         self.captured()
         t = Sections()
-        with self.transaction(self.cache):
+        with self.transaction(self.cache, sync=False):  # the step flushes before its replay
             ready, self.in_flight = self.in_flight, []
             n = self.rows.in_use()
             if n:
@@ -282,52 +281,47 @@ class PagedEngine(Serving):
 
     def prefill_replayed(self, rows: np.ndarray, reqs) -> torch.Tensor:
         """Admit reqs[b] into free row rows[b] with one replay of the prefill graph of their
-        bucket: blocks taken on the host, two uploads into the fixed buffers, one replay (or
-        the same forward eagerly), the host twins then set. Returns the first ids on the
-        device; the host has not read them."""
+        bucket: blocks taken and the rows admitted on the host, one upload into the fixed
+        buffer, one replay (or the same forward eagerly), which sets the rows on the device.
+        Returns the first ids on the device; the host has not read them."""
         n, lens = len(reqs), [len(req.prompt) for req in reqs]
         self.rows.take(rows, lens)
+        self.rows.admit(rows, lens, [req.temperature for req in reqs],
+                        [req.top_k or 0 for req in reqs], [req.seed for req in reqs],
+                        [req.rid for req in reqs], upload=False)  # fmt: skip
         R, T = bucket_for(n, self.row_buckets), bucket_for(max(lens), self.len_buckets)
         ids = np.zeros((R, T), np.int64)
         for b, req in enumerate(reqs):
             ids[b, : lens[b]] = req.prompt
-        meta = np.zeros((R, self.width), np.int64)  # a pad prompt: count 0, scratch blocks
-        top_k, seed = [req.top_k or 0 for req in reqs], [req.seed for req in reqs]
-        meta[:n, 0], meta[:n, 1], meta[:n, 2] = lens, top_k, seed
-        meta[:n, 3:] = self.rows.host.tables[rows]
+        state = np.zeros((R, self.rows.state.shape[1]), np.int64)  # a pad prompt: all 0
+        state[:n] = self.rows.host.state[rows]
         src = np.full(self.n_rows, -1, np.int64)
         src[rows] = np.arange(n)
-        copy_from_host(self.fill_ints, np.concatenate([ids.ravel(), meta.ravel(), src]))
-        temperature = [req.temperature for req in reqs]
-        copy_from_host(self.fill_temps, temperature + [0.0] * (R - n))
+        copy_from_host(self.fill_ints, np.concatenate([ids.ravel(), state.ravel(), src]))
         first = self.fill_graphs.replay((R, T)) if self.use_graph else self.fill((R, T))
-        self.rows.admit(rows, lens, temperature, top_k, seed, [req.rid for req in reqs],
-                        upload=False)  # fmt: skip
         return first[:n]
 
     @torch.no_grad()
     def fill(self, key: tuple[int, int]) -> torch.Tensor:
-        """The static prefill of bucket key = (R, T) from the fixed buffers: K/V into the
+        """The static prefill of bucket key = (R, T) from the fixed buffer: K/V into the
         prompts' blocks, each prompt's first id sampled at its last position, and each
-        admitted row's length, table, sampling arguments and next id set on the device
-        (torch.where over every row: a graph has no branch per admission). Returns the first
-        ids (R,) (a pad prompt's is ignored)."""
+        admitted row's state and next id set on the device (torch.where over every row: a
+        graph has no branch per admission). Returns the first ids (R,) (a pad prompt's is
+        ignored)."""
         (R, T), r = key, self.rows
+        F = r.state.shape[1]
         ids = self.fill_ints[: R * T].view(R, T)
-        meta = self.fill_ints[R * T : R * T + R * self.width].view(R, self.width)
-        src = self.fill_ints[R * T + R * self.width :][: self.n_rows]  # each row's prompt
-        count, top_k, seed, table = meta[:, 0], meta[:, 1], meta[:, 2], meta[:, 3:]
-        temperature = self.fill_temps[:R]
+        state = self.fill_ints[R * T : R * T + R * F].view(R, F)  # each prompt's row of state
+        src = self.fill_ints[R * T + R * F :][: self.n_rows]  # each row's prompt, -1: none
+        count, table = state[:, LEN], state[:, TABLE:]
         with precision(self.model):
             logits, _ = self.model(ids, cache=self.cache.filling(table, count), check=False)
         last = logits[torch.arange(R, device=ids.device), (count - 1).clamp(min=0)]
-        first = sample(last, temperature, top_k, seed, count)  # drawn at position count
+        temperature = state[:, TEMPERATURE].view(torch.float64)
+        first = sample(last, temperature, state[:, TOP_K], state[:, SEED], count)  # at count
         take, b = src >= 0, src.clamp(min=0)
-        ones = torch.ones_like(count)
-        for buf, new in ((r.tok[:, 0], first), (r.temperature, temperature), (r.top_k, top_k),
-                         (r.seed, seed), (r.lens_dev, count), (r.active_dev, ones)):  # fmt: skip
-            buf.copy_(torch.where(take, new[b].to(buf.dtype), buf))
-        r.block_table.copy_(torch.where(take[:, None], table[b].int(), r.block_table))
+        r.tok[:, 0].copy_(torch.where(take, first[b], r.tok[:, 0]))
+        r.state.copy_(torch.where(take[:, None], state[b], r.state))
         return first
 
     def prefill_eagerly(self, rows: np.ndarray, reqs) -> torch.Tensor:

@@ -19,7 +19,6 @@ engine at several numbers of rows: throughput, the host's time per step, the rep
 and the GPU busy share from CUDA events around every replay (GPU_BUSY_EVENTS).
 """
 
-import inspect
 import json
 import sys
 import tempfile
@@ -300,42 +299,73 @@ def scale(model, n_rows: int, n_requests: int = 2048, compile=False, overlap: bo
     }  # fmt: skip
 
 
-def ops_outside_replays(model, n_rows: int, n_requests: int | None = None, seed: int = 0):
-    """The torch ops (views aside) each decode step of a PagedEngine issues outside its
-    replay, with its graphs simulated on this CPU (lab.simgraph): what the host launches for
-    a step besides the replay itself. A small workload keeps every row busy: 3 requests a
-    row, prompts of 4-12 tokens, 8-24 new ones. Returns the count of every step."""
+def outside_replays(model, n_rows: int, n_requests: int | None = None, seed: int = 0) -> dict:
+    """What each decode step of a PagedEngine costs the host outside its replay, with its
+    graphs simulated on this CPU (lab.simgraph), in two runs of one small workload (3
+    requests a row, prompts of 4-12 tokens, 8-24 new ones): "host_us", each step's time less
+    its waits for ids and less its replay (timed by simgraph.Event around every replay,
+    Graphs.record_events); then "ops", the torch ops (views aside) each step issues outside
+    its replay (counted by dispatch, which would slow the first run)."""
     n_requests = 3 * n_rows if n_requests is None else n_requests
     gen = torch.Generator().manual_seed(seed)
     text = prompt_ids(64)
     lens = torch.randint(4, 13, (n_requests,), generator=gen).tolist()
     news = torch.randint(8, 25, (n_requests,), generator=gen).tolist()
-    engine = PagedEngine(model, n_rows, max_len=64, use_graph=True, graph_api=simgraph)
-    engine.capture()
-    for n, m in zip(lens, news):
-        engine.submit(text[:n], m)
-    step, replay = inspect.unwrap(PagedEngine.step).__code__, simgraph.CUDAGraph.replay.__code__
-    counts: list[int] = []
+    out = {}
+    for measure in ("host_us", "ops"):
+        engine = PagedEngine(model, n_rows, max_len=64, use_graph=True, graph_api=simgraph)
+        engine.capture()
+        for n, m in zip(lens, news):
+            engine.submit(text[:n], m)
+        out[measure] = (_steps_host_us if measure == "host_us" else _steps_ops)(engine)
+    return out
+
+
+def _steps(engine: PagedEngine, around) -> None:
+    """Serve what is queued, move by move; around(step) runs each decode step."""
+    while engine.n_waiting() or engine.rows.active.any() or engine.in_flight:
+        engine.admit()
+        if engine.rows.active.any() or engine.in_flight:
+            around(engine.step)
+
+
+def _steps_host_us(engine: PagedEngine) -> list[float]:
+    replays, host = [], []
+    engine.decode_graphs.record_events(replays)
+
+    def timed(step):
+        n_replays, n_steps = len(replays), len(engine.stats)
+        step()
+        if len(engine.stats) > n_steps:  # a step that launched
+            s = engine.stats[-1]
+            replay_s = sum(a.elapsed_time(b) for a, b in replays[n_replays:]) / 1e3
+            host.append(round((s["step_s"] - s["read_s"] - replay_s) * 1e6, 1))
+
+    _steps(engine, timed)
+    engine.decode_graphs.record_events(None)
+    return host
+
+
+def _steps_ops(engine: PagedEngine) -> list[int]:
+    replay, ops, counting = simgraph.CUDAGraph.replay.__code__, [], [False]
 
     class Count(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            if not func.is_view:
-                frame, in_step = sys._getframe(1), False
+            if counting[0] and not func.is_view:
+                frame = sys._getframe(1)
                 while frame is not None and frame.f_code is not replay:
-                    in_step = in_step or frame.f_code is step
                     frame = frame.f_back
-                if in_step and frame is None:  # in a step, not in its replay
-                    counts[-1] += 1
+                ops[-1] += frame is None  # not inside a replay
             return func(*args, **(kwargs or {}))
 
-    def counted_step(engine_self):
-        counts.append(0)
-        return step_fn(engine_self)
+    def counted(step):
+        ops.append(0)
+        counting[0] = True
+        try:
+            step()
+        finally:
+            counting[0] = False
 
-    step_fn = PagedEngine.step
     with Count():
-        while engine.n_waiting() or engine.rows.active.any() or engine.in_flight:
-            engine.admit()
-            if engine.rows.active.any() or engine.in_flight:
-                counted_step(engine)
-    return counts
+        _steps(engine, counted)
+    return ops

@@ -34,6 +34,7 @@ since every tensor is on the CPU already.
 
 import contextlib
 import math
+import time
 
 import torch
 from torch.overrides import TorchFunctionMode
@@ -259,6 +260,28 @@ def stream(s: Stream | None):
 
 def current_stream(device=None) -> Stream:
     return _DEFAULT_STREAM
+
+
+class Event:
+    """An event on the host's clock: record() notes time.perf_counter(); no stream to wait on,
+    so the time between two events is the host's, the work between them done when it returns
+    (a simulated replay included)."""
+
+    def __init__(self, enable_timing: bool = False, blocking: bool = False):
+        self.t = None
+
+    def record(self, stream=None) -> None:
+        self.t = time.perf_counter()
+
+    def synchronize(self) -> None:
+        pass
+
+    def query(self) -> bool:
+        return True
+
+    def elapsed_time(self, end: "Event") -> float:
+        """Milliseconds from this event to `end`, as torch.cuda.Event.elapsed_time gives."""
+        return (end.t - self.t) * 1e3
 
 
 def synchronize(device=None) -> None:
