@@ -137,4 +137,4 @@ def test_a_bad_call_is_refused_before_anything_changes(what, call, message):
     h, b = rows.host, before.host
     for name in ("state", "rid", "held"):
         assert np.array_equal(getattr(h, name), getattr(b, name)), name
-    assert h.free == b.free and rows.in_step()
+    assert np.array_equal(h.free, b.free) and rows.in_step()

@@ -8,11 +8,15 @@ and the host keeps a twin of each beside it, in numpy arrays, where the host nee
     host (numpy)       device (torch)      what
     lens               lens_dev            each row's length: the position its next key takes
     active             active_dev          whether it holds a request
-    tables, held       block_table         its blocks (SCRATCH past the ones it holds)
-    temperature, ...   temperature, ...    its sampling arguments (top_k, seed too)
+    tables_host, held  block_table         its blocks (SCRATCH past the ones it holds)
+    host.state         temperature, ...    its sampling arguments (top_k, seed too)
     rid                                    the request it holds (-1: none), for the host
+    left                                   the ids its request may still take (the engine's)
     free                                   the blocks no row holds, a stack
                        tok                 the id it decodes next (sampled on the device)
+
+Every device buffer but tok is a column of one int64 tensor, `state`, and every host twin but
+rid, held, left and free a column of its numpy twin, `host.state`: a row's whole state is one row.
 
 A *move* changes rows: admit (rows take requests), grow (rows about to cross into a new block
 take one), release (rows give their blocks back), move (requests go to other rows),
@@ -63,14 +67,17 @@ class Host:
 
     state: np.ndarray  # (n_rows, 5 + max_blocks) int64: the device state's twin, column by column
     rid: np.ndarray  # (n_rows,) int64, -1: no request
+    left: np.ndarray  # (n_rows,) int64: the ids its request may still take, 0: it has finished
     held: np.ndarray  # (n_rows,) int64: blocks each row holds
     dirty: np.ndarray  # (n_rows,) bool: changed since the last flush (the whole row)
     grown: np.ndarray  # (n_rows,) bool: took a block since the last flush (its table only)
     moved: np.ndarray  # (2, k) int64: (src, dst) of the moves since the last flush, for tok
-    free: list  # the blocks no row holds; moves take from its end
+    free: np.ndarray  # the blocks no row holds, a stack: moves take from its end. Never
+    # written in place (a move binds a new array or a view), so a copy shares it
 
     def copy(self) -> "Host":
-        return replace(self, **{f.name: getattr(self, f.name).copy() for f in fields(self)})
+        arrays = {f.name: getattr(self, f.name).copy() for f in fields(self) if f.name != "free"}
+        return replace(self, **arrays)
 
     def __eq__(self, other) -> bool:
         return isinstance(other, Host) and all(
@@ -111,9 +118,10 @@ class Rows:
         width = TABLE + max_blocks
         self.host = Host(
             state=np.zeros((n_rows, width), np.int64), rid=np.full(n_rows, -1, np.int64),
+            left=np.zeros(n_rows, np.int64),
             held=np.zeros(n_rows, np.int64), dirty=np.zeros(n_rows, bool),
             grown=np.zeros(n_rows, bool), moved=np.zeros((2, 0), np.int64),
-            free=list(range(1, self.n_blocks)),
+            free=np.arange(1, self.n_blocks, dtype=np.int64),
         )  # fmt: skip
         self.state = torch.zeros(n_rows, width, dtype=torch.long, device=device)
         self.lens_dev, self.active_dev = self.state[:, LEN], self.state[:, ACTIVE]
@@ -138,8 +146,8 @@ class Rows:
         return self.host.state[:, TABLE:]
 
     @property
-    def free(self) -> list:
-        return self.host.free
+    def free(self) -> list[int]:
+        return self.host.free.tolist()
 
     def tables(self) -> list[list[int]]:
         """Each row's blocks, as lists (for reading, not for a step)."""
@@ -155,6 +163,14 @@ class Rows:
 
     def free_rows(self) -> np.ndarray:
         return np.flatnonzero(self.host.state[:, ACTIVE] == 0)
+
+    def rows_of(self, rids: np.ndarray) -> np.ndarray:
+        """The row that holds each request now, -1 where none does (a padded row's -1, or a
+        request released since): a sort of the rows' rids and a binary search, vectorised."""
+        rid = self.host.rid
+        order = np.argsort(rid)
+        row = order[np.searchsorted(rid, rids, sorter=order).clip(max=self.n_rows - 1)]
+        return np.where((rid[row] == rids) & (rids >= 0), row, -1)
 
     def in_use(self) -> int:
         """One more than the last row that holds a request (a compact engine's row count)."""
@@ -182,7 +198,7 @@ class Rows:
         bad = r[(r < 0) | (r >= self.n_rows)]
         if len(bad):
             raise ValueError(f"row {int(bad[0])} outside [0, {self.n_rows})")
-        if len(np.unique(r)) != len(r):
+        if len(r) > 1 and np.bincount(r, minlength=self.n_rows).max() > 1:
             raise ValueError(f"rows must be distinct, got {r.tolist()}")
         if free is not None:
             wrong = r[(self.host.state[r, ACTIVE] != 0) == free]
@@ -221,17 +237,17 @@ class Rows:
                              f"free: release a row first")  # fmt: skip
         if total == 0:
             return
-        blocks = np.asarray(h.free[len(h.free) - total :][::-1], np.int64)  # from the end
-        del h.free[len(h.free) - total :]
+        blocks, h.free = h.free[len(h.free) - total :][::-1], h.free[: len(h.free) - total]
         owner = np.repeat(r, need)  # block i goes to row owner[i], at column col[i]
         col = TABLE + np.repeat(h.held[r], need) + _ranks(need)
         h.state[owner, col] = blocks
         h.held[r] += need
 
-    def admit(self, rows, lens, temperature=0.0, top_k=0, seed=0, rids=-1, *,
+    def admit(self, rows, lens, temperature=0.0, top_k=0, seed=0, rids=-1, left=0, *,
               upload: bool = True):  # fmt: skip
         """Rows `rows` take requests of lens[i] positions (their blocks taken already), with
-        their sampling arguments and request ids (each a value for all, or one a row).
+        their sampling arguments, request ids and the ids each may take (each a value for all,
+        or one a row).
         upload=False: the device has them already (a prefill graph set them, inside the
         graph); only the host twins follow."""
         r = self.validate_rows(rows, free=True)
@@ -239,7 +255,7 @@ class Rows:
         h = self.host
         if (h.held[r] < self.blocks_for(n)).any():
             raise ValueError("admit needs the rows' blocks first: take(rows, lens)")
-        h.state[r, LEN], h.state[r, ACTIVE], h.rid[r] = n, 1, rids
+        h.state[r, LEN], h.state[r, ACTIVE], h.rid[r], h.left[r] = n, 1, rids, left
         h.state[r, TOP_K], h.state[r, SEED] = top_k, seed
         h.state[r, TEMPERATURE] = np.asarray(temperature, np.float64).view(np.int64)
         if upload:
@@ -276,7 +292,7 @@ class Rows:
         if m:  # tok first: the moved rows' next ids, as the last step sampled them
             self.tok.index_copy_(0, dst, self.tok.index_select(0, src))
         if k:
-            self.state[at] = rows[: k * self.state.shape[1]].view(k, -1)
+            self.state.index_copy_(0, at, rows[: k * self.state.shape[1]].view(k, -1))
         if j:
             self.block_table[grown] = rows[k * self.state.shape[1] :].view(j, -1)
         h.dirty[:], h.grown[:], h.moved = False, False, h.moved[:, :0]
@@ -294,8 +310,8 @@ class Rows:
             return
         if len(cross) > len(h.free):
             raise ValueError(f"{len(cross)} rows need a block, {len(h.free)} are free")
-        blocks = np.asarray(h.free[len(h.free) - len(cross) :][::-1], np.int64)
-        del h.free[len(h.free) - len(cross) :]
+        k = len(h.free) - len(cross)
+        blocks, h.free = h.free[k:][::-1], h.free[:k]
         h.state[cross, TABLE + h.held[cross]] = blocks
         h.held[cross] += 1
         h.grown[cross] = True
@@ -307,8 +323,8 @@ class Rows:
         h = self.host
         held = h.held[r]
         cols = TABLE + np.repeat(held, held) - 1 - _ranks(held)  # each row's blocks, last first
-        h.free.extend(h.state[np.repeat(r, held), cols].tolist())
-        h.state[r], h.held[r], h.rid[r], h.dirty[r] = 0, 0, -1, True  # SCRATCH is 0
+        h.free = np.concatenate([h.free, h.state[np.repeat(r, held), cols]])
+        h.state[r], h.held[r], h.rid[r], h.left[r], h.dirty[r] = 0, 0, -1, 0, True  # SCRATCH: 0
 
     def move(self, src, dst) -> None:
         """Move the requests of rows src[i] to the free rows dst[i]: each row's length, table,
@@ -319,8 +335,8 @@ class Rows:
         h = self.host
         if h.moved.shape[1]:  # tok moves are applied at once at a flush: never two in a row
             self.flush()
-        h.state[d], h.held[d], h.rid[d] = h.state[s], h.held[s], h.rid[s]
-        h.state[s], h.held[s], h.rid[s] = 0, 0, -1
+        h.state[d], h.held[d], h.rid[d], h.left[d] = h.state[s], h.held[s], h.rid[s], h.left[s]
+        h.state[s], h.held[s], h.rid[s], h.left[s] = 0, 0, -1, 0
         h.dirty[s], h.dirty[d], h.moved = True, True, np.stack([s, d])
 
     def compaction(self) -> tuple[np.ndarray, np.ndarray]:

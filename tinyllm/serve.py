@@ -64,7 +64,7 @@ class InFlight:
     rids[i] (-1: a row without one), copied from the device without waiting; `ready` is a
     CUDA event recorded after the copy (None on a CPU, where the copy is done at once)."""
 
-    rids: list[int]
+    rids: np.ndarray
     ids: torch.Tensor
     ready: object = None
 
@@ -176,7 +176,7 @@ class PagedEngine(Serving):
                     ids = self.prefill_replayed(rows, reqs)
                 else:
                     ids = self.prefill_eagerly(rows, reqs)
-                self.send_to_host([req.rid for req in reqs], ids)
+                self.send_to_host(np.array([req.rid for req in reqs]), ids)
 
     @torch.no_grad()
     def step(self) -> None:
@@ -192,7 +192,7 @@ class PagedEngine(Serving):
             n = self.rows.in_use()
             if n:
                 key = self.size_for[n]
-                rids = self.rows.host.rid[:key].tolist()
+                rids = self.rows.host.rid[:key].copy()
                 t_launch = time.perf_counter()
                 with t("launch"):
                     self.rows.grow()  # the rows about to cross into a new block take one
@@ -207,35 +207,39 @@ class PagedEngine(Serving):
                     move.wait()
             self.release(self.hand_out(ready))
         if n:  # nothing launched: the last ids read, no step to record
-            self.stats.append({"step": len(self.stats), "capture_size": key, "rows": rids,
-                               "n_active": key - rids.count(-1), "t0": t.t0,
+            self.stats.append({"step": len(self.stats), "capture_size": key,
+                               "rows": rids.tolist(), "n_active": int((rids >= 0).sum()),
+                               "t0": t.t0,
                                "t_launch": t_launch, "launch_s": t.seconds["launch"],
                                "read_s": t.seconds["read ids"],
                                "step_s": time.perf_counter() - t.t0})  # fmt: skip
 
-    def hand_out(self, ready: list[InFlight]) -> list[int]:
-        """Each request of the moves read now takes its id, unless it had finished: its end
-        was seen one step late, and that token, the extra one, is dropped. Returns the rids
-        of the requests that finish now."""
-        finished, eos, appended = [], self.eos_id, self.appended
+    def hand_out(self, ready: list[InFlight]) -> np.ndarray:
+        """Each request of the moves read now takes its id, unless it has no row or has
+        finished: a padded row, or an end seen one step late, whose id, the extra one, is
+        dropped. Vectorised with numpy: each request's row found (rows.rows_of), its count of
+        ids left (rows.host.left) counted down, to 0 at eos_id. Returns the rows whose
+        requests finish now."""
+        h, appended = self.rows.host, self.appended
         for move in ready:
-            for rid, tok in zip(move.rids, move.ids.tolist()):
-                req = self.requests.get(rid)
-                if req is None or self.is_done(req):  # a padded row, or its extra token
-                    continue
-                req.out.append(tok)
-                appended.append(req.out)
-                if tok == eos or len(req.out) == req.max_new_tokens:
-                    finished.append(rid)
-        return finished
+            rows = self.rows.rows_of(move.rids)
+            take = rows >= 0
+            take[take] = h.left[rows[take]] > 0
+            rows, ids = rows[take], move.ids.numpy()[take]
+            outs = [self.requests[rid].out for rid in h.rid[rows].tolist()]
+            for out, tok in zip(outs, ids.tolist()):
+                out.append(tok)
+            appended += outs
+            h.left[rows] = np.where(ids == self.eos_id, 0, h.left[rows] - 1)
+        return np.flatnonzero((h.left == 0) & (h.rid >= 0))
 
-    def release(self, finished: list[int]) -> None:
+    def release(self, finished: np.ndarray) -> None:
         """The finished requests' rows freed, then the last requests moved into them: the
         rows in use stay 0..n-1. Both vectorised (rows.release, rows.move)."""
-        if not finished:
+        if not len(finished):
             return
-        self.finished += finished
-        self.rows.release(np.flatnonzero(np.isin(self.rows.host.rid, finished)))
+        self.finished += self.rows.host.rid[finished].tolist()
+        self.rows.release(finished)
         src, dst = self.rows.compaction()
         if len(src):
             self.rows.move(src, dst)
@@ -288,7 +292,8 @@ class PagedEngine(Serving):
         self.rows.take(rows, lens)
         self.rows.admit(rows, lens, [req.temperature for req in reqs],
                         [req.top_k or 0 for req in reqs], [req.seed for req in reqs],
-                        [req.rid for req in reqs], upload=False)  # fmt: skip
+                        [req.rid for req in reqs], [req.max_new_tokens for req in reqs],
+                        upload=False)  # fmt: skip
         R, T = bucket_for(n, self.row_buckets), bucket_for(max(lens), self.len_buckets)
         ids = np.zeros((R, T), np.int64)
         for b, req in enumerate(reqs):
@@ -333,7 +338,7 @@ class PagedEngine(Serving):
         last = self.prefill_batch(rows, [req.prompt for req in reqs])
         self.rows.admit(rows, lens, [req.temperature for req in reqs],
                         [req.top_k or 0 for req in reqs], [req.seed for req in reqs],
-                        [req.rid for req in reqs])  # fmt: skip
+                        [req.rid for req in reqs], [req.max_new_tokens for req in reqs])  # fmt: skip
         r, at = self.rows, to_device(rows, self.device)
         ids = sample(last, r.temperature[at], r.top_k[at], r.seed[at],
                      to_device(lens, self.device))  # fmt: skip
