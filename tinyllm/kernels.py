@@ -5,8 +5,8 @@
 q (B, H, D): one query per row. k_cache, v_cache (n_blocks, H_kv, block_size, D): one layer's
 pool of key and value blocks. block_table (B, max_blocks) int32 or int64, any row stride:
 row b's keys are at positions 0, 1, ... of its blocks block_table[b, 0], block_table[b, 1],
-... lens (B,) int32 or int64: row b attends to its first lens[b] keys. Returns (B, H, D); query head h reads K/V head h // G, where
-G = H / H_kv query heads share each K/V head.
+... lens (B,) int32 or int64: row b attends to its first lens[b] keys. Returns (B, H, D);
+query head h reads K/V head h // G, where G = H / H_kv query heads share each K/V head.
 
 Nothing in a call depends on a host value of the lengths or the block ids: the launch grid is
 (B, H_kv, n_splits), a function of the batch alone, and each program reads its row's length

@@ -4,10 +4,11 @@ Keys and values live in a pool of blocks, each `block_size` positions of every K
 layer: (n_blocks, kv_heads, block_size, head_dim). A row (a request) owns a list of blocks,
 its block table; its position p is at offset p % block_size of its block p // block_size.
 The block table (n_rows, max_len / block_size) and the lengths (n_rows,) live on the device,
-in one fixed int64 buffer updated in place (rows.Rows.state): the decode step's shapes depend only on how many
-rows it runs, never on a length. So one CUDA graph per number of rows (a *capture size*),
-captured once at any length, replays at every length: no window, no bucket, no mask
-(kernels.paged_decode_attention reads each row's length and blocks on the device).
+in one fixed int64 buffer updated in place (rows.Rows.state): the decode step's shapes
+depend only on how many rows it runs, never on a length. So one CUDA graph per number of
+rows (a *capture size*), captured once at any length, replays at every length: no window,
+no bucket, no mask (kernels.paged_decode_attention reads each row's length and blocks on
+the device).
 
 The cache holds the pools; `cache.rows` (rows.Rows) holds everything a step reads for each
 row, on the device and as host twins, and the free list of blocks. Blocks are handed out on

@@ -338,7 +338,8 @@ class PagedEngine(Serving):
         last = self.prefill_batch(rows, [req.prompt for req in reqs])
         self.rows.admit(rows, lens, [req.temperature for req in reqs],
                         [req.top_k or 0 for req in reqs], [req.seed for req in reqs],
-                        [req.rid for req in reqs], [req.max_new_tokens for req in reqs])  # fmt: skip
+                        [req.rid for req in reqs],
+                        [req.max_new_tokens for req in reqs])  # fmt: skip
         r, at = self.rows, to_device(rows, self.device)
         ids = sample(last, r.temperature[at], r.top_k[at], r.seed[at],
                      to_device(lens, self.device))  # fmt: skip
