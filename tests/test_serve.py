@@ -33,9 +33,8 @@ def check_rows(engine):
     assert rows.block_table.tolist() == rows.tables_host.tolist()
     held = [b for r in range(rows.n_rows) for b in rows.tables_host[r, : h.held[r]].tolist()]
     assert sorted(held + rows.free) == list(range(1, rows.n_blocks))
-    n = int(rows.active.sum())
-    assert rows.active[:n].all() and (h.rid[:n] >= 0).all() and (h.rid[n:] == -1).all()
-    assert (rows.tables_host[n:] == SCRATCH).all()
+    assert ((h.rid >= 0) == rows.active).all()  # a row holds a request or nothing
+    assert (rows.tables_host[~rows.active] == SCRATCH).all()
 
 
 def cut(doc_ids, rng, n):

@@ -116,8 +116,9 @@ class Serving:
         device that may fail without harm (the next move's sync does it). Ctrl-C and timer
         signals are held off for the whole move: one that arrives is raised once it has
         finished or been undone. K/V are not saved: what an undone step wrote lies past every
-        length. sync=False: a move that flushes the rows itself before its first device
-        work (the paged step) brings in step only what an undo left."""
+        length. sync=False, for a move that flushes the rows itself before its first device
+        work (the paged step) or writes only its own rows (an admission's prefill graph):
+        rows.settle() instead, which flushes only what an undo or a move of tok left."""
         with signals_held():
             cache.sync() if sync else cache.rows.settle()
             saved = cache.rows.snapshot(), self.head, len(self.finished), self.saved_state()

@@ -28,6 +28,7 @@ tinyllm.lab.simgraph, which simulates capture and replay on a CPU (notebook 04).
 
 import math
 import time
+from collections.abc import Mapping
 
 import torch
 from torch import Tensor
@@ -139,12 +140,12 @@ def compile_step(model: Transformer, compile):
 # --- the one capture recipe ----------------------------------------------------------------
 
 
-class Graphs:
+class Graphs(Mapping):
     """One CUDA graph per key, each with its static output, all in one memory pool: the
     capture recipe of notebook 04, written once. A decoder keeps its decode step's graphs in
     one (the key is its window or capture size); the paged engine keeps its decode and its
     prefill graphs in two that share a pool (share=). Read like a dict: key in graphs,
-    graphs[key] -> (graph, output), sorted(graphs).
+    graphs[key] -> (graph, output), sorted(graphs), graphs.values() (a Mapping).
 
     capture(key, forward, state) records forward(key), a static step on fixed buffers:
     first run once on a side stream (its first run loads kernels and makes workspaces,
@@ -260,6 +261,11 @@ class Decoder:
         positions, tok = saved
         self.cache.restore(positions)
         self.tok.copy_(tok)
+
+    @property
+    def pool(self):
+        """The memory pool its graphs share: None before the first capture."""
+        return self.graphs.own_pool
 
     def capture_graph(self, key) -> tuple:
         """Record the step of graph key `key` into the decoder's Graphs; (graph, logits)."""

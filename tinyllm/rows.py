@@ -376,9 +376,10 @@ class Rows:
         self.host, self.restored_tok = saved.host, saved.tok
 
     def settle(self) -> None:
-        """After a restore(): the device rewritten now (flush), so that a snapshot taken next
-        holds the tok the host expects. Otherwise nothing: pending changes wait for a flush."""
-        if self.restored_tok is not None:
+        """Before a move that writes tok itself (an admission's prefill graph): flush now if
+        tok is not as the host expects, after a restore() or with tok moves pending.
+        Otherwise nothing: the rows' changes wait for the next flush."""
+        if self.restored_tok is not None or self.host.moved.shape[1]:
             self.flush()
 
     def in_step(self) -> bool:

@@ -169,7 +169,7 @@ class PagedEngine(Serving):
         while self.n_waiting() and len(free := self.rows.free_rows()):
             reqs = self.waiting[self.head : self.head + len(free)]
             rows = free[: len(reqs)]
-            with self.transaction(self.cache):
+            with self.transaction(self.cache, sync=False):  # rows.settle(): no flush
                 self.head += len(reqs)
                 longest = max(len(req.prompt) for req in reqs)
                 if self.fill_graphs is not None and longest <= self.prefill_chunk:
@@ -189,6 +189,9 @@ class PagedEngine(Serving):
         t = Sections()
         with self.transaction(self.cache, sync=False):  # the step flushes before its replay
             ready, self.in_flight = self.in_flight, []
+            src, dst = self.rows.compaction()  # the holes admissions left: the last rows in
+            if len(src):
+                self.rows.move(src, dst)
             n = self.rows.in_use()
             if n:
                 key = self.size_for[n]
@@ -234,15 +237,13 @@ class PagedEngine(Serving):
         return np.flatnonzero((h.left == 0) & (h.rid >= 0))
 
     def release(self, finished: np.ndarray) -> None:
-        """The finished requests' rows freed, then the last requests moved into them: the
-        rows in use stay 0..n-1. Both vectorised (rows.release, rows.move)."""
-        if not len(finished):
-            return
-        self.finished += self.rows.host.rid[finished].tolist()
-        self.rows.release(finished)
-        src, dst = self.rows.compaction()
-        if len(src):
-            self.rows.move(src, dst)
+        """The finished requests' rows freed (rows.release, vectorised). The holes they leave
+        are the lowest free rows: the next admission fills them first, and the next step moves
+        the last requests into what is left (rows.move), so a step runs rows 0..n-1 and a
+        request moves only when no new one takes its place."""
+        if len(finished):
+            self.finished += self.rows.host.rid[finished].tolist()
+            self.rows.release(finished)
 
     def saved_state(self) -> list[InFlight]:
         return list(self.in_flight)  # the moves whose ids are on their way: a few
