@@ -422,3 +422,60 @@ def test_replay_loop_wrong(answer, needles, toy_model, capsys):
     out = assert_hint(lambda fn: check_replay_loop(fn, toy_model), answer, capsys, *needles)
     if answer in (rebinds_tok, never_feeds_back):  # a wrong token is not blamed on grow()
         assert "grow" not in out
+
+
+# --- the holes a cold read found ------------------------------------------------------------
+
+
+def test_blocks_for_with_a_block_size_of_its_own_gets_a_hint(capsys):
+    assert_hint(check_blocks_for, lambda n, bs: -(-n // 16), capsys, "another block size")
+
+
+def test_paged_write_that_adds_gets_a_hint(capsys):
+    def adds(pool, k_new, block_table, lens, block_size):
+        pos = lens.long()
+        blocks = block_table.long().gather(1, (pos // block_size)[:, None])[:, 0]
+        pool[blocks, :, pos % block_size] += k_new
+
+    assert_hint(check_paged_write, adds, capsys, "added each key", "replacing")
+
+
+def test_replay_loop_that_captures_again_gets_a_hint(toy_model, capsys):
+    def recaptures(decoder, tok, n_steps):
+        cache, out = decoder.cache, []
+        for _ in range(n_steps):
+            key = decoder.graph_key()
+            decoder.tok.copy_(tok)
+            cache.grow()
+            _, logits = decoder.capture_graph(key)
+            tok = decoder.replay(key).argmax(-1)
+            cache.advance_host()
+            out.append(int(tok[0, 0]))
+        return out
+
+    assert_hint(lambda fn: check_replay_loop(fn, toy_model), recaptures, capsys,
+                "captured the graph again")  # fmt: skip
+
+
+def test_replay_loop_that_grows_only_after_the_first_step_gets_a_hint(toy_model, capsys):
+    """Right on the 14-token prompt (its first step needs no block); the 16-token one's
+    first step writes position 16, the first of a new block."""
+
+    def skips_the_first_grow(decoder, tok, n_steps):
+        return my_replay_loop_skipping(decoder, tok, n_steps)
+
+    assert_hint(lambda fn: check_replay_loop(fn, toy_model), skips_the_first_grow, capsys,
+                "position 16", "scratch block", "grow")  # fmt: skip
+
+
+def my_replay_loop_skipping(decoder, tok, n_steps):
+    cache, out = decoder.cache, []
+    for i in range(n_steps):
+        key = decoder.graph_key()
+        decoder.tok.copy_(tok)
+        if i > 0:
+            cache.grow()
+        tok = decoder.replay(key).argmax(-1)
+        cache.advance_host()
+        out.append(int(tok[0, 0]))
+    return out

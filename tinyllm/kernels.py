@@ -44,7 +44,7 @@ except ImportError:  # macOS, Windows: the kernels' bodies below are never run
 
 
 # Shares of a row's blocks, each its own program (the grid's third axis), and the warps of a
-# program: the fastest of 8 or 16 shares and 2 or 4 warps for 16-position blocks in the
+# program: the fastest of 4, 8 and 16 shares and 1, 2 and 4 warps for 16-position blocks in the
 # shipped model's step on the H200 (results/probes/, 2026-12-01: 16 and 2).
 N_SPLITS = 16
 NUM_WARPS = 2

@@ -12,7 +12,6 @@ from tinyllm.course.exercises.harness import (
     Verdict,
     as_int,
     call,
-    check_cases,
     checker,
     entered,
     equal,
@@ -44,12 +43,22 @@ def _same_where(got, want, block_size=None, pos=None) -> str | None:
     i, off = (as_int(x) for x in pair)
     if (i, off) == want:
         return None
+    if pos is not None and off == want[1] and i in (-(-pos // block_size), round(pos / block_size)):
+        return (
+            f"returned table entry {i}, expected {want[0]}: the entry is pos // block_size, "
+            f"rounded down; rounding up or to the nearest lands past the block"
+        )
     if pos is not None and any(
         (i, off) == _where(pos, b) for b in (4, 8, 16, 32) if b != block_size
     ):
         return (
             f"returned {(i, off)}, expected {want}: that is the answer for another block size. "
             f"Use the block_size argument, not a number of your own"
+        )
+    if (i, off) == (want[0] - 1, block_size) and want[1] == 0:
+        return (
+            f"returned {(i, off)}, expected {want}: offsets run 0..block_size-1, so position "
+            f"{pos} is offset 0 of the next entry"
         )
     if (off, i) == want:
         return f"returned {(i, off)}, expected {want}: the table entry first, then the offset"
@@ -81,12 +90,19 @@ def check_block_of(fn) -> Verdict:
     return ok("position p is at offset p % block_size of table entry p // block_size")
 
 
-def _same_count(got, want) -> str | None:
+def _same_count(got, want, n_positions=None, block_size=None) -> str | None:
     n = as_int(got)
     if n is None:
         return f"returned {shown_type(got)}, expected the int {want}"
     if n == want:
         return None
+    if n_positions is not None and any(
+        n == -(-n_positions // b) for b in (4, 8, 16, 32) if b != block_size
+    ):
+        return (
+            f"returned {n}, expected {want}: that is the count for another block size. Use "
+            f"the block_size argument, not a number of your own"
+        )
     if n == want - 1:
         return (
             f"returned {n}, expected {want}: the last block may be only partly full, and it "
@@ -114,22 +130,27 @@ def check_blocks_for(fn) -> Verdict:
             "your function calls PagedKVCache.blocks_for, the cache's own answer: this "
             "exercise is to write it. Divide, and round up"
         )
-    return check_cases(
-        fn,
-        [((n, bs), f"n_positions={n}, block_size={bs}") for n, bs in cases],
-        lambda n, bs: -(-n // bs),
-        "a row of n positions holds ceil(n / block_size) blocks",
-        _same_count,
-    )
+    for n, bs in cases:
+        shown_as = f"n_positions={n}, block_size={bs}"
+        got = call(fn, (n, bs), shown_as, seconds=CALL_SECONDS)
+        if got is FAILED:
+            return False
+        problem = _same_count(got, -(-n // bs), n, bs)
+        if problem:
+            return hint(f"on {shown_as} your function {problem}")
+    return ok("a row of n positions holds ceil(n / block_size) blocks")
 
 
 # --- exercise 2: the decode write, at block and offset, read on the device ------------------
 
 
-def _reference_write(pool, k_new, block_table, lens, block_size):
+def _reference_write(pool, k_new, block_table, lens, block_size, add=False):
     pos = lens.long()
     blocks = block_table.long().gather(1, (pos // block_size)[:, None])[:, 0]
-    pool[blocks, :, pos % block_size] = k_new
+    if add:  # a learner's slip: the key added to what was there
+        pool[blocks, :, pos % block_size] += k_new
+    else:
+        pool[blocks, :, pos % block_size] = k_new
 
 
 def _write_case(lens, block_size=4, n_blocks=16, heads=2, dim=3, seed=0):
@@ -160,6 +181,8 @@ def _changed_input(now, before) -> str | None:
 
 
 def _explain_write(error: Exception) -> str | None:
+    if "indices must be long" in str(error) or "as indices must be" in str(error):
+        return "indices must be integers: lens // block_size, floor division, not /"
     if "out of bounds" in str(error):
         return (
             "an index past the table or the pool: row b's entry is lens[b] // block_size, "
@@ -225,6 +248,13 @@ def check_paged_write(fn) -> Verdict:
             )
         if torch.equal(got, before):
             return hint(f"on {shown_as} the pool is unchanged: {IN_PLACE}")
+        added = before.clone()
+        _reference_write(added, *case[1:], add=True)
+        if torch.allclose(got, added) and not torch.allclose(got, want):
+            return hint(
+                f"on {shown_as} your function added each key to what the pool held there "
+                f"(+=, accumulate=True): write it, replacing the old value"
+            )
         problem = _write_problem(got, want)
         if problem:
             other = ". Use the block_size argument, not a number of your own" if bs != 4 else ""
@@ -248,7 +278,7 @@ def check_paged_write(fn) -> Verdict:
             f"captured at lens=[2, 6, 9], your function failed ({type(e).__name__}: {why}): "
             f"the step must find the block and offset on the device, with tensor ops: no "
             f".item(), int() or .tolist(), no indexing with one element of a tensor, no "
-            f"Python loop over the rows"
+            f"Python number read from a length"
         )
     for new in ([3, 8, 12], [4, 11, 15]):  # each replay at new lengths: 3→4 crosses a block
         lens.copy_(torch.tensor(new, dtype=torch.int32))
@@ -261,9 +291,9 @@ def check_paged_write(fn) -> Verdict:
             why = str(e).split("\n")[0][:160]
             return hint(
                 f"captured at lens=[2, 6, 9], your function's graph failed on replay at "
-                f"lens={new} ({type(e).__name__}: {why}): a copy of lens made at capture "
-                f"(copy.deepcopy, torch.tensor(...)) is a new buffer the replay no longer "
-                f"fills. Read lens itself, with tensor ops"
+                f"lens={new} under the course's simulator ({type(e).__name__}: {why}). It "
+                f"replays aten ops on tensors; copy.deepcopy copies storages, which it cannot "
+                f"replay. Read lens itself, with tensor ops (lens.long(), a clone)"
             )
         if not torch.equal(pool, want):
             return hint(
@@ -324,109 +354,125 @@ DECODER_STEP = (
 )
 
 
-@checker
-def check_replay_loop(fn, model=None) -> Verdict:
-    """fn(decoder, tok, n_steps) → the n_steps greedy next ids of row 0 (Python ints),
-    replaying the decoder's one paged graph itself: each step hands out the blocks it writes
-    (grow), copies the token in, replays, then advances the host lengths (advance_host), as
-    Decoder.step does, without calling it. The prompt is 14 tokens: the third step writes
-    position 16, the first of a new block. What the learner's loop ran is counted by code
-    object (harness.entered): decoder.step, and each graph replay."""
-    model = _toy_model() if model is None else model
-    g = torch.Generator().manual_seed(0)
-    prompt = torch.randint(0, 256, (1, 14), generator=g)
-    n_steps = 6
+def _loop_problem(fn, model, T: int, n_steps: int) -> str | None | object:
+    """fn's loop after a T-token prompt, n_steps steps: a hint, None, or FAILED (hinted)."""
+    g = torch.Generator().manual_seed(T)
+    prompt = torch.randint(0, 256, (1, T), generator=g)
+    shown_as = f"a {T}-token prompt, {n_steps} steps"
     ref, tok, want = _decoder(model, prompt), prompt[:, -1:], []
     for _ in range(n_steps):
         tok = ref.step(tok).argmax(-1)
         want.append(int(tok[0, 0]))
     dec = _decoder(model, prompt)
     tok_buffer = dec.tok
-    with entered(Decoder.step, simgraph.CUDAGraph.replay) as ran:
-        got = call(fn, (dec, prompt[:, -1:].clone(), n_steps), "a 14-token prompt, 6 steps",
-                   seconds=CAPTURE_SECONDS)  # fmt: skip
+    with entered(Decoder.step, Decoder.capture_graph, simgraph.CUDAGraph.replay) as ran:
+        got = call(fn, (dec, prompt[:, -1:].clone(), n_steps), shown_as, seconds=CAPTURE_SECONDS)
     if got is FAILED:
-        return False
+        return FAILED
     if inspect.isgenerator(got):
-        return hint(
+        return (
             "your function is a generator (it yields), so its loop never ran: take the "
             "steps, then return the list of ids"
         )
     if ran[Decoder.step]:
-        return hint(DECODER_STEP)
+        return DECODER_STEP
+    if ran[Decoder.capture_graph]:
+        return (
+            "your loop captured the graph again: the decoder's graph is captured already, "
+            "once. Replay it, decoder.replay(key), every step"
+        )
     replays = ran[simgraph.CUDAGraph.replay]
     if replays == 0:
-        return hint(
+        return (
             "your loop replayed no graph: the model ran eagerly, or not at all. Replay the "
             "captured graph with decoder.replay(key): that is the step this exercise is about"
         )
     if replays != n_steps:
-        return hint(
+        return (
             f"your loop replayed the graph {replays} times for n_steps={n_steps}: one replay "
             f"per step, n_steps steps"
         )
     if dec.tok is not tok_buffer:
-        return hint(
+        return (
             "decoder.tok is a new tensor after your loop: `decoder.tok = ...` rebinds the "
             "name, and the graph goes on reading the buffer it captured. Copy each token into "
             "the buffer in place: decoder.tok.copy_(tok)"
         )
     c = dec.cache
     host, device = c.lens[0], int(c.lens_dev[0])
-    if device < 14 + n_steps:
-        return hint(
-            f"after {n_steps} replays from a 14-token prompt lens_dev is [{device}], expected "
-            f"[{14 + n_steps}]: the replayed end_step advances lens_dev by itself. Never copy "
+    if device < T + n_steps:
+        return (
+            f"after {n_steps} replays from a {T}-token prompt lens_dev is [{device}], expected "
+            f"[{T + n_steps}]: the replayed end_step advances lens_dev by itself. Never copy "
             f"the host length into it: the host follows the device (cache.advance_host()), "
             f"not the other way round"
         )
-    if device > 14 + n_steps:
-        return hint(
-            f"after {n_steps} replays from a 14-token prompt lens_dev is [{device}], expected "
-            f"[{14 + n_steps}]: the replayed end_step advances lens_dev by itself, once a "
+    if device > T + n_steps:
+        return (
+            f"after {n_steps} replays from a {T}-token prompt lens_dev is [{device}], expected "
+            f"[{T + n_steps}]: the replayed end_step advances lens_dev by itself, once a "
             f"step. Don't add to it yourself"
         )
     if host < device:
-        return hint(
+        return (
             f"after your loop cache.lens is [{host}] but lens_dev is [{device}]: the host twin "
             f"was not advanced (cache.advance_host() after each replay), so grow() hands "
             f"out no block when a row crosses into a new one"
         )
     if host > device:
-        return hint(
+        return (
             f"after your loop cache.lens is [{host}] but lens_dev is [{device}]: the host twin "
             f"ran ahead. Call cache.advance_host() once after each replay, not more"
         )
     if len(c.tables[0]) < c.blocks_for(device):
-        return hint(
+        return (
             f"after your loop row 0 is {device} positions long but holds "
             f"{len(c.tables[0])} block(s): call cache.grow() before each replay, so the step "
             f"that crosses into a new block has one to write"
         )
     wrong = _first_wrong_key(c, ref.cache, device)
     if wrong is not None and _in_scratch(c, ref.cache, wrong):
-        return hint(
+        return (
             f"the key of position {wrong} went to the scratch block, not to row 0's blocks: "
             f"when the step ran, row 0 had no block for it. Call cache.grow() before each "
             f"replay, not after: it hands out the block the step's position needs"
         )
     if wrong is not None:
-        return hint(
+        return (
             f"the key of position {wrong} is not the one the reference run wrote: the step "
             f"that wrote it ran on another token. Feed each step the id the step before chose "
             f"(the argmax of the logits replay() returned), copied into decoder.tok"
         )
     ids = items(got)
     if ids is None or len(ids) != n_steps or any(type(x) is not int for x in ids):
-        return hint(
+        return (
             f"returned {shown_type(got)}: return a list of {n_steps} Python ints, row 0's ids "
             f"as the host reads them (int(t) or t.item() of each)"
         )
     problem = equal(ids, want)
     if problem:
-        return hint(
-            f"on a 14-token prompt, 6 steps, your function {problem}: the cache holds the "
+        return (
+            f"on {shown_as} your function {problem}: the cache holds the "
             f"right keys, so the steps ran right; return the id each step chose, the argmax "
             f"of the logits replay() returned, in order"
         )
+    return None
+
+
+@checker
+def check_replay_loop(fn, model=None) -> Verdict:
+    """fn(decoder, tok, n_steps) → the n_steps greedy next ids of row 0 (Python ints),
+    replaying the decoder's one paged graph itself: each step hands out the blocks it writes
+    (grow), copies the token in, replays, then advances the host lengths (advance_host), as
+    Decoder.step does, without calling it. Two prompts: 14 tokens, where the third step
+    writes position 16, the first of a new block; then 16, where the first step does. What
+    the learner's loop ran is counted by code object (harness.entered): decoder.step,
+    captures, and each graph replay."""
+    model = _toy_model() if model is None else model
+    for T, n_steps in ((14, 6), (16, 3)):
+        problem = _loop_problem(fn, model, T, n_steps)
+        if problem is FAILED:
+            return False
+        if problem:
+            return hint(problem)
     return ok("grow, copy the token in, replay, advance_host: the graph serves every length")
