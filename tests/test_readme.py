@@ -13,6 +13,7 @@ from tinyllm.lab.results import (
     load_busy_events,
     load_diet,
     load_engine,
+    load_engine_scale,
     load_paged,
     load_results,
 )
@@ -31,7 +32,8 @@ ALLOWED = {"1 µs", "1 s", "1 GB/s", "2 MiB"}  # units being defined and the all
 def test_the_readme_section_is_the_recording():
     text = README.read_text()
     section = text[text.index(BEGIN) + len(BEGIN) : text.index(END)].strip()
-    recorded = load_results(), load_diet(), load_paged(), load_engine(), load_busy_events()
+    recorded = (load_results(), load_diet(), load_paged(), load_engine(), load_busy_events(),
+                load_engine_scale())  # fmt: skip
     assert section == h200_section(*recorded), (
         "README's H200 section differs from results/: run `make images`"
     )

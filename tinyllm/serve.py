@@ -14,7 +14,9 @@ What it adds to the slot engine of notebook 06, each measured in notebook 09:
 - every graph captured before serving (capture()): run() never captures.
 
 A step reads like nano-vllm's three lines: the rows that cross into a new block grow, the
-graph replays, then what the moves before it sampled is handed out and the rows compacted.
+graph replays, then what the moves before it sampled is handed out and the finished rows
+released. Their holes go to the next admission first; the next step moves the last requests
+into what is left, so a request moves only when no new one takes its place.
 Rows (rows.py) owns every input a step reads for each row, on the device and on the host,
 and its moves are vectorised: the host's work per step does not grow with the rows, but for
 handing each request its token.

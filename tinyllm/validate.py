@@ -293,29 +293,9 @@ def validate_use_graph(use_graph, device: torch.device, graph_api) -> bool:
     return use_graph
 
 
-def validate_prefill_chunk(prefill_chunk, kv: str, limits: Limits = LIMITS) -> None:
-    """The engine's prefill_chunk: None (the default), or with kv="paged" the positions of
-    each prompt one prefill forward covers, an int in [1, limits.seq_len]."""
-    if prefill_chunk is None:
-        return
-    if kv != "paged":
-        raise ValueError(f"prefill_chunk is for kv='paged' (kv={kv!r} prefills each prompt "
-                         f"alone), got {prefill_chunk!r}")  # fmt: skip
-    validate_int("prefill_chunk", prefill_chunk, hi=validate_limits(limits).seq_len)
-
-
 def validate_bool(name: str, value) -> None:
     if not isinstance(value, bool):
         raise ValueError(f"{name} must be True or False, got {value!r}")
-
-
-def validate_overlap(overlap, kv: str) -> None:
-    """The engine's overlap: True or False; True needs kv="paged" (its step reads the ids
-    one step late, which is what lets the host work while the GPU runs)."""
-    validate_bool("overlap", overlap)
-    if overlap and kv != "paged":
-        raise ValueError(f"overlap=True is for kv='paged' (kv={kv!r} reads every step's ids "
-                         f"before the next)")  # fmt: skip
 
 
 def validate_compile(compile, device: torch.device) -> None:

@@ -21,7 +21,8 @@ def us(cell: dict) -> str:
 
 
 def h200_section(res: dict, diet: dict | None = None, paged: dict | None = None,
-                 engine: dict | None = None, busy_events: dict | None = None) -> str:  # fmt: skip
+                 engine: dict | None = None, busy_events: dict | None = None,
+                 engine_scale: dict | None = None) -> str:  # fmt: skip
     """The section's markdown: where the numbers come from, then one row per result."""
     p, h, op = res["provenance"], res["headline"], res["operating_point"]
     rows = {r["name"]: r for r in res["fusion"]["rows"]}
@@ -106,6 +107,8 @@ def h200_section(res: dict, diet: dict | None = None, paged: dict | None = None,
         lines += ["", *paged_section(paged)]
     if engine:
         lines += ["", *engine_section(engine, busy_events)]
+    if engine_scale:
+        lines += ["", *scale_section(engine_scale)]
     return "\n".join(lines)
 
 
@@ -242,16 +245,57 @@ def engine_section(rec: dict, busy: dict | None = None) -> list[str]:
     return lines
 
 
+def scale_section(rec: dict) -> list[str]:
+    """The paged engine at 1 to 256 rows (results/h200_engine_scale.json): tokens/s, the
+    host's time per step beside the all-rows graph replayed alone, GPU busy; and the engine
+    it replaced, where the same run recorded it."""
+    p = rec["provenance"]
+    lines = [
+        f"The paged engine at scale, from `results/h200_engine_scale.json` (`{p['command']}`, "
+        f"{p['gpu']}, torch {p['torch']}, {p['date']}, commit {p['commit']}; {p['note']}): "
+        f"`PagedEngine(overlap=True)` after `capture()`, on the bench's request distribution. "
+        f"Host time per step: {rec['host_us_per_step']}. GPU busy: {rec['gpu_busy_share']}.",
+        "",
+        "| rows | requests | tokens/s | first run | host per step (median) | the all-rows "
+        "graph replayed alone | GPU busy | capture |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+        *(
+            f"| {r['n_rows']} | {r['n_requests']} | {sig3(r['tok_s'])} | "
+            f"{sig3(r['first_run_tok_s'])} | {sig3(r['host_us_per_step'])} µs | "
+            f"{sig3(r['replay_alone_us'])} µs | {r['gpu_busy_share']:.0%} | "
+            f"{sig3(r['capture_s'])} s |"
+            for r in rec["rows"]
+        ),
+    ]
+    if rec.get("before"):
+        lines += [
+            "",
+            "The engine it replaced, in the same run: "
+            f"{rec['before'][0]['engine']} at commit {rec['before'][0]['commit']}, warmed on "
+            "the same requests (it captures while serving).",
+            "",
+            "| rows | requests | tokens/s | host per step (median) |",
+            "| --- | --- | --- | --- |",
+            *(
+                f"| {r['n_rows']} | {r['n_requests']} | {sig3(r['tok_s'])} | "
+                f"{sig3(r['host_us_per_step'])} µs |"
+                for r in rec["before"]
+            ),
+        ]
+    return lines
+
+
 def update_readme(
     res: dict, diet: dict | None = None, paged: dict | None = None,
-    engine: dict | None = None, busy_events: dict | None = None, path: Path = README,
+    engine: dict | None = None, busy_events: dict | None = None,
+    engine_scale: dict | None = None, path: Path = README,
 ) -> bool:  # fmt: skip
     """Rewrite the README's H200 section between its markers; True if it changed."""
     text = path.read_text()
     pattern = re.compile(re.escape(BEGIN) + r".*?" + re.escape(END), re.S)
     if not pattern.search(text):
         raise ValueError(f"{path} has no section between {BEGIN!r} and {END!r}")
-    section = h200_section(res, diet, paged, engine, busy_events)
+    section = h200_section(res, diet, paged, engine, busy_events, engine_scale)
     new = pattern.sub(lambda m: f"{BEGIN}\n{section}\n{END}", text)
     if new != text:
         path.write_text(new)
@@ -262,5 +306,5 @@ if __name__ == "__main__":
     from tinyllm.lab import results as r
 
     recorded = r.load_results(), r.load_diet(), r.load_paged(), r.load_engine()
-    changed = update_readme(*recorded, r.load_busy_events())
+    changed = update_readme(*recorded, r.load_busy_events(), r.load_engine_scale())
     print("README updated" if changed else "README unchanged")

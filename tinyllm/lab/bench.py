@@ -173,17 +173,19 @@ def measure_engine(model, n_slots: int, n_requests: int, seed: int = 0) -> dict:
     return out
 
 
-def measure_engine_scale(model, n_requests: int, sizes=(32, 128, 256), compiles=(False, True)):
+def measure_engine_scale(model, n_requests: int, sizes=(1, 8, 32, 64, 128, 256),
+                         compiles=(False, True)):  # fmt: skip
     """PagedEngine(overlap=True) at each number of rows, on the bench's request distribution
-    (lab.engine_time.scale), unfused and with compile=True (its compile time counted in
-    capture_and_compile_s): one row each. The same rows' step times beside: the host's
-    median (engine_time.HOST_PER_STEP), the all-rows graph replayed alone, GPU busy
-    (engine_time.GPU_BUSY_EVENTS)."""
+    (lab.engine_time.scale) with 8 requests a row (at least 64, at most n_requests), unfused
+    and with compile=True (its compile time counted in capture_and_compile_s): one row each.
+    The same rows' step times beside: the host's median (engine_time.HOST_PER_STEP), the
+    all-rows graph replayed alone, GPU busy (engine_time.GPU_BUSY_EVENTS)."""
     out = {"host_us_per_step": engine_time.HOST_PER_STEP,
            "gpu_busy_share": engine_time.GPU_BUSY_EVENTS, "rows": []}  # fmt: skip
     for compile in compiles:
         for n_rows in sizes:
-            row = engine_time.scale(model, n_rows, n_requests, compile=compile)
+            n = min(n_requests, max(64, 8 * n_rows))
+            row = engine_time.scale(model, n_rows, n, compile=compile)
             print("engine_scale", json.dumps(row), flush=True)
             out["rows"].append(row)
     return out

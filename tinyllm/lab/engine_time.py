@@ -299,20 +299,22 @@ def scale(model, n_rows: int, n_requests: int = 2048, compile=False, overlap: bo
     }  # fmt: skip
 
 
-def outside_replays(model, n_rows: int, n_requests: int | None = None, seed: int = 0) -> dict:
+def outside_replays(model, n_rows: int, n_requests: int | None = None, seed: int = 0,
+                    measures=("host_us", "ops")) -> dict:  # fmt: skip
     """What each decode step of a PagedEngine costs the host outside its replay, with its
     graphs simulated on this CPU (lab.simgraph), in two runs of one small workload (3
     requests a row, prompts of 4-12 tokens, 8-24 new ones): "host_us", each step's time less
     its waits for ids and less its replay (timed by simgraph.Event around every replay,
     Graphs.record_events); then "ops", the torch ops (views aside) each step issues outside
-    its replay (counted by dispatch, which would slow the first run)."""
+    its replay (counted by dispatch, which would slow the first run). `measures` picks
+    either or both."""
     n_requests = 3 * n_rows if n_requests is None else n_requests
     gen = torch.Generator().manual_seed(seed)
     text = prompt_ids(64)
     lens = torch.randint(4, 13, (n_requests,), generator=gen).tolist()
     news = torch.randint(8, 25, (n_requests,), generator=gen).tolist()
     out = {}
-    for measure in ("host_us", "ops"):
+    for measure in measures:
         engine = PagedEngine(model, n_rows, max_len=64, use_graph=True, graph_api=simgraph)
         engine.capture()
         for n, m in zip(lens, news):

@@ -21,9 +21,9 @@ from functools import partial
 import torch
 import torch.nn.functional as F
 
-from tinyllm import Engine, GraphDecoder, kernels
+from tinyllm import Engine, GraphDecoder, PagedEngine, kernels
 from tinyllm.graphs import default_capture_sizes
-from tinyllm.lab import gptfast
+from tinyllm.lab import engine_time, gptfast
 from tinyllm.lab.peers import Variant, position_sweep
 from tinyllm.lab.prompts import prompt_batch
 from tinyllm.lab.timing import pool_bytes
@@ -158,11 +158,13 @@ def capture_sizes(model, n_slots: int = 32, max_len: int = 512) -> dict:
     (largest first): seconds and the pool's bytes; and the same for the slot engine's
     buckets, beside it."""
     out = {"n_slots": n_slots, "capture_sizes": list(default_capture_sizes(n_slots))}
-    for kv in ("paged", "slots"):
-        engine = Engine(model, n_slots, max_len=max_len, use_graph=True, kv=kv)
-        seconds = engine.decoder.capture()
-        out[kv] = {"capture_s": round(seconds, 3), "pool_bytes": pool_bytes(engine.decoder.pool),
-                   "graphs": sorted(engine.decoder.graphs)}  # fmt: skip
+    paged = PagedEngine(model, n_slots, max_len=max_len, use_graph=True, prefill_graphs=False)
+    slots = Engine(model, n_slots, max_len=max_len, use_graph=True)
+    for kv, engine, graphs in (("paged", paged, paged.decode_graphs),
+                               ("slots", slots, slots.decoder.graphs)):  # fmt: skip
+        seconds = engine_time.capture(engine)
+        out[kv] = {"capture_s": round(seconds, 3), "pool_bytes": pool_bytes(graphs.pool),
+                   "graphs": sorted(graphs)}  # fmt: skip
     return out
 
 

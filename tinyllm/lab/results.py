@@ -80,6 +80,14 @@ def load_engine(gpu: str = SHIPPED) -> dict | None:
     return _read(path) if path.exists() else None
 
 
+def load_engine_scale(gpu: str = SHIPPED) -> dict | None:
+    """results/<gpu>_engine_scale.json (results/probes/engine_scale.py): PagedEngine at 1 to
+    256 rows (lab.engine_time.scale, one row each in "rows") and, where recorded in the same
+    run, the engine it replaced at 32 to 256 rows ("before"), or None."""
+    path = results_dir() / f"{gpu}_engine_scale.json"
+    return _read(path) if path.exists() else None
+
+
 def load_busy_events(gpu: str = SHIPPED) -> dict | None:
     """results/<gpu>_busy_events.json (results/probes/engine_busy_events.py): the paged
     engine's GPU busy share from CUDA events around its replays, in runs without the
