@@ -106,3 +106,48 @@ def test_count_ops_does_not_grow_with_rows(toy_model):
     one = viz.count_ops(lambda: toy_model(torch.zeros(1, 4, dtype=torch.long)))
     four = viz.count_ops(lambda: toy_model(torch.zeros(4, 4, dtype=torch.long)))
     assert one == four > 10
+
+
+def test_scale_figure_draws_the_recorded_rows_and_before_only_when_recorded():
+    from tinyllm.course.viz.engine import scale_figure
+
+    rec = results.load_engine_scale()
+    rows = sorted(rec["rows"], key=lambda r: r["n_rows"])
+    n = [r["n_rows"] for r in rows]
+    fig = scale_figure(rec)
+    left, right = fig.axes[:2]
+    drawn = {line.get_label(): line for ax in (left, right) for line in ax.get_lines()}
+    host = drawn["host, per step (median)"]
+    assert list(host.get_xdata()) == n
+    assert list(host.get_ydata()) == [r["host_us_per_step"] for r in rows]
+    replay = drawn["the all-rows graph, replayed alone"]
+    assert list(replay.get_ydata()) == [r["replay_alone_us"] for r in rows]
+    assert list(drawn["PagedEngine"].get_ydata()) == [r["tok_s"] for r in rows]
+    assert left.get_xscale() == "log"
+    assert len(left.get_lines()) + len(right.get_lines()) == 3 + 2 * bool(rec.get("before"))
+    last = rows[-1]
+    title = fig.get_suptitle()
+    assert f"{viz.sig3(rows[0]['tok_s'])} to {viz.sig3(last['tok_s'])} tok/s" in title
+    host_us, replay_us = last["host_us_per_step"], last["replay_alone_us"]
+    if host_us > replay_us:
+        assert f"{viz.sig3(host_us / replay_us)}× the replay alone" in title
+    assert viz.footnote_text(fig).splitlines()[0] == results.provenance_label(rec)
+    fig.canvas.draw()
+
+    keys = ("n_rows", "tok_s", "host_us_per_step")
+    old = [{k: r[k] / (2 if k != "n_rows" else 1) for k in keys} for r in rows[2:]]
+    with_before = scale_figure(dict(rec, before=old))
+    lines = {line.get_label(): line for ax in with_before.axes[:2] for line in ax.get_lines()}
+    host_before = lines["host, the engine before"]
+    assert list(host_before.get_ydata()) == [r["host_us_per_step"] for r in old]
+    assert list(lines["the engine before"].get_ydata()) == [r["tok_s"] for r in old]
+    assert len(with_before.axes[0].get_lines()) == 3
+
+
+def test_scale_figure_says_when_the_host_keeps_within_the_replay():
+    from tinyllm.course.viz.engine import scale_figure
+
+    rec = results.load_engine_scale()
+    rows = [dict(r, host_us_per_step=r["replay_alone_us"] / 2) for r in rec["rows"]]
+    title = scale_figure(dict(rec, rows=rows)).get_suptitle()
+    assert "within the replay's" in title and "× the replay alone" not in title

@@ -377,8 +377,9 @@ class PagedEngine(Serving):
     @torch.no_grad()
     def capture(self) -> float:
         """Record every graph the engine can replay, before serving: each capture size and
-        each prefill bucket (rows, positions), largest first, into one pool (Graphs). A
-        progress bar shows when it takes more than a second. Returns its seconds, also kept
+        each prefill bucket (rows, positions), largest first, into one pool (Graphs). In a
+        terminal, a progress bar shows when it takes more than a second (a notebook's output
+        stays as it was: tqdm's disable=None, no bar off a terminal). Returns its seconds, also kept
         as capture_s; run() never captures."""
         validate_use_graph(True, self.device, self.graph_api)
         todo = [(self.decode_graphs, self.decode, size, size) for size in self.capture_sizes]
@@ -387,7 +388,9 @@ class PagedEngine(Serving):
                      for R in self.row_buckets for T in self.len_buckets]  # fmt: skip
         todo.sort(key=lambda t: -t[3])  # largest first: the smaller reuse the pool's memory
         t0 = time.perf_counter()
-        for graphs, forward, key, _ in tqdm(todo, desc="capture", unit="graph", delay=1.0):
+        for graphs, forward, key, _ in tqdm(
+            todo, desc="capture", unit="graph", delay=1.0, disable=None
+        ):
             if key not in graphs:
                 graphs.capture(key, forward, self.cache)
         self.graph_api.synchronize()

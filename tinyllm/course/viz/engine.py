@@ -1,10 +1,12 @@
 """Where a graphed engine's time goes (notebook 09): the host's sections of a run, the host
-and GPU lanes of a recorded window, the capture presets' padding and graphs; and the live
-counts the notebook shows beside them (prefill forwards, the ops of one forward).
+and GPU lanes of a recorded window, the paged engine's host and replay at 1 to 256 rows, the
+capture presets' padding and graphs; and the live counts the notebook shows beside them
+(prefill forwards, the ops of one forward).
 
 The recordings are results/h200_engine.json (its "engine_paged" block, written by the bench
-through tinyllm.lab.engine_time) and results/h200_capture_policy.json; every number a
-title states is computed from the data drawn. The engine variants are taken in
+through tinyllm.lab.engine_time), results/h200_engine_scale.json and
+results/h200_capture_policy.json; every number a title states is computed from the data
+drawn. The engine variants are taken in
 engine_time.ENGINES order, then any other variant a recording holds, so a recording with one
 more variant draws it without a change here.
 """
@@ -120,6 +122,53 @@ def overlap_timeline_figure(rec: dict, n_slots: str = "8", variants=None):
                       bbox_to_anchor=(1, 1.02))  # fmt: skip
     fig.suptitle(f"{n_slots} slots, one window: GPU busy {', '.join(shares)}", fontsize=10)
     return label_source(fig, rec, "window from the middle of a profiled run of the workload")
+
+
+SCALE_COLORS = {"host": "#000000", "replay": SECTION_COLORS["gpu"], "tok_s": "#0072B2",
+                "before": "#999999"}  # fmt: skip
+
+
+def scale_figure(rec: dict):
+    """results/<gpu>_engine_scale.json against the rows, on a log2 axis. Left: the host's
+    µs per step (median, engine_time.HOST_PER_STEP) and the all-rows decode graph replayed
+    alone; right: tok/s. The engine before this change ("before": the same keys but the
+    replay alone) is drawn dashed in grey where the recording holds it, and only then. The
+    title gives the tok/s from the fewest rows to the most, and at the most rows the host's
+    µs per step over the replay's, read from the data."""
+    rows = sorted(rec["rows"], key=lambda r: r["n_rows"])
+    before = sorted(rec.get("before") or [], key=lambda r: r["n_rows"])
+    fig, (left, right) = new_figure(1, 2, figsize=(9.5, 3.6))
+    n = [r["n_rows"] for r in rows]
+    left.plot(n, [r["host_us_per_step"] for r in rows], "o-", color=SCALE_COLORS["host"],
+              label="host, per step (median)")  # fmt: skip
+    left.plot(n, [r["replay_alone_us"] for r in rows], "s-", color=SCALE_COLORS["replay"],
+              label="the all-rows graph, replayed alone")  # fmt: skip
+    right.plot(n, [r["tok_s"] for r in rows], "o-", color=SCALE_COLORS["tok_s"],
+               label="PagedEngine")  # fmt: skip
+    if before:
+        nb = [r["n_rows"] for r in before]
+        left.plot(nb, [r["host_us_per_step"] for r in before], "o--",
+                  color=SCALE_COLORS["before"], label="host, the engine before")  # fmt: skip
+        right.plot(nb, [r["tok_s"] for r in before], "o--", color=SCALE_COLORS["before"],
+                   label="the engine before")  # fmt: skip
+    ticks = sorted({*n, *(r["n_rows"] for r in before)})
+    for ax in (left, right):
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(ticks, [str(t) for t in ticks])
+        ax.set_ylim(0, None)
+        ax.legend(fontsize=7, loc="upper left")
+    left.set(xlabel="rows", ylabel="µs per decode step")
+    right.set(xlabel="rows", ylabel="tokens per second")
+    first, last = rows[0], rows[-1]
+    host, replay = last["host_us_per_step"], last["replay_alone_us"]
+    if host > replay:
+        at_most = f"the host takes {sig3(host)} µs a step, {sig3(host / replay)}× the replay alone"
+    else:
+        at_most = f"the host takes {sig3(host)} µs a step, within the replay's {sig3(replay)} µs"
+    fig.suptitle(f"{sig3(first['tok_s'])} to {sig3(last['tok_s'])} tok/s from {first['n_rows']} "
+                 f"to {last['n_rows']} rows; at {last['n_rows']} rows {at_most}",
+                 fontsize=10)  # fmt: skip
+    return label_source(fig, rec, "host: median over a run's decode steps, admissions included")
 
 
 def preset_table(cp: dict) -> list[dict]:
