@@ -308,6 +308,9 @@ def outside_replays(model, n_rows: int, n_requests: int | None = None, seed: int
     Graphs.record_events); then "ops", the torch ops (views aside) each step issues outside
     its replay (counted by dispatch, which would slow the first run). `measures` picks
     either or both."""
+    if next(model.parameters()).device.type != "cpu":
+        raise ValueError("outside_replays simulates the graphs on the CPU: pass a model on the "
+                         "CPU, e.g. load_pretrained(device='cpu')")  # fmt: skip
     n_requests = 3 * n_rows if n_requests is None else n_requests
     gen = torch.Generator().manual_seed(seed)
     text = prompt_ids(64)
