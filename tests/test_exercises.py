@@ -641,3 +641,18 @@ def test_call_turns_a_learners_exit_into_a_hint_and_lets_an_interrupt_through(ca
 @pytest.mark.parametrize("name", sorted(FUNCTION_CHECKERS))
 def test_a_checker_of_a_function_answers_an_exit_with_a_hint(name, capsys):
     assert_hint(FUNCTION_CHECKERS[name], lambda *a: sys.exit(0), capsys, "SystemExit")
+
+
+def test_slot_mask_answered_with_the_package_s_own_gets_a_hint(capsys):
+    from tinyllm.course.exercises import check_slot_mask
+    from tinyllm.kv_cache import slot_mask
+
+    assert_hint(check_slot_mask, lambda lens, window: slot_mask(lens, window), capsys,
+                "calls slot_mask", "write it")  # fmt: skip
+
+
+def test_admission_that_sorts_the_queue_gets_a_hint(capsys):
+    from tinyllm.course.exercises import check_admission
+
+    assert_hint(check_admission, lambda free, queue: list(zip(sorted(free), sorted(queue))),
+                capsys, "sorted the queue", "first come")  # fmt: skip

@@ -3,11 +3,16 @@
 import torch
 
 from tinyllm.course.exercises.harness import (
+    CALL_SECONDS,
+    FAILED,
     Verdict,
     as_int,
     bits,
+    call,
     check_cases,
     checker,
+    entered,
+    hint,
     same_mask,
     shown_type,
 )
@@ -38,6 +43,13 @@ def _same_pairs(got, want) -> str | None:
         )
     if pairs == want:
         return None
+    if [s for s, _ in pairs] == [s for s, _ in want] and [r for _, r in pairs] == sorted(
+        r for _, r in want
+    ) != [r for _, r in want]:
+        return (
+            f"returned {pairs}, expected {want}: you sorted the queue. Requests are served "
+            f"first come, first served: the queue's order, not their ids'"
+        )
     if pairs == [(r, s) for s, r in want]:
         return f"returned {pairs}, expected {want}: each pair is (slot, request), slot first"
     if len(pairs) != len(want):
@@ -86,6 +98,16 @@ def _same_slot_mask(got, want) -> str | None:
 @checker
 def check_slot_mask(fn) -> Verdict:
     """fn(lens (n_slots,), window) → bool (n_slots, window), SlotKVCache's decode mask."""
+    with entered(slot_mask) as ran:
+        got = call(fn, (torch.tensor([0, 3, 5]), 8), "lens=[0, 3, 5], window=8", False,
+                   CALL_SECONDS)  # fmt: skip
+    if got is FAILED:
+        return False
+    if ran[slot_mask]:
+        return hint(
+            "your function calls slot_mask, the package's own answer: this exercise is to "
+            "write it. Compare the key positions with each slot's length"
+        )
     g = torch.Generator().manual_seed(0)
     cases = [
         ([0, 3, 5], 8),
