@@ -255,9 +255,14 @@ CASES = [
 ]  # in the graphs
 
 
-@pytest.mark.parametrize("variant, point", CASES)
-@pytest.mark.parametrize("error", [KeyboardInterrupt(), RuntimeError("device lost")],
-                         ids=["ctrl-c", "runtime"])  # fmt: skip
+# each case meets one of the two faults, in turn: every variant meets both, at alternate points
+ERRORS = [KeyboardInterrupt(), RuntimeError("device lost")]
+FAULT_CASES = [(v, p, ERRORS[i % 2]) for i, (v, p) in enumerate(CASES)]
+
+
+@pytest.mark.parametrize("variant, point, error", FAULT_CASES,
+                         ids=[f"{type(e).__name__}-{v}-{p}" for v, p, e in FAULT_CASES],
+                         )  # fmt: skip
 def test_a_fault_anywhere_loses_nothing(shipped_model, doc_ids, uninterrupted, variant, point,
                                         error, monkeypatch):  # fmt: skip
     """A Ctrl-C or an error at any point of an admission or a decode step: run() raises,
