@@ -479,3 +479,12 @@ def my_replay_loop_skipping(decoder, tok, n_steps):
         cache.advance_host()
         out.append(int(tok[0, 0]))
     return out
+
+
+def test_paged_write_with_true_division_gets_the_reason(capsys):
+    def true_division(pool, k_new, block_table, lens, block_size):
+        pos = lens.long()
+        blocks = block_table.long().gather(1, (pos / block_size)[:, None])[:, 0]
+        pool[blocks, :, pos % block_size] = k_new
+
+    assert_hint(check_paged_write, true_division, capsys, "floor division")

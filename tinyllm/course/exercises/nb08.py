@@ -181,7 +181,8 @@ def _changed_input(now, before) -> str | None:
 
 
 def _explain_write(error: Exception) -> str | None:
-    if "indices must be long" in str(error) or "as indices must be" in str(error):
+    if any(m in str(error) for m in ("indices must be long", "as indices must be",
+                                     "Expected dtype int32/int64 for index")):  # fmt: skip
         return "indices must be integers: lens // block_size, floor division, not /"
     if "out of bounds" in str(error):
         return (

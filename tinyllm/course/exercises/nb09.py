@@ -251,6 +251,15 @@ def _reference_hand_out(reqs, ids, eos_id):
     return finished
 
 
+def _explain_hand_out(error: Exception) -> str | None:
+    if isinstance(error, AttributeError) and "'NoneType'" in str(error):
+        return (
+            "reqs[i] is None for a padded row, which holds no request: skip it (if req is "
+            "None: continue), and its id with it"
+        )
+    return None
+
+
 @checker
 def check_hand_out(fn) -> Verdict:
     """fn(reqs, ids, eos_id) appends each row's id (ids[i], an int) to reqs[i].out (an
@@ -263,7 +272,8 @@ def check_hand_out(fn) -> Verdict:
                for r in reqs]  # fmt: skip
         want_finished = _reference_hand_out(ref, ids, eos)
         before = [None if r is None else list(r.out) for r in reqs]
-        got = call(fn, (reqs, list(ids), eos), shown_as, none_ok=True, seconds=CALL_SECONDS)
+        got = call(fn, (reqs, list(ids), eos), shown_as, none_ok=True, seconds=CALL_SECONDS,
+                   explain=_explain_hand_out)  # fmt: skip
         if got is FAILED:
             return False
         if inspect.isgenerator(got):
