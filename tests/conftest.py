@@ -333,3 +333,14 @@ def assert_ok(check, answer, capsys) -> None:
     result = check(answer)
     out = capsys.readouterr().out
     assert passed(result) and out.startswith("[OK] ") and out.count("\n") == 1, out
+
+
+# Both engines' fault tables serve these (tests/test_engine.py, tests/test_serve.py).
+FAULT_REQUESTS = [  # (prompt start, length, max_new_tokens, sampling): greedy and seeded
+    (1000, 7, 12, {}),
+    (5000, 11, 5, {"temperature": 0.8, "top_k": 20, "seed": 1}),
+    (9000, 5, 9, {}),
+    (13000, 9, 14, {"temperature": 1.2, "seed": 2}),
+    (17000, 6, 1, {}),
+    (21000, 8, 7, {"temperature": 0.7, "seed": 3}),
+]

@@ -15,6 +15,7 @@ import signal
 
 import pytest
 import torch
+from conftest import FAULT_REQUESTS
 
 from tinyllm import Engine, SlotGraphDecoder, SlotKVCache, generate
 from tinyllm import engine as engine_module
@@ -193,15 +194,6 @@ def test_engine_sampling_follows_each_requests_seed(shipped_model, requests):
 
 
 # --- failure paths: nothing lost ------------------------------------------------------------
-
-FAULT_REQUESTS = [  # (prompt start, length, max_new_tokens, sampling): greedy and seeded
-    (1000, 7, 12, {}),
-    (5000, 11, 5, {"temperature": 0.8, "top_k": 20, "seed": 1}),
-    (9000, 5, 9, {}),
-    (13000, 9, 14, {"temperature": 1.2, "seed": 2}),
-    (17000, 6, 1, {}),
-    (21000, 8, 7, {"temperature": 0.7, "seed": 3}),
-]
 
 
 def fault_engine(model, doc_ids):

@@ -248,14 +248,15 @@ def test_paged_write_whose_capture_bakes_in_the_lengths_is_found(capsys):
 # --- exercise 3: the host's part of a step, between replays ---------------------------------
 
 
-def my_replay_loop(decoder, tok, n_steps, grow=True, advance=True, replay=True, reset=False):
+def my_replay_loop(decoder, tok, n_steps, grow=True, advance=True, replay=True, reset=False,
+                   grow_from=0):  # fmt: skip
     cache, out = decoder.cache, []
-    for _ in range(n_steps):
+    for i in range(n_steps):
         key = decoder.graph_key()
         decoder.tok[: tok.shape[0]].copy_(tok)
         if reset:  # the stale host twin copied into the device length before each replay
             cache.lens_dev.copy_(torch.tensor(cache.lens, dtype=torch.int32))
-        if grow:
+        if grow and i >= grow_from:
             cache.grow()
         logits = decoder.replay(key) if replay else decoder.graphs[key][1]
         if advance:
@@ -462,23 +463,10 @@ def test_replay_loop_that_grows_only_after_the_first_step_gets_a_hint(toy_model,
     first step writes position 16, the first of a new block."""
 
     def skips_the_first_grow(decoder, tok, n_steps):
-        return my_replay_loop_skipping(decoder, tok, n_steps)
+        return my_replay_loop(decoder, tok, n_steps, grow_from=1)
 
     assert_hint(lambda fn: check_replay_loop(fn, toy_model), skips_the_first_grow, capsys,
                 "position 16", "scratch block", "grow")  # fmt: skip
-
-
-def my_replay_loop_skipping(decoder, tok, n_steps):
-    cache, out = decoder.cache, []
-    for i in range(n_steps):
-        key = decoder.graph_key()
-        decoder.tok.copy_(tok)
-        if i > 0:
-            cache.grow()
-        tok = decoder.replay(key).argmax(-1)
-        cache.advance_host()
-        out.append(int(tok[0, 0]))
-    return out
 
 
 def test_paged_write_with_true_division_gets_the_reason(capsys):

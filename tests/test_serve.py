@@ -10,6 +10,7 @@ import signal
 
 import pytest
 import torch
+from conftest import FAULT_REQUESTS
 
 from tinyllm import PagedEngine, generate
 from tinyllm import serve as serve_module
@@ -179,14 +180,6 @@ def test_the_ops_a_step_issues_outside_its_replay_do_not_grow_with_the_rows(toy_
 
 # --- failure paths: nothing lost ------------------------------------------------------------
 
-FAULT_REQUESTS = [  # (prompt start, length, max_new_tokens, sampling): greedy and seeded
-    (1000, 7, 12, {}),
-    (5000, 11, 5, {"temperature": 0.8, "top_k": 20, "seed": 1}),
-    (9000, 5, 9, {}),
-    (13000, 9, 14, {"temperature": 1.2, "seed": 2}),
-    (17000, 6, 1, {}),
-    (21000, 8, 7, {"temperature": 0.7, "seed": 3}),
-]
 VARIANTS = {  # chunks of 4 positions: every prompt takes 2 or 3 forwards, shared
     "chunks": {"prefill_graphs": False, "prefill_chunk": 4},
     "eager, overlap": {"overlap": True, "prefill_chunk": 16},

@@ -55,7 +55,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from tinyllm.rows import Rows
+from tinyllm.rows import OnRows, Rows
 from tinyllm.validate import (
     LIMITS,
     Limits,
@@ -423,7 +423,7 @@ class StaticDecode:
         self.cache.pos.add_(1)  # device work only: advance_host() moves n
 
 
-class SlotKVCache(WindowCache):
+class SlotKVCache(OnRows, WindowCache):
     """n_slots rows of max_len positions; each slot holds one request at its own length.
 
     prefilling(slot) is the step of one prompt's model call (1, T) into a free slot, which
@@ -439,18 +439,6 @@ class SlotKVCache(WindowCache):
         super().__init__(n_layers, n_slots, max_len, device, limits)
         self.n_slots = n_slots
         self.rows = Rows(n_slots, max_len, self.device, block_size=None)
-        self.lens_dev, self.active_dev = self.rows.lens_dev, self.rows.active_dev
-
-    @property
-    def lens(self) -> list[int]:
-        return self.rows.lens.tolist()
-
-    @property
-    def active(self) -> list[bool]:
-        return self.rows.active.tolist()
-
-    def free_slots(self) -> list[int]:
-        return self.rows.free_rows().tolist()
 
     def validate_slot(self, slot) -> None:
         if not is_int(slot) or not 0 <= slot < self.n_slots:

@@ -34,7 +34,7 @@ from torch import Tensor
 
 from tinyllm.kernels import paged_decode_attention
 from tinyllm.kv_cache import FixedCache, LayerKV, causal_kwargs
-from tinyllm.rows import SCRATCH, Rows, to_device
+from tinyllm.rows import SCRATCH, OnRows, Rows, to_device
 from tinyllm.validate import LIMITS, validate_int, validate_limits
 
 
@@ -46,7 +46,7 @@ def copy_from_host(dst: Tensor, values) -> None:
     dst[: len(values)].copy_(t, non_blocking=True)
 
 
-class PagedKVCache(FixedCache):
+class PagedKVCache(OnRows, FixedCache):
     """n_rows rows of up to max_len positions, in a pool of n_blocks blocks of block_size
     positions (default: enough for every row at max_len, and the scratch block). block_size
     is a power of two: the decode kernel's tl.arange over a block needs one.
@@ -82,14 +82,6 @@ class PagedKVCache(FixedCache):
     # --- the host twins, to read; the rows' moves are cache.rows' -------------------------
 
     @property
-    def lens(self) -> list[int]:
-        return self.rows.lens.tolist()
-
-    @property
-    def active(self) -> list[bool]:
-        return self.rows.active.tolist()
-
-    @property
     def tables(self) -> list[list[int]]:
         return self.rows.tables()
 
@@ -97,17 +89,11 @@ class PagedKVCache(FixedCache):
     def free(self) -> list[int]:
         return self.rows.free
 
-    # the device twins, the rows' own buffers (read them; `x += 1` keeps the same tensor)
-    lens_dev = property(lambda self: self.rows.lens_dev, lambda self, t: self.rows.keep(t))
-    active_dev = property(lambda self: self.rows.active_dev, lambda self, t: self.rows.keep(t))
+    # the device table, the rows' own buffer (read it; a new tensor is refused)
     block_table = property(lambda self: self.rows.block_table, lambda self, t: self.rows.keep(t))
 
     def blocks_for(self, n_positions: int) -> int:
         return -(-n_positions // self.block_size)
-
-    def free_slots(self) -> list[int]:
-        """The rows that hold no request."""
-        return self.rows.free_rows().tolist()
 
     def keys_needed(self) -> int:
         """Keys the next decode step attends over, in its longest row."""

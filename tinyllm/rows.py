@@ -389,6 +389,29 @@ class Rows:
                 and h.moved.shape[1] == 0)  # fmt: skip
 
 
+class OnRows:
+    """What a cache built on Rows (the slot cache, the paged cache) reads from `self.rows`:
+    the host twins as lists, the free rows, and the device buffers, which are the rows' own
+    (read them; `x += 1` keeps the same tensor, a new tensor is refused)."""
+
+    rows: Rows
+
+    @property
+    def lens(self) -> list[int]:
+        return self.rows.lens.tolist()
+
+    @property
+    def active(self) -> list[bool]:
+        return self.rows.active.tolist()
+
+    def free_slots(self) -> list[int]:
+        """The rows that hold no request."""
+        return self.rows.free_rows().tolist()
+
+    lens_dev = property(lambda self: self.rows.lens_dev, lambda self, t: self.rows.keep(t))
+    active_dev = property(lambda self: self.rows.active_dev, lambda self, t: self.rows.keep(t))
+
+
 def _ranks(counts: np.ndarray) -> np.ndarray:
     """0, 1, ..., counts[0]-1, 0, 1, ..., counts[1]-1, ...: each item's rank in its group."""
     starts = np.repeat(np.cumsum(counts) - counts, counts)

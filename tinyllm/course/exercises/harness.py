@@ -353,10 +353,12 @@ def unequal(got, value: float, want: float, unit: str = "") -> str:
 
 
 def check_cases(
-    fn, cases, reference, done: str, compare=equal, none_ok=False, seconds=CALL_SECONDS, slow=None
-) -> bool:
-    """Run fn on each (args, shown) case against reference(*args); compare → problem or None.
-    A compare that fails on what fn returned (a wrong type) is a hint too. Each call of fn
+    fn, cases, reference, done: str, compare=equal, none_ok=False, seconds=CALL_SECONDS, slow=None,
+    with_args=False,
+) -> bool:  # fmt: skip
+    """Run fn on each (args, shown) case against reference(*args); compare → problem or None
+    (with_args: compare(got, want, *args), for hints that name what the case asked). A
+    compare that fails on what fn returned (a wrong type) is a hint too. Each call of fn
     gets `seconds` (and `slow` is the hint when it runs out)."""
     for args, shown_as in cases:
         want = reference(*args)
@@ -364,7 +366,7 @@ def check_cases(
         if got is FAILED:
             return False
         try:
-            problem = compare(got, want)
+            problem = compare(got, want, *args) if with_args else compare(got, want)
         except Exception:  # what fn returned cannot even be compared: a hint, no traceback
             problem = f"returned {shown_type(got)}, which is not the kind of answer expected"
         if problem:

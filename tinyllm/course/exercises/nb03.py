@@ -192,15 +192,15 @@ def check_wasted_share(fn) -> Verdict:
         ((128, 256, 512, 1000), 1000),
         (default_buckets(1024, 128, 1.5), 1024),
     ]
-    for buckets, max_len in cases:
-        shown = f"buckets={buckets}, max_len={max_len}"
-        got = call(fn, (buckets, max_len), shown, seconds=5.0)
-        if got is FAILED:
-            return False
-        problem = _same_share(got, wasted_share(buckets, max_len), buckets, max_len)
-        if problem:
-            return hint(f"on {shown} your function {problem}")
-    return ok("your share is graphs.wasted_share, on every bucket list tried")
+    return check_cases(
+        fn,
+        [((b, m), f"buckets={b}, max_len={m}") for b, m in cases],
+        wasted_share,
+        "your share is graphs.wasted_share, on every bucket list tried",
+        _same_share,
+        seconds=5.0,
+        with_args=True,
+    )
 
 
 # --- exercise 4: choose the buckets --------------------------------------------------------

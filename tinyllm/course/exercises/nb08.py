@@ -12,6 +12,7 @@ from tinyllm.course.exercises.harness import (
     Verdict,
     as_int,
     call,
+    check_cases,
     checker,
     entered,
     equal,
@@ -79,15 +80,14 @@ def _same_where(got, want, block_size=None, pos=None) -> str | None:
 def check_block_of(fn) -> Verdict:
     """fn(pos, block_size) → (i, offset): position pos of a row is at offset `offset` of the
     block in its table entry i."""
-    for p, bs in BOUNDARY_CASES:
-        shown_as = f"pos={p}, block_size={bs}"
-        got = call(fn, (p, bs), shown_as, seconds=CALL_SECONDS)
-        if got is FAILED:
-            return False
-        problem = _same_where(got, _where(p, bs), bs, p)
-        if problem:
-            return hint(f"on {shown_as} your function {problem}")
-    return ok("position p is at offset p % block_size of table entry p // block_size")
+    return check_cases(
+        fn,
+        [((p, bs), f"pos={p}, block_size={bs}") for p, bs in BOUNDARY_CASES],
+        _where,
+        "position p is at offset p % block_size of table entry p // block_size",
+        lambda got, want, p, bs: _same_where(got, want, bs, p),
+        with_args=True,
+    )
 
 
 def _same_count(got, want, n_positions=None, block_size=None) -> str | None:
@@ -130,15 +130,14 @@ def check_blocks_for(fn) -> Verdict:
             "your function calls PagedKVCache.blocks_for, the cache's own answer: this "
             "exercise is to write it. Divide, and round up"
         )
-    for n, bs in cases:
-        shown_as = f"n_positions={n}, block_size={bs}"
-        got = call(fn, (n, bs), shown_as, seconds=CALL_SECONDS)
-        if got is FAILED:
-            return False
-        problem = _same_count(got, -(-n // bs), n, bs)
-        if problem:
-            return hint(f"on {shown_as} your function {problem}")
-    return ok("a row of n positions holds ceil(n / block_size) blocks")
+    return check_cases(
+        fn,
+        [((n, bs), f"n_positions={n}, block_size={bs}") for n, bs in cases],
+        lambda n, bs: -(-n // bs),
+        "a row of n positions holds ceil(n / block_size) blocks",
+        _same_count,
+        with_args=True,
+    )
 
 
 # --- exercise 2: the decode write, at block and offset, read on the device ------------------
