@@ -110,10 +110,17 @@ def test_step_sampling_right(capsys):
         (lambda x, t, s, p: (my_step_sampling(x, t, s, p), s.add_(1))[0],
          ("changed its input seed",)),
         (divides_in_place, ("changed its input logits",)),
+        (lambda x, t, s, p: (x / t.clamp(min=0.2)[:, None] - torch.log(
+            -torch.log(uniform_noise(s, p, x.shape[-1])))).argmax(-1),
+         ("temperature 0", "no noise", "torch.where")),
+        (lambda x, t, s, p: torch.where(t > 0, (x / t - torch.log(-torch.log(
+            uniform_noise(s, p, x.shape[-1])))).argmax(-1), x.argmax(-1)),
+         ("RuntimeError", "temperature[:, None]")),
     ],
     ids=["if", "item", "tolist", "greedy only", "logits * t", "log(u) for Gumbel",
          "torch.rand", "float", "shape", "list", "the package's own sample", "a boolean mask",
-         "zeroes temperature", "bumps the seed", "divides the logits in place"],
+         "zeroes temperature", "bumps the seed", "divides the logits in place",
+         "a clamped temperature, noise on greedy rows", "no broadcast"],
 )  # fmt: skip
 def test_step_sampling_wrong(answer, needles, capsys):
     out = assert_hint(check_step_sampling, answer, capsys, *needles)
@@ -411,6 +418,9 @@ def test_noise_key_that_exits_gets_a_hint(capsys):
         (lambda s, p, r, v: (my_noise_key(s, p, r, v), s.zero_())[0], ("changed its input seed",)),
         (lambda s, p, r, v: my_noise_key(s, p.add_(1), r, v), ("changed its input position",)),
         (added_position, ("shifted by one vocab id",)),
+        (lambda s, p, r, v: ((splitmix64(splitmix64(s)[:, None] + p[:, None] * 64
+                                         + torch.arange(v)) >> 41) & (2**23 - 1)).float()
+         .add(0.5) * 2.0**-23, ("share 448 of their 512 draws",)),
     ],
     ids=["seed + row", "position + row", "torch.rand", "no position", "no seed",
          "a generator per row on the host", "shape", "range", "ints", "one per row",
@@ -418,7 +428,8 @@ def test_noise_key_that_exits_gets_a_hint(capsys):
          "sorted descending", "squared", "0 and 1 often", "float16", "0 and 1 rarely",
          "the package's own", "bits * 2**-23", "hash / 2**64 + 0.5", "(bits + 1) * 2**-23",
          "24 bits in float32", "another order, bits * 2**-23", "another order, 24 bits",
-         "an arithmetic shift", "zeroes the seed", "bumps the position", "position + id"],
+         "an arithmetic shift", "zeroes the seed", "bumps the position", "position + id",
+         "position * 64 + id"],
 )  # fmt: skip
 def test_noise_key_wrong(answer, needles, capsys):
     assert_hint(check_noise_key, answer, capsys, *needles)

@@ -354,15 +354,15 @@ def unequal(got, value: float, want: float, unit: str = "") -> str:
 
 def check_cases(
     fn, cases, reference, done: str, compare=equal, none_ok=False, seconds=CALL_SECONDS, slow=None,
-    with_args=False,
+    with_args=False, explain=None,
 ) -> bool:  # fmt: skip
     """Run fn on each (args, shown) case against reference(*args); compare → problem or None
     (with_args: compare(got, want, *args), for hints that name what the case asked). A
     compare that fails on what fn returned (a wrong type) is a hint too. Each call of fn
-    gets `seconds` (and `slow` is the hint when it runs out)."""
+    gets `seconds` (and `slow` is the hint when it runs out); `explain` is call's."""
     for args, shown_as in cases:
         want = reference(*args)
-        got = call(fn, args, shown_as, none_ok, seconds, slow)
+        got = call(fn, args, shown_as, none_ok, seconds, slow, explain)
         if got is FAILED:
             return False
         try:

@@ -95,12 +95,22 @@ def _same_slot_mask(got, want) -> str | None:
     return problem
 
 
+def _explain_mask(error: Exception) -> str | None:
+    if isinstance(error, RuntimeError) and "must match the size" in str(error):
+        return (
+            "lens has one entry per slot and the key positions one per key. Compare "
+            "torch.arange(window) with lens[:, None], shape (n_slots, 1): broadcasting then "
+            "gives one row per slot, (n_slots, window)"
+        )
+    return None
+
+
 @checker
 def check_slot_mask(fn) -> Verdict:
     """fn(lens (n_slots,), window) → bool (n_slots, window), SlotKVCache's decode mask."""
     with entered(slot_mask) as ran:
         got = call(fn, (torch.tensor([0, 3, 5]), 8), "lens=[0, 3, 5], window=8", False,
-                   CALL_SECONDS)  # fmt: skip
+                   CALL_SECONDS, explain=_explain_mask)  # fmt: skip
     if got is FAILED:
         return False
     if ran[slot_mask]:
@@ -121,4 +131,5 @@ def check_slot_mask(fn) -> Verdict:
         slot_mask,
         "your mask is SlotKVCache's: a free slot attends to key 0",
         _same_slot_mask,
+        explain=_explain_mask,
     )

@@ -81,13 +81,24 @@ CAPTURE_CASE, REPLAY_CASES = 2, (4, 5)  # captured on one, replayed on the other
 # (case 2 is the captured one: the solutions notebook's stored hint names it)
 
 
+NEAR_TIE = 1e-3  # a greedy row's runner-up, this far below its best logit
+
+
 def _sampling_case(seed=0):
+    """logits, temperature, seed, position of B rows. In each greedy row the runner-up id
+    is the one whose Gumbel noise is largest, NEAR_TIE below the best logit: noise added to
+    a greedy row, at any scale (a temperature clamped to 0.2, say), picks it instead."""
     g = torch.Generator().manual_seed(seed)
     B = len(TEMPERATURES)
     logits = torch.randn(B, V, generator=g) * 2
     temperature = torch.tensor(TEMPERATURES).roll(seed)  # the greedy rows move case to case
     seeds = torch.randint(0, 2**40, (B,), generator=g)
     position = torch.randint(5, 200, (B,), generator=g)
+    gumbel = -torch.log(-torch.log(uniform_noise(seeds, position, V)))
+    for r in (temperature == 0).nonzero().flatten().tolist():
+        best = int(logits[r].argmax())
+        runner_up = int(gumbel[r].index_fill(0, torch.tensor([best]), -float("inf")).argmax())
+        logits[r, runner_up] = logits[r, best] - NEAR_TIE
     return logits, temperature, seeds, position
 
 
@@ -114,7 +125,9 @@ def _ids_problem(got, want, temperature, shown_as) -> str | None:
     if t == 0:
         return (
             f"on {shown_as} row {r} (temperature 0) got id {int(got[r])}, expected "
-            f"{int(want[r])}: a row at temperature 0 takes the argmax of its logits"
+            f"{int(want[r])}: a row at temperature 0 takes the argmax of its logits, with no "
+            f"noise. Here its runner-up is {NEAR_TIE:g} below the best and draws the larger "
+            f"noise: add none to a greedy row, and pick greedy rows with torch.where"
         )
     return (
         f"on {shown_as} row {r} (temperature {t:g}) got id {int(got[r])}, expected "
@@ -146,13 +159,22 @@ OWN_SAMPLER = (
 )
 
 
+def _explain_sampling(error: Exception) -> str | None:
+    if isinstance(error, RuntimeError) and "must match the size" in str(error):
+        return (
+            "logits are (B, V) and temperature is (B,): divide by temperature[:, None], shape "
+            "(B, 1), so that each row is divided by its own temperature"
+        )
+    return None
+
+
 def _eager_problem(fn, case, shown_as):
     """fn run on a copy of case: a problem, None when its ids are right, or FAILED (hinted).
     A function that calls generation.sample is a problem whatever it returns."""
     want = _reference_sample(*case)
     given = tuple(t.clone() for t in case)
     with entered(sample) as ran:
-        got = call(fn, given, shown_as, seconds=CALL_SECONDS)
+        got = call(fn, given, shown_as, seconds=CALL_SECONDS, explain=_explain_sampling)
     if got is FAILED:
         return FAILED
     if ran[sample]:
@@ -272,7 +294,7 @@ def check_hand_out(fn) -> Verdict:
                for r in reqs]  # fmt: skip
         want_finished = _reference_hand_out(ref, ids, eos)
         before = [None if r is None else list(r.out) for r in reqs]
-        got = call(fn, (reqs, list(ids), eos), shown_as, none_ok=True, seconds=CALL_SECONDS,
+        got = call(fn, (list(reqs), list(ids), eos), shown_as, none_ok=True, seconds=CALL_SECONDS,
                    explain=_explain_hand_out)  # fmt: skip
         if got is FAILED:
             return False
@@ -457,6 +479,42 @@ def _collision_problem(fn) -> str | None | object:
     return None
 
 
+REUSE_V = 512  # 64 neighbouring keys, 512 ids each: do two keys share a stretch of draws?
+
+
+def _reuse_problem(fn) -> str | None | object:
+    """Neighbouring keys (8 seeds × 8 positions) must not share draws. Independent 23-bit
+    uniforms share about REUSE_V**2 / 2**23 (0.03) values between two rows; a key that lets
+    one (seed, position) reach another's ids (seed + position * 64 + id, say) shares a
+    stretch of them. A problem, None, or FAILED (hinted)."""
+    seed = torch.arange(100, 108).repeat_interleave(8)
+    position = torch.arange(20, 28).repeat(8)
+    shown_as = "seeds 100-107 at positions 20-27 (64 requests)"
+    u = call(fn, (seed, position, torch.arange(64), REUSE_V), shown_as, seconds=CALL_SECONDS)
+    if u is FAILED:
+        return FAILED
+    problem = _noise_problem(u, 64, REUSE_V)
+    if problem:
+        return f"on {shown_as} your function {problem}"
+    values, order = u.flatten().sort()
+    row = order // REUSE_V
+    same = (values[1:] == values[:-1]) & (row[1:] != row[:-1])
+    a, b = row[1:][same], row[:-1][same]
+    pairs = torch.bincount(torch.minimum(a, b) * 64 + torch.maximum(a, b), minlength=64 * 64)
+    worst = int(pairs.argmax())
+    if int(pairs[worst]) < REUSE_V // 8:
+        return None
+    a, b = divmod(worst, 64)
+    shared = int(torch.isin(u[a], u[b]).sum())
+    return (
+        f"on {shown_as}, (seed {int(seed[a])}, position {int(position[a])}) and (seed "
+        f"{int(seed[b])}, position {int(position[b])}) share {shared} of their "
+        f"{REUSE_V} draws: one key reaches the other's ids, so two tokens reuse the same "
+        f"noise. Hash (seed, position) first, then mix in the id: "
+        f"splitmix64(splitmix64(splitmix64(seed) ^ position) ^ id)"
+    )
+
+
 def _draws(fn, rows: int, vocab: int, gen_seed: int) -> tuple:
     """fn on `rows` requests of random seeds and positions (drawn from gen_seed), each in its
     own row, over `vocab` ids: (uniforms, shown) if they are shaped and valued as uniforms,
@@ -620,7 +678,8 @@ def check_noise_key(fn) -> Verdict:
             "captured at positions [5, 9, 5, 17] and replayed at new positions, the noise is "
             "the captured one: compute the key from the position tensor on the device"
         )
-    for find in (_collision_problem, _shift_problem, _spread_problem, _open_interval_problem):
+    for find in (_collision_problem, _shift_problem, _reuse_problem, _spread_problem,
+                 _open_interval_problem):  # fmt: skip
         problem = find(fn)
         if problem is FAILED:
             return False

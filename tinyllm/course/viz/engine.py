@@ -117,8 +117,10 @@ def overlap_timeline_figure(rec: dict, n_slots: str = "8", variants=None):
         ax.set(yticks=[0.5, 1.5], yticklabels=["GPU", "host"], xlim=(0, tl["window_us"]))
         ax.set_ylabel(name.replace("_", "\n"), fontsize=8, rotation=0, ha="right", va="center")
     axes[-1, 0].set_xlabel("µs from the window's start")
-    handles = [Patch(color=SECTION_COLORS[s], label=s) for s in (*HOST_LANES, "gpu")]
-    axes[0, 0].legend(handles=handles, fontsize=7, ncols=4, loc="lower right",
+    handles = [Patch(color=SECTION_COLORS[s], label=s) for s in HOST_LANES]
+    handles += [Patch(facecolor="white", edgecolor="0.6", label="other host: the gaps"),
+                Patch(color=SECTION_COLORS["gpu"], label="gpu")]  # fmt: skip
+    axes[0, 0].legend(handles=handles, fontsize=7, ncols=5, loc="lower right",
                       bbox_to_anchor=(1, 1.02))  # fmt: skip
     fig.suptitle(f"{n_slots} slots, one window: GPU busy {', '.join(shares)}", fontsize=10)
     return label_source(fig, rec, "window from the middle of a profiled run of the workload")
