@@ -8,6 +8,8 @@ out-of-range id that reached a CUDA kernel would poison the whole process); wher
 set-up made a decoder or a cache, its positions must be unchanged.
 """
 
+import os
+import signal
 import types
 
 import pytest
@@ -34,6 +36,7 @@ from tinyllm.checkpoint import PRETRAINED
 from tinyllm.generation import decode_step, prefill
 from tinyllm.paged import PagedKVCache
 from tinyllm.serve import PagedEngine
+from tinyllm.validate import signals_held
 
 V = 258  # vocab_size of every preset
 MAX = 1024  # the shipped model's max_seq_len
@@ -1341,3 +1344,28 @@ def test_a_caller_who_means_it_lifts_the_limits(shipped_model):
     cfg = ModelConfig(d_model=8, n_heads=2, n_kv_heads=1, ffn_hidden=8, n_layers=70, max_seq_len=16)
     assert len(Transformer(cfg, limits=Limits(layers=70)).blocks) == 70
     assert StaticKVCache(4, 2000, 8, "cpu", limits=Limits(rows=2000)).batch == 2000
+
+
+def test_held_signals_nest_and_are_delivered_between_moves():
+    """An inner hold (a move) ends without delivering; the outer hold (a run) delivers at
+    deliver(), between moves, and goes on holding; its end delivers the rest and puts the
+    handler back."""
+    hits: list[int] = []
+
+    def handler(signum, frame):
+        hits.append(signum)
+
+    previous = signal.signal(signal.SIGALRM, handler)
+    try:
+        with signals_held:
+            with signals_held:  # a move inside the run
+                os.kill(os.getpid(), signal.SIGALRM)
+            assert hits == []
+            signals_held.deliver()
+            assert hits == [signal.SIGALRM]
+            os.kill(os.getpid(), signal.SIGALRM)  # held again after deliver()
+            assert hits == [signal.SIGALRM]
+        assert hits == [signal.SIGALRM] * 2
+        assert signal.getsignal(signal.SIGALRM) is handler
+    finally:
+        signal.signal(signal.SIGALRM, previous)

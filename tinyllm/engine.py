@@ -96,7 +96,7 @@ class Serving:
 
     def hand_back(self) -> dict[int, list[int]]:
         """The finished requests' ids, {rid: generated ids}, handed back once."""
-        with signals_held():
+        with signals_held:
             done = {rid: self.requests.pop(rid).out for rid in self.finished}
             self.finished, self.waiting, self.head = [], self.waiting[self.head :], 0
         return done
@@ -119,7 +119,7 @@ class Serving:
         length. sync=False, for a move that flushes the rows itself before its first device
         work (the paged step) or writes only its own rows (an admission's prefill graph):
         rows.settle() instead, which flushes only what an undo or a move of tok left."""
-        with signals_held():
+        with signals_held:
             cache.sync() if sync else cache.rows.settle()
             saved = cache.rows.snapshot(), self.head, len(self.finished), self.saved_state()
             self.appended: list[list[int]] = []

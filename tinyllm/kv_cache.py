@@ -225,7 +225,7 @@ class FixedCache:
         if self.saved is not None:
             yield
             return
-        with signals_held():
+        with signals_held:
             self.sync()
             self.saved = self.snapshot()
             try:
@@ -354,7 +354,7 @@ class StaticKVCache(WindowCache):
             len(pad_lens) != self.batch or any(not is_int(p) or p < 0 for p in pad_lens)
         ):
             raise ValueError(f"snapshot pad_lens {pad_lens!r}: {self.batch} ints >= 0 expected")
-        with signals_held():
+        with signals_held:
             self.n, self.pad_lens = n, pad_lens
             self.pos.fill_(n)
             self.first_valid.copy_(torch.tensor(pad_lens or [0] * self.batch))

@@ -35,7 +35,7 @@ undone by one assignment, and nothing that goes wrong while undoing it (an excep
 a timer) leaves host and device apart.
 """
 
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, fields
 
 import numpy as np
 import torch
@@ -69,15 +69,14 @@ class Host:
     rid: np.ndarray  # (n_rows,) int64, -1: no request
     left: np.ndarray  # (n_rows,) int64: the ids its request may still take, 0: it has finished
     held: np.ndarray  # (n_rows,) int64: blocks each row holds
-    dirty: np.ndarray  # (n_rows,) bool: changed since the last flush (the whole row)
-    grown: np.ndarray  # (n_rows,) bool: took a block since the last flush (its table only)
+    dirty: np.ndarray  # (n_rows,) bool: changed since the last flush
     moved: np.ndarray  # (2, k) int64: (src, dst) of the moves since the last flush, for tok
-    free: np.ndarray  # the blocks no row holds, a stack: moves take from its end. Never
-    # written in place (a move binds a new array or a view), so a copy shares it
+    free: np.ndarray  # the blocks no row holds, a stack: moves take from its end
+    # moved and free are never written in place (a move binds a new array), so a copy shares them
 
     def copy(self) -> "Host":
-        arrays = {f.name: getattr(self, f.name).copy() for f in fields(self) if f.name != "free"}
-        return replace(self, **arrays)
+        return Host(self.state.copy(), self.rid.copy(), self.left.copy(), self.held.copy(),
+                    self.dirty.copy(), self.moved, self.free)  # fmt: skip
 
     def __eq__(self, other) -> bool:
         return isinstance(other, Host) and all(
@@ -120,7 +119,7 @@ class Rows:
             state=np.zeros((n_rows, width), np.int64), rid=np.full(n_rows, -1, np.int64),
             left=np.zeros(n_rows, np.int64),
             held=np.zeros(n_rows, np.int64), dirty=np.zeros(n_rows, bool),
-            grown=np.zeros(n_rows, bool), moved=np.zeros((2, 0), np.int64),
+            moved=np.zeros((2, 0), np.int64),
             free=np.arange(1, self.n_blocks, dtype=np.int64),
         )  # fmt: skip
         self.state = torch.zeros(n_rows, width, dtype=torch.long, device=device)
@@ -129,6 +128,7 @@ class Rows:
         self.temperature = self.state[:, TEMPERATURE].view(torch.float64)
         self.block_table = self.state[:, TABLE:]
         self.tok = torch.zeros(n_rows, 1, dtype=torch.long, device=device)
+        self.row_ids = np.arange(n_rows, dtype=np.int64)
         self.restored_tok: Tensor | None = None  # after restore(): tok as the snapshot held it
 
     # --- the host twins, read ---------------------------------------------------------------
@@ -166,11 +166,13 @@ class Rows:
 
     def rows_of(self, rids: np.ndarray) -> np.ndarray:
         """The row that holds each request now, -1 where none does (a padded row's -1, or a
-        request released since): a sort of the rows' rids and a binary search, vectorised."""
+        request released since): a table from request id to row, built and read at once. Its
+        last entry, which no request id reaches, is the -1 of a pad and of a free row."""
         rid = self.host.rid
-        order = np.argsort(rid)
-        row = order[np.searchsorted(rid, rids, sorter=order).clip(max=self.n_rows - 1)]
-        return np.where((rid[row] == rids) & (rids >= 0), row, -1)
+        where = np.full(max(int(rid.max()), int(rids.max())) + 2, -1, np.int64)
+        where[rid] = self.row_ids  # a free row's rid -1 writes the last entry ...
+        where[-1] = -1  # ... which stays -1
+        return where[rids]
 
     def in_use(self) -> int:
         """One more than the last row that holds a request (a compact engine's row count)."""
@@ -223,13 +225,15 @@ class Rows:
 
     # --- the moves --------------------------------------------------------------------------
 
-    def take(self, rows, n_positions) -> None:
+    def take(self, rows, n_positions, *, check: bool = True) -> None:
         """Hand each of `rows` the blocks it lacks for n_positions[i] positions, from the
         free list, on the host (a prefill writes them, then admit() or a prefill graph puts
-        the tables on the device). Refused whole if the free list cannot cover them all."""
-        r = self.validate_rows(rows)
-        n = self.validate_lens(r, n_positions)
-        h = self.host
+        the tables on the device). Refused whole if the free list cannot cover them all.
+        check=False: the engine's own rows and lengths, numpy int64 arrays checked already."""
+        if check:
+            rows = self.validate_rows(rows)
+            n_positions = self.validate_lens(rows, n_positions)
+        r, n, h = rows, n_positions, self.host
         need = np.maximum(self.blocks_for(n) - h.held[r], 0)
         total = int(need.sum())
         if total > len(h.free):
@@ -244,17 +248,20 @@ class Rows:
         h.held[r] += need
 
     def admit(self, rows, lens, temperature=0.0, top_k=0, seed=0, rids=-1, left=0, *,
-              upload: bool = True):  # fmt: skip
+              upload: bool = True, check: bool = True):  # fmt: skip
         """Rows `rows` take requests of lens[i] positions (their blocks taken already), with
         their sampling arguments, request ids and the ids each may take (each a value for all,
         or one a row).
         upload=False: the device has them already (a prefill graph set them, inside the
-        graph); only the host twins follow."""
-        r = self.validate_rows(rows, free=True)
-        n = self.validate_lens(r, lens)
+        graph); only the host twins follow. check=False: as take's."""
         h = self.host
-        if (h.held[r] < self.blocks_for(n)).any():
-            raise ValueError("admit needs the rows' blocks first: take(rows, lens)")
+        if check:
+            r = self.validate_rows(rows, free=True)
+            n = self.validate_lens(r, lens)
+            if (h.held[r] < self.blocks_for(n)).any():
+                raise ValueError("admit needs the rows' blocks first: take(rows, lens)")
+        else:
+            r, n = rows, lens
         h.state[r, LEN], h.state[r, ACTIVE], h.rid[r], h.left[r] = n, 1, rids, left
         h.state[r, TOP_K], h.state[r, SEED] = top_k, seed
         h.state[r, TEMPERATURE] = np.asarray(temperature, np.float64).view(np.int64)
@@ -264,43 +271,32 @@ class Rows:
 
     def flush(self) -> None:
         """Bring the device in step with the host: every row changed since the last flush
-        written from its host twin with one upload and one indexed write of the state; a row
-        that only grew, its block table alone; each moved row's tok moved with it. After a
-        restore(), every row, and tok as the snapshot held it. The host lengths must be in
-        step first (advance_host after a step): a changed row's device length is rewritten
-        from them."""
+        written from its host twin, with one upload and one indexed write of the state; each
+        moved row's tok moved with it. After a restore(), every row, and tok as the snapshot
+        held it. The host lengths must be in step first (advance_host after a step): a changed
+        row's device length is rewritten from them."""
         h = self.host
         if self.restored_tok is not None:
             self.tok.copy_(self.restored_tok)
             h.dirty[:] = True
             self.restored_tok = None
         r = np.flatnonzero(h.dirty)
-        g = np.flatnonzero(h.grown & ~h.dirty)
-        k, m, j = len(r), h.moved.shape[1], len(g)
-        if k + m + j == 0:
+        k, m = len(r), h.moved.shape[1]
+        if k + m == 0:
             return
-        ints = np.concatenate([r, h.moved.reshape(-1), g, h.state[r].reshape(-1),
-                               h.state[g, TABLE:].reshape(-1)])  # fmt: skip
-        d = to_device(ints, self.device)
-        at, src, dst, grown = (
-            d[:k],
-            d[k : k + m],
-            d[k + m : k + 2 * m],
-            d[k + 2 * m : k + 2 * m + j],
-        )
-        rows = d[k + 2 * m + j :]
+        d = to_device(np.concatenate([h.moved.reshape(-1), r, h.state[r].reshape(-1)]),
+                      self.device)  # fmt: skip
         if m:  # tok first: the moved rows' next ids, as the last step sampled them
+            src, dst = d[:m], d[m : 2 * m]
             self.tok.index_copy_(0, dst, self.tok.index_select(0, src))
         if k:
-            self.state.index_copy_(0, at, rows[: k * self.state.shape[1]].view(k, -1))
-        if j:
-            self.block_table[grown] = rows[k * self.state.shape[1] :].view(j, -1)
-        h.dirty[:], h.grown[:], h.moved = False, False, h.moved[:, :0]
+            self.state.index_copy_(0, d[2 * m : 2 * m + k], d[2 * m + k :].view(k, -1))
+        h.dirty[:], h.moved = False, h.moved[:, :0]
 
     def grow(self) -> None:
         """Before a decode step: every active row whose next position starts a new block
         takes one, from the end of the free list. Vectorised: the rows that cross are found
-        with numpy; the next flush puts their tables on the device."""
+        with numpy, and marked; the next flush puts their tables on the device."""
         h = self.host
         if self.block_size is None:
             return
@@ -314,24 +310,27 @@ class Rows:
         blocks, h.free = h.free[k:][::-1], h.free[:k]
         h.state[cross, TABLE + h.held[cross]] = blocks
         h.held[cross] += 1
-        h.grown[cross] = True
+        h.dirty[cross] = True
 
-    def release(self, rows) -> None:
+    def release(self, rows, *, check: bool = True) -> None:
         """Free rows: their blocks go back to the free list, each row's last block first;
-        their tables point at the scratch block, their lengths are 0."""
-        r = self.validate_rows(rows)
+        their tables point at the scratch block, their lengths are 0. check=False: as take's."""
+        r = self.validate_rows(rows) if check else rows
         h = self.host
         held = h.held[r]
         cols = TABLE + np.repeat(held, held) - 1 - _ranks(held)  # each row's blocks, last first
         h.free = np.concatenate([h.free, h.state[np.repeat(r, held), cols]])
         h.state[r], h.held[r], h.rid[r], h.left[r], h.dirty[r] = 0, 0, -1, 0, True  # SCRATCH: 0
 
-    def move(self, src, dst) -> None:
+    def move(self, src, dst, *, check: bool = True) -> None:
         """Move the requests of rows src[i] to the free rows dst[i]: each row's length, table,
-        sampling arguments and next id. The K/V stay in their blocks; src rows end free."""
-        s, d = self.validate_rows(src, free=False), self.validate_rows(dst, free=True)
-        if len(s) != len(d):
-            raise ValueError(f"move takes one destination a row, got {len(s)} and {len(d)}")
+        sampling arguments and next id. The K/V stay in their blocks; src rows end free.
+        check=False: as take's."""
+        s, d = src, dst
+        if check:
+            s, d = self.validate_rows(src, free=False), self.validate_rows(dst, free=True)
+            if len(s) != len(d):
+                raise ValueError(f"move takes one destination a row, got {len(s)} and {len(d)}")
         h = self.host
         if h.moved.shape[1]:  # tok moves are applied at once at a flush: never two in a row
             self.flush()
@@ -344,6 +343,8 @@ class Rows:
         request takes the last request (src, dst), as one vectorised move."""
         active = self.host.state[:, ACTIVE] != 0
         n = int(active.sum())
+        if active[:n].all():  # no hole: nothing moves
+            return self.row_ids[:0], self.row_ids[:0]
         holes = np.flatnonzero(~active[:n])
         return np.flatnonzero(active[n:])[::-1][: len(holes)] + n, holes
 
@@ -385,8 +386,7 @@ class Rows:
     def in_step(self) -> bool:
         """Whether the device holds what the host says (nothing left to flush)."""
         h = self.host
-        return (self.restored_tok is None and not (h.dirty | h.grown).any()
-                and h.moved.shape[1] == 0)  # fmt: skip
+        return self.restored_tok is None and not h.dirty.any() and h.moved.shape[1] == 0
 
 
 class OnRows:

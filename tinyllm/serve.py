@@ -49,6 +49,7 @@ from tinyllm.precision import activation_dtype, precision
 from tinyllm.rows import LEN, SEED, TABLE, TEMPERATURE, TOP_K, to_device
 from tinyllm.validate import (
     LIMITS,
+    signals_held,
     validate_bool,
     validate_compile,
     validate_int,
@@ -139,6 +140,9 @@ class PagedEngine(Serving):
         positions = min(prefill_chunk, max_len)
         self.row_buckets = default_buckets(n_rows, first=1)
         self.len_buckets = default_buckets(positions, first=min(16, positions))
+        self.row_bucket_for = [bucket_for(max(n, 1), self.row_buckets) for n in range(n_rows + 1)]
+        self.len_bucket_for = [bucket_for(max(t, 1), self.len_buckets)
+                               for t in range(positions + 1)]  # fmt: skip
         width = self.rows.state.shape[1]
         self.fill_ints = torch.zeros(n_rows * (positions + width + 1), dtype=torch.long,
                                      device=device)  # fmt: skip
@@ -152,14 +156,16 @@ class PagedEngine(Serving):
         every request finished since the last run() returned. With graphs, capture() runs
         first if it has not: never while serving."""
         self.captured()
-        while self.n_waiting() or self.rows.active.any() or self.in_flight:
-            t0, waiting = time.perf_counter(), self.n_waiting()
-            self.admit()
-            if self.n_waiting() < waiting:
-                self.admissions.append({"t0": t0, "n": waiting - self.n_waiting(),
-                                        "admit_s": time.perf_counter() - t0})  # fmt: skip
-            if self.rows.active.any() or self.in_flight:
-                self.step()
+        with signals_held:  # held once for the run; each move's own hold nests inside it
+            while self.n_waiting() or self.rows.active.any() or self.in_flight:
+                t0, waiting = time.perf_counter(), self.n_waiting()
+                self.admit()
+                if self.n_waiting() < waiting:
+                    self.admissions.append({"t0": t0, "n": waiting - self.n_waiting(),
+                                            "admit_s": time.perf_counter() - t0})  # fmt: skip
+                if self.rows.active.any() or self.in_flight:
+                    self.step()
+                signals_held.deliver()  # a Ctrl-C or a timer that came during a move: here
         return self.hand_back()
 
     @torch.no_grad()
@@ -193,7 +199,7 @@ class PagedEngine(Serving):
             ready, self.in_flight = self.in_flight, []
             src, dst = self.rows.compaction()  # the holes admissions left: the last rows in
             if len(src):
-                self.rows.move(src, dst)
+                self.rows.move(src, dst, check=False)
             n = self.rows.in_use()
             if n:
                 key = self.size_for[n]
@@ -225,13 +231,12 @@ class PagedEngine(Serving):
         dropped. Vectorised with numpy: each request's row found (rows.rows_of), its count of
         ids left (rows.host.left) counted down, to 0 at eos_id. Returns the rows whose
         requests finish now."""
-        h, appended = self.rows.host, self.appended
+        h, requests, appended = self.rows.host, self.requests, self.appended
         for move in ready:
             rows = self.rows.rows_of(move.rids)
-            take = rows >= 0
-            take[take] = h.left[rows[take]] > 0
+            take = (rows >= 0) & (h.left[rows] > 0)  # (a row of -1 reads the last: not taken)
             rows, ids = rows[take], move.ids.numpy()[take]
-            outs = [self.requests[rid].out for rid in h.rid[rows].tolist()]
+            outs = [requests[rid].out for rid in move.rids[take].tolist()]
             for out, tok in zip(outs, ids.tolist()):
                 out.append(tok)
             appended += outs
@@ -245,7 +250,7 @@ class PagedEngine(Serving):
         request moves only when no new one takes its place."""
         if len(finished):
             self.finished += self.rows.host.rid[finished].tolist()
-            self.rows.release(finished)
+            self.rows.release(finished, check=False)
 
     def saved_state(self) -> list[InFlight]:
         return list(self.in_flight)  # the moves whose ids are on their way: a few
@@ -291,13 +296,13 @@ class PagedEngine(Serving):
         bucket: blocks taken and the rows admitted on the host, one upload into the fixed
         buffer, one replay (or the same forward eagerly), which sets the rows on the device.
         Returns the first ids on the device; the host has not read them."""
-        n, lens = len(reqs), [len(req.prompt) for req in reqs]
-        self.rows.take(rows, lens)
+        n, lens = len(reqs), np.array([len(req.prompt) for req in reqs])
+        self.rows.take(rows, lens, check=False)  # checked at submit, and free rows
         self.rows.admit(rows, lens, [req.temperature for req in reqs],
                         [req.top_k or 0 for req in reqs], [req.seed for req in reqs],
                         [req.rid for req in reqs], [req.max_new_tokens for req in reqs],
-                        upload=False)  # fmt: skip
-        R, T = bucket_for(n, self.row_buckets), bucket_for(max(lens), self.len_buckets)
+                        upload=False, check=False)  # fmt: skip
+        R, T = self.row_bucket_for[n], self.len_bucket_for[lens.max()]
         ids = np.zeros((R, T), np.int64)
         for b, req in enumerate(reqs):
             ids[b, : lens[b]] = req.prompt

@@ -19,7 +19,6 @@ A step that does not finish (an exception, Ctrl-C) is undone by its level's tran
 (signals_held), so that a second Ctrl-C or a timer cannot interrupt the undoing.
 """
 
-import contextlib
 import math
 import signal
 import threading
@@ -365,23 +364,49 @@ def validate_capture_sizes(capture_sizes, n_rows: int) -> tuple[int, ...]:
 HELD_SIGNALS = (signal.SIGINT, signal.SIGALRM)  # Ctrl-C, and timers (setitimer, alarm)
 
 
-@contextlib.contextmanager
-def signals_held():
-    """Hold off Ctrl-C and timer signals for the block: one that arrives inside it is
-    recorded, and delivered to the handler that was in place when the block ends (as
-    KeyboardInterrupt, or what a timer's handler raises). A move that must be whole runs
-    inside, so nothing but its own code can stop it halfway or interrupt its undo. Only the
-    main thread receives signals, so elsewhere this does nothing."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    caught: list = []
-    previous = {sig: signal.signal(sig, lambda signum, frame: caught.append((signum, frame)))
-                for sig in HELD_SIGNALS}  # fmt: skip
-    try:
-        yield
-    finally:
+class SignalsHeld:
+    """Hold off Ctrl-C and timer signals for a block: `with signals_held:`. One that arrives
+    inside it is recorded, and delivered to the handler that was in place when the block
+    ends (as KeyboardInterrupt, or what a timer's handler raises). A move that must be whole
+    runs inside, so nothing but its own code can stop it halfway or interrupt its undo.
+
+    Blocks nest: only the outermost installs and restores the handlers, so a move inside a
+    held loop costs nothing here. Such a loop calls deliver() between its moves: what arrived
+    is delivered there, as if the hold had ended, and the hold goes on. Only the main thread
+    receives signals, so elsewhere this does nothing."""
+
+    def __init__(self):
+        self.depth, self.caught, self.previous = 0, [], {}
+
+    def catch(self, signum, frame) -> None:
+        self.caught.append(signum)
+
+    def __enter__(self) -> "SignalsHeld":
+        if self.depth == 0 and threading.current_thread() is threading.main_thread():
+            self.previous = {sig: signal.signal(sig, self.catch) for sig in HELD_SIGNALS}
+        self.depth += 1
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.depth -= 1
+        if self.depth == 0:
+            self.release()
+
+    def release(self) -> None:
+        """The handlers put back, then each kind of signal caught delivered once, in order:
+        raise_signal runs its handler at once, which may raise."""
+        previous, self.previous = self.previous, {}
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-        for sig in dict.fromkeys(sig for sig, _ in caught):  # each kind once, in order
-            signal.raise_signal(sig)  # to the handler in place again, as soon as it can run
+        caught, self.caught = self.caught, []
+        for sig in dict.fromkeys(caught):
+            signal.raise_signal(sig)
+
+    def deliver(self) -> None:
+        """Between two moves of the outermost block: deliver what arrived, then hold again."""
+        if self.caught and self.depth == 1:
+            self.release()  # a handler that raises stops the loop (nothing left to restore)
+            self.previous = {sig: signal.signal(sig, self.catch) for sig in HELD_SIGNALS}
+
+
+signals_held = SignalsHeld()  # one for the process: signal handlers are the process's
