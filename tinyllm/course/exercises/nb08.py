@@ -347,6 +347,14 @@ def _in_scratch(cache, ref, pos: int) -> bool:
     return torch.equal(scratch, _keys(ref, pos + 1)[pos])
 
 
+def _scratch_problem(pos: int) -> str:
+    return (
+        f"the key of position {pos} went to the scratch block, not to row 0's blocks: "
+        f"when the step ran, row 0 had no block for it. Call cache.grow() before each "
+        f"replay, not after: it hands out the block the step's position needs"
+    )
+
+
 DECODER_STEP = (
     "your loop called decoder.step, which does the whole step for you. Write its host part "
     "yourself: key = decoder.graph_key(), copy the token into decoder.tok, cache.grow(), "
@@ -401,6 +409,10 @@ def _loop_problem(fn, model, T: int, n_steps: int) -> str | None | object:
     c = dec.cache
     host, device = c.lens[0], int(c.lens_dev[0])
     if device < T + n_steps:
+        # a grow between a replay and advance_host flushed the row from a host one behind
+        wrong = _first_wrong_key(c, ref.cache, min(device, len(c.tables[0]) * c.block_size))
+        if wrong is not None and _in_scratch(c, ref.cache, wrong):
+            return _scratch_problem(wrong)
         return (
             f"after {n_steps} replays from a {T}-token prompt lens_dev is [{device}], expected "
             f"[{T + n_steps}]: the replayed end_step advances lens_dev by itself. Never copy "
@@ -432,11 +444,7 @@ def _loop_problem(fn, model, T: int, n_steps: int) -> str | None | object:
         )
     wrong = _first_wrong_key(c, ref.cache, device)
     if wrong is not None and _in_scratch(c, ref.cache, wrong):
-        return (
-            f"the key of position {wrong} went to the scratch block, not to row 0's blocks: "
-            f"when the step ran, row 0 had no block for it. Call cache.grow() before each "
-            f"replay, not after: it hands out the block the step's position needs"
-        )
+        return _scratch_problem(wrong)
     if wrong is not None:
         return (
             f"the key of position {wrong} is not the one the reference run wrote: the step "
