@@ -20,6 +20,7 @@ from tinyllm.course.exercises import (
     check_replay_loop,
 )
 from tinyllm.paged import PagedKVCache
+from tinyllm.rows import Rows
 
 # --- exercise 1: block and offset; blocks for a length --------------------------------------
 
@@ -89,8 +90,20 @@ def test_blocks_for_right(answer, capsys):
             lambda n, bs: PagedKVCache(1, 1, 64, "cpu", block_size=bs).blocks_for(n),
             ("calls PagedKVCache.blocks_for",),
         ),
+        (
+            lambda n, bs: int(Rows(1, 64, "cpu", block_size=bs).blocks_for(n)),
+            ("calls Rows.blocks_for",),
+        ),
     ],
-    ids=["floor", "one too many", "true division", "float", "round", "the cache's own"],
+    ids=[
+        "floor",
+        "one too many",
+        "true division",
+        "float",
+        "round",
+        "the cache's own",
+        "the rows' own",
+    ],
 )
 def test_blocks_for_wrong(answer, needles, capsys):
     out = assert_hint(check_blocks_for, answer, capsys, *needles)

@@ -211,6 +211,20 @@ def test_hand_out_wrong(changed, needles, capsys):
     assert_hint(check_hand_out, lambda *a: my_hand_out(*a, **changed), capsys, *needles)
 
 
+def test_hand_out_that_reads_an_empty_out_gets_a_hint(capsys):
+    def last_of_empty(reqs, ids, eos_id):
+        done = []
+        for req, tok in zip(reqs, ids):
+            if req is None or req.out[-1] == eos_id or len(req.out) == req.max_new_tokens:
+                continue
+            req.out.append(tok)
+            if tok == eos_id or len(req.out) == req.max_new_tokens:
+                done.append(req.rid)
+        return done
+
+    assert_hint(check_hand_out, last_of_empty, capsys, "IndexError", "out is still empty")
+
+
 def test_hand_out_that_crashes_on_a_pad_row_gets_a_hint(capsys):
     def no_pad_rows(reqs, ids, eos_id):
         for req, tok in zip(reqs, ids):
@@ -421,6 +435,9 @@ def test_noise_key_that_exits_gets_a_hint(capsys):
         (lambda s, p, r, v: ((splitmix64(splitmix64(s)[:, None] + p[:, None] * 64
                                          + torch.arange(v)) >> 41) & (2**23 - 1)).float()
          .add(0.5) * 2.0**-23, ("share 448 of their 512 draws",)),
+        (lambda s, p, r, v: ((splitmix64(splitmix64(s * 31 + p)[:, None] ^ torch.arange(v))
+                              >> 41) & (2**23 - 1)).float().add(0.5) * 2.0**-23,
+         ("(seed 100, position 31) and (seed 101, position 0)", "drew the same noise")),
     ],
     ids=["seed + row", "position + row", "torch.rand", "no position", "no seed",
          "a generator per row on the host", "shape", "range", "ints", "one per row",
@@ -429,7 +446,7 @@ def test_noise_key_that_exits_gets_a_hint(capsys):
          "the package's own", "bits * 2**-23", "hash / 2**64 + 0.5", "(bits + 1) * 2**-23",
          "24 bits in float32", "another order, bits * 2**-23", "another order, 24 bits",
          "an arithmetic shift", "zeroes the seed", "bumps the position", "position + id",
-         "position * 64 + id"],
+         "position * 64 + id", "seed * 31 + position"],
 )  # fmt: skip
 def test_noise_key_wrong(answer, needles, capsys):
     assert_hint(check_noise_key, answer, capsys, *needles)

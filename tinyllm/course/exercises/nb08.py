@@ -25,6 +25,7 @@ from tinyllm.course.exercises.harness import (
 from tinyllm.graphs import Decoder
 from tinyllm.lab import simgraph
 from tinyllm.paged import SCRATCH, PagedKVCache
+from tinyllm.rows import Rows
 
 CAPTURE_SECONDS = 30.0  # a learner's function under the simulator's capture, or a loop of replays
 BOUNDARY_CASES = [(0, 4), (3, 4), (4, 4), (5, 4), (15, 16), (16, 16), (17, 16), (40, 16)]
@@ -121,14 +122,15 @@ def _same_count(got, want, n_positions=None, block_size=None) -> str | None:
 def check_blocks_for(fn) -> Verdict:
     """fn(n_positions, block_size) → blocks a row of that length holds (PagedKVCache.blocks_for)."""
     cases = [(0, 4), (1, 4), (4, 4), (5, 4), (8, 4), (16, 16), (17, 16), (37, 16)]
-    with entered(PagedKVCache.blocks_for) as ran:
+    with entered(PagedKVCache.blocks_for, Rows.blocks_for) as ran:
         first = call(fn, (5, 4), "n_positions=5, block_size=4", seconds=CALL_SECONDS)
     if first is FAILED:
         return False
-    if ran[PagedKVCache.blocks_for]:
+    used = next((f for f in (PagedKVCache.blocks_for, Rows.blocks_for) if ran[f]), None)
+    if used is not None:
         return hint(
-            "your function calls PagedKVCache.blocks_for, the cache's own answer: this "
-            "exercise is to write it. Divide, and round up"
+            f"your function calls {used.__qualname__}, the package's own answer: this "
+            f"exercise is to write it. Divide, and round up"
         )
     return check_cases(
         fn,

@@ -279,6 +279,11 @@ def _explain_hand_out(error: Exception) -> str | None:
             "reqs[i] is None for a padded row, which holds no request: skip it (if req is "
             "None: continue), and its id with it"
         )
+    if isinstance(error, IndexError):
+        return (
+            "on a request's first token its out is still empty, so req.out[-1] does not "
+            "exist: test `req.out and req.out[-1] == eos_id`"
+        )
     return None
 
 
@@ -496,6 +501,9 @@ def _reuse_problem(fn) -> str | None | object:
     problem = _noise_problem(u, 64, REUSE_V)
     if problem:
         return f"on {shown_as} your function {problem}"
+    linear = _linear_key_problem(fn)
+    if linear is not None:
+        return linear
     values, order = u.flatten().sort()
     row = order // REUSE_V
     same = (values[1:] == values[:-1]) & (row[1:] != row[:-1])
@@ -513,6 +521,34 @@ def _reuse_problem(fn) -> str | None | object:
         f"noise. Hash (seed, position) first, then mix in the id: "
         f"splitmix64(splitmix64(splitmix64(seed) ^ position) ^ id)"
     )
+
+
+def _linear_key_problem(fn) -> str | None | object:
+    """Seeds 100 and 101 at positions 0-1099: a key such as splitmix64(seed * 31 + position)
+    gives (101, p) the noise of (100, p + 31). Any two keys that draw the same row are found.
+    A problem, None, or FAILED (hinted)."""
+    positions = torch.arange(1100)
+    seed = torch.tensor([100, 101]).repeat_interleave(len(positions))
+    position = positions.repeat(2)
+    shown_as = "seeds 100 and 101 at positions 0-1099"
+    u = call(fn, (seed, position, torch.arange(len(seed)), NOISE_V), shown_as,
+             seconds=CALL_SECONDS)  # fmt: skip
+    if u is FAILED:
+        return FAILED
+    if _noise_problem(u, len(seed)):
+        return None  # the other checks name that
+    first: dict[bytes, int] = {}
+    for i, row in enumerate(u.numpy()):
+        j = first.setdefault(row.tobytes(), i)
+        if j != i:
+            return (
+                f"on {shown_as}, (seed {int(seed[j])}, position {int(position[j])}) and (seed "
+                f"{int(seed[i])}, position {int(position[i])}) drew the same noise: a key "
+                f"that adds a multiple of the seed to the position makes two requests share "
+                f"draws. Hash the seed first, then mix in the position: "
+                f"splitmix64(splitmix64(seed) ^ position)"
+            )
+    return None
 
 
 def _draws(fn, rows: int, vocab: int, gen_seed: int) -> tuple:
