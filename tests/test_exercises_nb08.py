@@ -378,6 +378,19 @@ def takes_one_short(decoder, tok, n_steps):
     return out
 
 
+def argmax_after_the_loop(decoder, tok, n_steps):
+    cache, kept = decoder.cache, []
+    for _ in range(n_steps):
+        key = decoder.graph_key()
+        decoder.tok.copy_(tok)
+        cache.grow()
+        logits = decoder.replay(key)
+        cache.advance_host()
+        tok = logits.argmax(-1)
+        kept.append(logits)  # the same buffer each time: the next replay overwrites it
+    return [int(x.argmax(-1)[0, 0]) for x in kept]
+
+
 def loop_as_a_generator(decoder, tok, n_steps):
     yield from my_replay_loop(decoder, tok, n_steps)
 
@@ -426,11 +439,12 @@ def adds_to_lens_dev(decoder, tok, n_steps):
         (takes_one_short, ("position 16", "scratch block", "row 0 had no block for it")),
         (loop_as_a_generator, ("generator",)),
         (adds_to_lens_dev, ("expected [20]", "Don't add to it yourself")),
+        (argmax_after_the_loop, ("fixed output buffer", "before the next replay")),
     ],
     ids=["decoder.step", "the class's step", "eager forward", "no replay", "a step short",
          "no advance_host", "stale length copied in", "no grow", "grow after", "rebound tok",
          "not fed back", "same token", "0-d tensors", "one id short", "advance_host twice",
-         "lens_dev += 1", "a block one short", "a generator"],
+         "a block one short", "a generator", "lens_dev += 1", "argmax after the loop"],
 )  # fmt: skip
 def test_replay_loop_wrong(answer, needles, toy_model, capsys):
     out = assert_hint(lambda fn: check_replay_loop(fn, toy_model), answer, capsys, *needles)

@@ -460,6 +460,12 @@ def _loop_problem(fn, model, T: int, n_steps: int) -> str | None | object:
             f"as the host reads them (int(t) or t.item() of each)"
         )
     problem = equal(ids, want)
+    if problem and n_steps > 1 and ids == [want[-1]] * n_steps:
+        return (
+            f"on {shown_as} your function returned {ids}, the last step's id {n_steps} times, "
+            f"expected {want}: replay() returns the graph's fixed output buffer, which the "
+            f"next replay overwrites. Read each step's id (int(...)) before the next replay"
+        )
     if problem:
         return (
             f"on {shown_as} your function {problem}: the cache holds the "
