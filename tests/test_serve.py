@@ -339,3 +339,17 @@ def test_a_fault_inside_the_undo_loses_nothing(shipped_model, doc_ids, uninterru
         check_rows(engine)
     finally:
         signal.signal(signal.SIGALRM, previous)
+
+
+def test_a_compiled_step_serves_the_same_tokens(toy_model):
+    """compile= runs the decode step through torch.compile (here its aot_eager backend, on
+    the CPU): AOTAutograd sees the step's inputs as the rows' one state tensor, and the
+    tokens are the eager step's."""
+    prompts = [[1, 2, 3, 4, 5], [6, 7, 8], [9, 10, 11, 12]]
+    out = []
+    for compile in (False, {"backend": "aot_eager"}):
+        engine = PagedEngine(toy_model, 2, max_len=32, use_graph=False, compile=compile)
+        rids = [engine.submit(p, 6) for p in prompts]
+        done = engine.run()
+        out.append([done[r] for r in rids])
+    assert out[0] == out[1]

@@ -1369,3 +1369,31 @@ def test_held_signals_nest_and_are_delivered_between_moves():
         assert signal.getsignal(signal.SIGALRM) is handler
     finally:
         signal.signal(signal.SIGALRM, previous)
+
+
+def test_a_hold_in_another_thread_leaves_the_main_threads_alone():
+    """Signals reach the main thread only: a worker's hold changes nothing, so a move of the
+    main thread, begun while a worker holds, still installs its handlers and delivers."""
+    import threading
+
+    hits: list[int] = []
+    previous = signal.signal(signal.SIGALRM, lambda signum, frame: hits.append(signum))
+    inside, leave = threading.Event(), threading.Event()
+
+    def worker():
+        with signals_held:
+            inside.set()
+            leave.wait(5)
+
+    t = threading.Thread(target=worker)
+    t.start()
+    try:
+        inside.wait(5)
+        with signals_held:
+            os.kill(os.getpid(), signal.SIGALRM)
+            assert hits == []
+        assert hits == [signal.SIGALRM]
+    finally:
+        leave.set()
+        t.join()
+        signal.signal(signal.SIGALRM, previous)

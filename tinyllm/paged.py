@@ -34,7 +34,7 @@ from torch import Tensor
 
 from tinyllm.kernels import paged_decode_attention
 from tinyllm.kv_cache import FixedCache, LayerKV, causal_kwargs
-from tinyllm.rows import SCRATCH, OnRows, Rows, to_device
+from tinyllm.rows import ACTIVE, LEN, SCRATCH, TABLE, OnRows, Rows, to_device
 from tinyllm.validate import LIMITS, validate_int, validate_limits
 
 
@@ -211,11 +211,13 @@ class PagedDecode:
         self.attn_kwargs: dict = {}
 
     def begin_step(self, T: int, rope) -> tuple[Tensor, Tensor]:
-        c, r, n = self.cache, self.cache.rows, self.rows
-        pos = r.lens_dev[:n].long()
-        table = r.block_table[:n]
+        # every view taken here, from the rows' one state tensor: a compiled step then sees
+        # one input, not several views of it (AOTAutograd cannot rebuild the table's view
+        # from the state once end_step writes the lengths)
+        c, state = self.cache, self.cache.rows.state[: self.rows]
+        pos, table = state[:, LEN], state[:, TABLE:]
         self.where = table.gather(1, (pos // c.block_size)[:, None])[:, 0], pos % c.block_size
-        self.attn_kwargs = {"block_table": table, "lens": r.lens_dev[:n] + 1}
+        self.attn_kwargs = {"block_table": table, "lens": pos + 1}
         return rope.cos[pos][:, None], rope.sin[pos][:, None]  # each row at its own position
 
     def layer(self, i: int) -> LayerKV:
@@ -229,8 +231,8 @@ class PagedDecode:
         return kc, vc  # the pools: attend() reads them through the block table
 
     def end_step(self, T: int) -> None:
-        r, n = self.cache.rows, self.rows
-        r.lens_dev[:n].add_(r.active_dev[:n])  # advance_host() moves lens
+        state = self.cache.rows.state[: self.rows]
+        state[:, LEN] += state[:, ACTIVE]  # advance_host() moves lens
 
 
 __all__ = ["PagedKVCache", "copy_from_host", "paged_decode_attention", "to_device"]

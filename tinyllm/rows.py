@@ -128,7 +128,9 @@ class Rows:
         self.temperature = self.state[:, TEMPERATURE].view(torch.float64)
         self.block_table = self.state[:, TABLE:]
         self.tok = torch.zeros(n_rows, 1, dtype=torch.long, device=device)
-        self.row_ids = np.arange(n_rows, dtype=np.int64)
+        # the inverse of host.rid: request id -> the row that holds it (-1: none), kept by the
+        # moves; after a restore() rebuilt from host.rid at its next read
+        self.row_of, self.row_of_stale = np.full(64, -1, np.int64), False
         self.restored_tok: Tensor | None = None  # after restore(): tok as the snapshot held it
 
     # --- the host twins, read ---------------------------------------------------------------
@@ -166,13 +168,14 @@ class Rows:
 
     def rows_of(self, rids: np.ndarray) -> np.ndarray:
         """The row that holds each request now, -1 where none does (a padded row's -1, or a
-        request released since): a table from request id to row, built and read at once. Its
-        last entry, which no request id reaches, is the -1 of a pad and of a free row."""
-        rid = self.host.rid
-        where = np.full(max(int(rid.max()), int(rids.max())) + 2, -1, np.int64)
-        where[rid] = self.row_ids  # a free row's rid -1 writes the last entry ...
-        where[-1] = -1  # ... which stays -1
-        return where[rids]
+        request released since), read from row_of, the table the moves keep. Each rid was
+        admitted, so the table reaches it."""
+        if self.row_of_stale:  # after a restore(): rebuilt from the host, O(requests seen)
+            held = np.flatnonzero(self.host.rid >= 0)
+            self.row_of[:] = -1
+            self.row_of[self.host.rid[held]] = held
+            self.row_of_stale = False
+        return np.where(rids >= 0, self.row_of[rids], -1)
 
     def in_use(self) -> int:
         """One more than the last row that holds a request (a compact engine's row count)."""
@@ -265,6 +268,14 @@ class Rows:
         h.state[r, LEN], h.state[r, ACTIVE], h.rid[r], h.left[r] = n, 1, rids, left
         h.state[r, TOP_K], h.state[r, SEED] = top_k, seed
         h.state[r, TEMPERATURE] = np.asarray(temperature, np.float64).view(np.int64)
+        held = r[h.rid[r] >= 0]  # the rows given a request id
+        if len(held):
+            top = int(h.rid[held].max())
+            if top >= len(self.row_of):  # room for it, doubling: amortised O(1) a request
+                grown = np.full(max(2 * len(self.row_of), top + 1), -1, np.int64)
+                grown[: len(self.row_of)] = self.row_of
+                self.row_of = grown
+            self.row_of[h.rid[held]] = held
         if upload:
             h.dirty[r] = True
             self.flush()
@@ -320,6 +331,7 @@ class Rows:
         held = h.held[r]
         cols = TABLE + np.repeat(held, held) - 1 - _ranks(held)  # each row's blocks, last first
         h.free = np.concatenate([h.free, h.state[np.repeat(r, held), cols]])
+        self.row_of[h.rid[r][h.rid[r] >= 0]] = -1
         h.state[r], h.held[r], h.rid[r], h.left[r], h.dirty[r] = 0, 0, -1, 0, True  # SCRATCH: 0
 
     def move(self, src, dst, *, check: bool = True) -> None:
@@ -337,6 +349,7 @@ class Rows:
         h.state[d], h.held[d], h.rid[d], h.left[d] = h.state[s], h.held[s], h.rid[s], h.left[s]
         h.state[s], h.held[s], h.rid[s], h.left[s] = 0, 0, -1, 0
         h.dirty[s], h.dirty[d], h.moved = True, True, np.stack([s, d])
+        self.row_of[h.rid[d][h.rid[d] >= 0]] = d[h.rid[d] >= 0]
 
     def compaction(self) -> tuple[np.ndarray, np.ndarray]:
         """The moves that keep the requests in the first rows: each free row below the last
@@ -344,7 +357,7 @@ class Rows:
         active = self.host.state[:, ACTIVE] != 0
         n = int(active.sum())
         if active[:n].all():  # no hole: nothing moves
-            return self.row_ids[:0], self.row_ids[:0]
+            return np.zeros(0, np.int64), np.zeros(0, np.int64)
         holes = np.flatnonzero(~active[:n])
         return np.flatnonzero(active[n:])[::-1][: len(holes)] + n, holes
 
@@ -373,8 +386,9 @@ class Rows:
     def restore(self, saved: Snapshot) -> None:
         """Put a snapshot() back, on the host: one assignment, which cannot fail. The
         snapshot is used up (the host now is it). The device is marked out of step: the next
-        flush() rewrites every row, and tok as the snapshot held it."""
-        self.host, self.restored_tok = saved.host, saved.tok
+        flush() rewrites every row, and tok as the snapshot held it; row_of is rebuilt at its
+        next read."""
+        self.host, self.restored_tok, self.row_of_stale = saved.host, saved.tok, True
 
     def settle(self) -> None:
         """Before a move that writes tok itself (an admission's prefill graph): flush now if

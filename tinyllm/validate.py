@@ -382,15 +382,17 @@ class SignalsHeld:
         self.caught.append(signum)
 
     def __enter__(self) -> "SignalsHeld":
-        if self.depth == 0 and threading.current_thread() is threading.main_thread():
-            self.previous = {sig: signal.signal(sig, self.catch) for sig in HELD_SIGNALS}
-        self.depth += 1
+        if threading.current_thread() is threading.main_thread():  # the depth is its alone
+            if self.depth == 0:
+                self.previous = {sig: signal.signal(sig, self.catch) for sig in HELD_SIGNALS}
+            self.depth += 1
         return self
 
     def __exit__(self, *exc) -> None:
-        self.depth -= 1
-        if self.depth == 0:
-            self.release()
+        if threading.current_thread() is threading.main_thread():
+            self.depth -= 1
+            if self.depth == 0:
+                self.release()
 
     def release(self) -> None:
         """The handlers put back, then each kind of signal caught delivered once, in order:

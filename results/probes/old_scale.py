@@ -1,9 +1,9 @@
 """On the H200, in the same call as the new engine: the previous paged engine,
 Engine(kv="paged", overlap=True) of main at COMMIT, at 32, 128 and 256 rows on the bench's
 request distribution (8 requests a row, at least 64), warmed on the same requests (its graphs
-are captured while serving, so the first run captures), then timed with every replay between
-CUDA events: tok/s, host time per step (engine_time.HOST_PER_STEP, the same formula), the
-all-rows graph replayed alone, GPU busy by events."""
+are captured while serving, so the first run captures), then timed again: tok/s and host
+time per step. Run from a copy of the tree at COMMIT, which has
+no engine_time.host_per_step: host_per_step below is its formula (engine_time.HOST_PER_STEP)."""
 import json, sys, time, torch
 from tinyllm import Engine, load_pretrained
 from tinyllm.lab import engine_time

@@ -501,9 +501,6 @@ def _reuse_problem(fn) -> str | None | object:
     problem = _noise_problem(u, 64, REUSE_V)
     if problem:
         return f"on {shown_as} your function {problem}"
-    linear = _linear_key_problem(fn)
-    if linear is not None:
-        return linear
     values, order = u.flatten().sort()
     row = order // REUSE_V
     same = (values[1:] == values[:-1]) & (row[1:] != row[:-1])
@@ -714,8 +711,8 @@ def check_noise_key(fn) -> Verdict:
             "captured at positions [5, 9, 5, 17] and replayed at new positions, the noise is "
             "the captured one: compute the key from the position tensor on the device"
         )
-    for find in (_collision_problem, _shift_problem, _reuse_problem, _spread_problem,
-                 _open_interval_problem):  # fmt: skip
+    for find in (_collision_problem, _shift_problem, _reuse_problem, _linear_key_problem,
+                 _spread_problem, _open_interval_problem):  # fmt: skip
         problem = find(fn)
         if problem is FAILED:
             return False
