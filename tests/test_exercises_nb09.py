@@ -128,6 +128,30 @@ def test_step_sampling_wrong(answer, needles, capsys):
         assert "host" not in out
 
 
+def _sampled_with(formula):
+    def step_sampling(x, t, s, p):
+        g = -torch.log(-torch.log(uniform_noise(s, p, x.shape[-1])))
+        tt = torch.where(t > 0, t, 1.0)[:, None]
+        return torch.where(t > 0, formula(x, tt, s, p, g).argmax(-1), x.argmax(-1))
+
+    return step_sampling
+
+
+@pytest.mark.parametrize(
+    "formula, needle",
+    [
+        (lambda x, t, s, p, g: x / t - g, "Here: the Gumbel noise is added"),
+        (lambda x, t, s, p, g: x / t - torch.log(-torch.log(uniform_noise(s, p + 1, x.shape[-1]))),
+         "not position + 1"),
+        (lambda x, t, s, p, g: x / t - torch.log(-torch.log(uniform_noise(p, s, x.shape[-1]))),
+         "(seed, position, vocab_size), in that order"),
+    ],
+    ids=["noise subtracted", "position + 1", "seed and position swapped"],
+)  # fmt: skip
+def test_step_sampling_slips_are_named(formula, needle, capsys):
+    assert_hint(check_step_sampling, _sampled_with(formula), capsys, needle)
+
+
 def test_the_eager_cases_spread_the_temperatures_wide():
     cases = [nb09._sampling_case(s)[1].tolist() for s in nb09.EAGER_CASES]
     temperatures = {round(t, 6) for case in cases for t in case}

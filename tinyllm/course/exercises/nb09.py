@@ -106,7 +106,40 @@ def _reference_sample(logits, temperature, seed, position):
     return sample(logits, temperature, torch.zeros_like(seed), seed, position)
 
 
-def _ids_problem(got, want, temperature, shown_as) -> str | None:
+def _gumbel(seed, position) -> torch.Tensor:
+    return -torch.log(-torch.log(uniform_noise(seed, position, V)))
+
+
+SLIPS = {  # what a learner's sampled rows may be instead, and what it says
+    "the noise subtracted": (
+        lambda x, t, s, p: x / t - _gumbel(s, p),
+        "the Gumbel noise is added, logits / temperature + g, with g = -log(-log(u))",
+    ),
+    "the next position's noise": (
+        lambda x, t, s, p: x / t + _gumbel(s, p + 1),
+        "the noise is drawn at `position` as given, the token being drawn: not position + 1",
+    ),
+    "seed and position swapped": (
+        lambda x, t, s, p: x / t + _gumbel(p, s),
+        "uniform_noise takes (seed, position, vocab_size), in that order",
+    ),
+}
+
+
+def _slip(got, case) -> str | None:
+    """What the sampled rows of got are, if one of SLIPS: its explanation, else None."""
+    logits, temperature, seed, position = case
+    sampled = temperature > 0
+    t = torch.where(sampled, temperature, 1.0)[:, None]
+    for formula, why in SLIPS.values():
+        other = formula(logits, t, seed, position).argmax(-1)
+        if torch.equal(got.long()[sampled], other[sampled]):
+            return why
+    return None
+
+
+def _ids_problem(got, want, case, shown_as) -> str | None:
+    temperature = case[1]
     if not isinstance(got, torch.Tensor):
         return (
             f"on {shown_as} your function returned {shown_type(got)}: return a tensor of ids (B,)"
@@ -129,10 +162,12 @@ def _ids_problem(got, want, temperature, shown_as) -> str | None:
             f"noise. Here its runner-up is {NEAR_TIE:g} below the best and draws the larger "
             f"noise: add none to a greedy row, and pick greedy rows with torch.where"
         )
+    slip = _slip(got, case)
     return (
         f"on {shown_as} row {r} (temperature {t:g}) got id {int(got[r])}, expected "
         f"{int(want[r])}: a sampled row takes the argmax of logits / temperature + Gumbel "
         f"noise, the noise -log(-log(u)) of u = uniform_noise(seed, position, V)"
+        + (f". Here: {slip}" if slip else "")
     )
 
 
@@ -182,7 +217,7 @@ def _eager_problem(fn, case, shown_as):
     changed = _changed(("logits", "temperature", "seed", "position"), given, case)
     if changed:
         return f"on {shown_as} your function changed its input {changed}: {READ_ONLY}"
-    return _ids_problem(got, want, case[1], shown_as)
+    return _ids_problem(got, want, case, shown_as)
 
 
 @checker
