@@ -59,6 +59,7 @@ def test_block_of_right(answer, capsys):
         (lambda p, bs: (p // bs, p % bs) if p != bs else (0, bs), ("pos=4, block_size=4",)),
         (lambda p, bs: (-(-p // bs), p % bs), ("pos=3, block_size=4",)),  # ceil, not floor
         (lambda p, bs: p // bs, ("two ints",)),
+        (lambda p, bs: (p / bs, p % bs), ("a float", "rounded down")),
         (lambda p, bs: ("0", "1"), ("two ints",)),
         (lambda p, bs: (p // 16, p % 16), ("another block size", "block_size argument")),
     ],

@@ -145,8 +145,9 @@ def _sampled_with(formula):
          "not position + 1"),
         (lambda x, t, s, p, g: x / t - torch.log(-torch.log(uniform_noise(p, s, x.shape[-1]))),
          "(seed, position, vocab_size), in that order"),
+        (lambda x, t, s, p, g: (x + g) / t, "not (logits + g) / temperature"),
     ],
-    ids=["noise subtracted", "position + 1", "seed and position swapped"],
+    ids=["noise subtracted", "position + 1", "seed and position swapped", "noise divided too"],
 )  # fmt: skip
 def test_step_sampling_slips_are_named(formula, needle, capsys):
     assert_hint(check_step_sampling, _sampled_with(formula), capsys, needle)

@@ -38,8 +38,17 @@ def _where(pos: int, block_size: int) -> tuple[int, int]:
     return pos // block_size, pos % block_size
 
 
+def _is_float(x) -> bool:
+    return isinstance(x, float) or (isinstance(x, torch.Tensor) and x.is_floating_point())
+
+
 def _same_where(got, want, block_size=None, pos=None) -> str | None:
     pair = items(got)
+    if pair is not None and len(pair) == 2 and _is_float(pair[0]):
+        return (
+            f"returned {shown_type(pair[0])} as the table entry: the entry is an int, the "
+            f"whole blocks before the position, rounded down. / gives a float"
+        )
     if pair is None or len(pair) != 2 or any(as_int(x) is None for x in pair):
         return f"returned {shown_type(got)}: return (table entry, offset), two ints"
     i, off = (as_int(x) for x in pair)

@@ -119,6 +119,11 @@ SLIPS = {  # what a learner's sampled rows may be instead, and what it says
         lambda x, t, s, p: x / t + _gumbel(s, p + 1),
         "the noise is drawn at `position` as given, the token being drawn: not position + 1",
     ),
+    "the noise divided too": (
+        lambda x, t, s, p: (x + _gumbel(s, p)) / t,
+        "divide the logits alone by the temperature, then add the noise: "
+        "logits / temperature + g, not (logits + g) / temperature",
+    ),
     "seed and position swapped": (
         lambda x, t, s, p: x / t + _gumbel(p, s),
         "uniform_noise takes (seed, position, vocab_size), in that order",
