@@ -11,12 +11,13 @@ and the host keeps a twin of each beside it, in numpy arrays, where the host nee
     tables_host, held  block_table         its blocks (SCRATCH past the ones it holds)
     host.state         temperature, ...    its sampling arguments (top_k, seed too)
     rid                                    the request it holds (-1: none), for the host
-    left                                   the ids its request may still take (the engine's)
+    left, n_out                            the ids its request may still take, and has taken
     free                                   the blocks no row holds, a stack
                        tok                 the id it decodes next (sampled on the device)
 
 Every device buffer but tok is a column of one int64 tensor, `state`, and every host twin but
-rid, held, left and free a column of its numpy twin, `host.state`: a row's whole state is one row.
+rid, held, left, n_out and free a column of its numpy twin, `host.state`: a row's whole state
+is one row.
 
 A *move* changes rows: admit (rows take requests), grow (rows about to cross into a new block
 take one), release (rows give their blocks back), move (requests go to other rows),
@@ -68,6 +69,7 @@ class Host:
     state: np.ndarray  # (n_rows, 5 + max_blocks) int64: the device state's twin, column by column
     rid: np.ndarray  # (n_rows,) int64, -1: no request
     left: np.ndarray  # (n_rows,) int64: the ids its request may still take, 0: it has finished
+    n_out: np.ndarray  # (n_rows,) int64: the ids its request has taken
     held: np.ndarray  # (n_rows,) int64: blocks each row holds
     dirty: np.ndarray  # (n_rows,) bool: changed since the last flush
     moved: np.ndarray  # (2, k) int64: (src, dst) of the moves since the last flush, for tok
@@ -75,8 +77,8 @@ class Host:
     # moved and free are never written in place (a move binds a new array), so a copy shares them
 
     def copy(self) -> "Host":
-        return Host(self.state.copy(), self.rid.copy(), self.left.copy(), self.held.copy(),
-                    self.dirty.copy(), self.moved, self.free)  # fmt: skip
+        return Host(self.state.copy(), self.rid.copy(), self.left.copy(), self.n_out.copy(),
+                    self.held.copy(), self.dirty.copy(), self.moved, self.free)  # fmt: skip
 
     def __eq__(self, other) -> bool:
         return isinstance(other, Host) and all(
@@ -117,7 +119,7 @@ class Rows:
         width = TABLE + max_blocks
         self.host = Host(
             state=np.zeros((n_rows, width), np.int64), rid=np.full(n_rows, -1, np.int64),
-            left=np.zeros(n_rows, np.int64),
+            left=np.zeros(n_rows, np.int64), n_out=np.zeros(n_rows, np.int64),
             held=np.zeros(n_rows, np.int64), dirty=np.zeros(n_rows, bool),
             moved=np.zeros((2, 0), np.int64),
             free=np.arange(1, self.n_blocks, dtype=np.int64),
@@ -265,7 +267,7 @@ class Rows:
                 raise ValueError("admit needs the rows' blocks first: take(rows, lens)")
         else:
             r, n = rows, lens
-        h.state[r, LEN], h.state[r, ACTIVE], h.rid[r], h.left[r] = n, 1, rids, left
+        h.state[r, LEN], h.state[r, ACTIVE], h.rid[r], h.left[r], h.n_out[r] = n, 1, rids, left, 0
         h.state[r, TOP_K], h.state[r, SEED] = top_k, seed
         h.state[r, TEMPERATURE] = np.asarray(temperature, np.float64).view(np.int64)
         held = r[h.rid[r] >= 0]  # the rows given a request id
@@ -332,7 +334,8 @@ class Rows:
         cols = TABLE + np.repeat(held, held) - 1 - _ranks(held)  # each row's blocks, last first
         h.free = np.concatenate([h.free, h.state[np.repeat(r, held), cols]])
         self.row_of[h.rid[r][h.rid[r] >= 0]] = -1
-        h.state[r], h.held[r], h.rid[r], h.left[r], h.dirty[r] = 0, 0, -1, 0, True  # SCRATCH: 0
+        h.state[r], h.held[r], h.rid[r], h.left[r], h.n_out[r] = 0, 0, -1, 0, 0  # SCRATCH: 0
+        h.dirty[r] = True
 
     def move(self, src, dst, *, check: bool = True) -> None:
         """Move the requests of rows src[i] to the free rows dst[i]: each row's length, table,
@@ -346,8 +349,9 @@ class Rows:
         h = self.host
         if h.moved.shape[1]:  # tok moves are applied at once at a flush: never two in a row
             self.flush()
-        h.state[d], h.held[d], h.rid[d], h.left[d] = h.state[s], h.held[s], h.rid[s], h.left[s]
-        h.state[s], h.held[s], h.rid[s], h.left[s] = 0, 0, -1, 0
+        for a in (h.state, h.held, h.rid, h.left, h.n_out):
+            a[d] = a[s]
+        h.state[s], h.held[s], h.rid[s], h.left[s], h.n_out[s] = 0, 0, -1, 0, 0
         h.dirty[s], h.dirty[d], h.moved = True, True, np.stack([s, d])
         self.row_of[h.rid[d][h.rid[d] >= 0]] = d[h.rid[d] >= 0]
 

@@ -147,6 +147,9 @@ class PagedEngine(Serving):
         self.fill_ints = torch.zeros(n_rows * (positions + width + 1), dtype=torch.long,
                                      device=device)  # fmt: skip
         self.in_flight: list[InFlight] = []  # moves whose ids the host has not read
+        # each row's request's ids so far, its first rows.host.n_out[row] entries; those past
+        # them are stale, so an undone move leaves nothing to take back here
+        self.out_ids = np.zeros((n_rows, max_len), np.int64)
         self.capture_s: float | None = None  # capture()'s seconds, once it has run
 
     # --- serving --------------------------------------------------------------------------
@@ -200,6 +203,7 @@ class PagedEngine(Serving):
             src, dst = self.rows.compaction()  # the holes admissions left: the last rows in
             if len(src):
                 self.rows.move(src, dst, check=False)
+                self.out_ids[dst] = self.out_ids[src]  # their ids so far go with them
             n = self.rows.in_use()
             if n:
                 key = self.size_for[n]
@@ -228,28 +232,32 @@ class PagedEngine(Serving):
     def hand_out(self, ready: list[InFlight]) -> np.ndarray:
         """Each request of the moves read now takes its id, unless it has no row or has
         finished: a padded row, or an end seen one step late, whose id, the extra one, is
-        dropped. Vectorised with numpy: each request's row found (rows.rows_of), its count of
-        ids left (rows.host.left) counted down, to 0 at eos_id. Returns the rows whose
-        requests finish now."""
-        h, requests, appended = self.rows.host, self.requests, self.appended
+        dropped. Vectorised with numpy: each request's row found (rows.rows_of), its id
+        written into its row of out_ids at its count (rows.host.n_out), its count of ids left
+        (rows.host.left) counted down, to 0 at eos_id. Returns the rows whose requests finish
+        now."""
+        h = self.rows.host
         for move in ready:
             rows = self.rows.rows_of(move.rids)
             take = (rows >= 0) & (h.left[rows] > 0)  # (a row of -1 reads the last: not taken)
             rows, ids = rows[take], move.ids.numpy()[take]
-            outs = [requests[rid].out for rid in move.rids[take].tolist()]
-            for out, tok in zip(outs, ids.tolist()):
-                out.append(tok)
-            appended += outs
+            self.out_ids[rows, h.n_out[rows]] = ids
+            h.n_out[rows] += 1
             h.left[rows] = np.where(ids == self.eos_id, 0, h.left[rows] - 1)
         return np.flatnonzero((h.left == 0) & (h.rid >= 0))
 
     def release(self, finished: np.ndarray) -> None:
-        """The finished requests' rows freed (rows.release, vectorised). The holes they leave
-        are the lowest free rows: the next admission fills them first, and the next step moves
-        the last requests into what is left (rows.move), so a step runs rows 0..n-1 and a
-        request moves only when no new one takes its place."""
+        """The finished requests take their ids, as lists, and their rows are freed
+        (rows.release, vectorised). The holes they leave are the lowest free rows: the next
+        admission fills them first, and the next step moves the last requests into what is
+        left (rows.move), so a step runs rows 0..n-1 and a request moves only when no new one
+        takes its place."""
         if len(finished):
-            self.finished += self.rows.host.rid[finished].tolist()
+            h = self.rows.host
+            rids = h.rid[finished].tolist()
+            for rid, row, n in zip(rids, finished.tolist(), h.n_out[finished].tolist()):
+                self.requests[rid].out = self.out_ids[row, :n].tolist()
+            self.finished += rids
             self.rows.release(finished, check=False)
 
     def saved_state(self) -> list[InFlight]:
