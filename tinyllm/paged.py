@@ -28,7 +28,6 @@ rows.move moves a request's table row and length, never its K/V.
 
 import contextlib
 
-import numpy as np
 import torch
 from torch import Tensor
 
@@ -36,14 +35,6 @@ from tinyllm.kernels import paged_decode_attention
 from tinyllm.kv_cache import FixedCache, LayerKV, causal_kwargs
 from tinyllm.rows import ACTIVE, LEN, SCRATCH, TABLE, OnRows, Rows, to_device
 from tinyllm.validate import LIMITS, validate_int, validate_limits
-
-
-def copy_from_host(dst: Tensor, values) -> None:
-    """dst[: len(values)] = values, without waiting for the GPU (to_device's rule)."""
-    t = torch.as_tensor(np.asarray(values), dtype=dst.dtype)
-    if dst.is_cuda:
-        t = t.pin_memory()
-    dst[: len(values)].copy_(t, non_blocking=True)
 
 
 class PagedKVCache(OnRows, FixedCache):
@@ -235,4 +226,4 @@ class PagedDecode:
         state[:, LEN] += state[:, ACTIVE]  # advance_host() moves lens
 
 
-__all__ = ["PagedKVCache", "copy_from_host", "paged_decode_attention", "to_device"]
+__all__ = ["PagedKVCache", "paged_decode_attention", "to_device"]
