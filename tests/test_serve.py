@@ -17,7 +17,7 @@ from tinyllm import serve as serve_module
 from tinyllm.graphs import default_capture_sizes
 from tinyllm.lab import engine_time, simgraph
 from tinyllm.paged import PagedFill
-from tinyllm.rows import SCRATCH, Rows, Upload
+from tinyllm.rows import SCRATCH, Rows
 from tinyllm.serve import InFlight
 
 EOS = ord("e")  # a byte the shipped model emits often, but not always within 30 tokens
@@ -227,7 +227,7 @@ class Fault:
 POINTS = {  # where a fault is injected: (object, attribute) → the calls to fail
     "take": (Rows, "take", (1, 3)),
     "fill forward": (PagedFill, "update", (2, 13)),  # inside a prefill's forward
-    "upload": (Upload, "__call__", (1, 4)),  # a prefill graph's inputs, a flush's rows
+    "upload": (serve_module, "copy_from_host", (1, 4)),  # a prefill graph's inputs
     "replay": (simgraph.CUDAGraph, "replay", (1, 8)),
     "admit": (Rows, "admit", (1, 3)),
     "grow": (Rows, "grow", (1, 5)),

@@ -22,12 +22,12 @@ is one row.
 A *move* changes rows: admit (rows take requests), grow (rows about to cross into a new block
 take one), release (rows give their blocks back), move (requests go to other rows),
 advance_host (the host lengths follow a step). Each is vectorised numpy on the host, and marks
-the rows it changed. flush() then brings the device in step: one upload, through pinned
-memory kept for it, of rows 0 to the last row changed since the last flush, however many
-changed. A step flushes once, before its replay. So the host's work per step, and the torch ops
-it issues outside its replay, do not grow with the rows. vLLM V1's persistent batch
-(InputBatch) is the same idea: the batch's inputs live in fixed arrays, updated in place as
-requests come, go and move, never rebuilt.
+the rows it changed. flush() then brings the device in step: one upload, through pinned memory,
+of rows 0 to the last row changed since the last flush, however many changed. A step flushes
+once, before its replay. So the host's work per step, and the torch ops it issues outside its
+replay, do not grow with the rows. vLLM V1's persistent batch (InputBatch) is the same idea:
+the batch's inputs live in fixed arrays, updated in place as requests come, go and move,
+never rebuilt.
 
 The host is the truth between moves. snapshot() copies it (and `tok`, the one input only the
 device holds); restore() puts a copy back with one assignment, which cannot fail, and marks
@@ -58,35 +58,12 @@ def to_device(values, device, dtype=torch.long) -> Tensor:
     return t.pin_memory().to(device, non_blocking=True)
 
 
-class Upload:
-    """Host values into the start of a fixed flat device tensor, without waiting for the
-    GPU, through pinned memory kept for it (a fresh pinned tensor each time costs an
-    allocation, about 20 µs on an H200's host). Two pinned buffers are used in turn, and one
-    is written again only once the copy from it has run (a CUDA event), so the host never
-    overwrites what a queued copy still reads. On a CPU the copy is done at once, from one
-    buffer.
-
-        upload = Upload(dst)    # dst: a flat device tensor of int64
-        upload(values)          # dst[: values.size] = values, a numpy int64 array"""
-
-    def __init__(self, dst: Tensor):
-        cuda = dst.is_cuda
-        self.dst = dst
-        self.buffers = [torch.empty(dst.numel(), dtype=torch.long, pin_memory=cuda)
-                        for _ in range(2 if cuda else 1)]  # fmt: skip
-        self.arrays = [b.numpy() for b in self.buffers]  # the same memory, for numpy
-        self.copied = [torch.cuda.Event() if cuda else None for _ in self.buffers]
-        self.turn = 0
-
-    def __call__(self, values: np.ndarray) -> None:
-        i, n = self.turn, values.size
-        self.turn = (i + 1) % len(self.buffers)
-        if self.copied[i] is not None:
-            self.copied[i].synchronize()  # the copy from this buffer two uploads ago: run
-        self.arrays[i][:n] = values.reshape(-1)
-        self.dst[:n].copy_(self.buffers[i][:n], non_blocking=True)
-        if self.copied[i] is not None:
-            self.copied[i].record()
+def copy_from_host(dst: Tensor, values: np.ndarray) -> None:
+    """dst[: values.size] = values (flat), without waiting for the GPU (to_device's rule):
+    through pinned memory, straight into dst, with no device allocation and no indexed
+    write."""
+    t = torch.as_tensor(values.reshape(-1), dtype=dst.dtype)
+    dst[: t.numel()].copy_(t.pin_memory() if dst.is_cuda else t, non_blocking=True)
 
 
 # The columns of a row's state, on the host (numpy) and on the device (one torch tensor):
@@ -161,7 +138,7 @@ class Rows:
         self.temperature = self.state[:, TEMPERATURE].view(torch.float64)
         self.block_table = self.state[:, TABLE:]
         self.tok = torch.zeros(n_rows, 1, dtype=torch.long, device=device)
-        self.upload = Upload(self.state.view(-1))  # rows 0..k-1: the first k * width values
+        self.flat = self.state.view(-1)  # rows 0..k-1 of the state: its first k * width values
         # the inverse of host.rid: request id -> the row that holds it (-1: none), kept by the
         # moves; after a restore() rebuilt from host.rid at its next read
         self.row_of, self.row_of_stale = np.full(64, -1, np.int64), False
@@ -316,11 +293,11 @@ class Rows:
 
     def flush(self) -> None:
         """Bring the device in step with the host: rows 0 to the last row changed since the
-        last flush written from their host twins, with one upload (Upload: pinned memory
-        kept for it) straight into the state, whatever the number of rows; each moved row's
-        tok moved with it. After a restore(), every row, and tok as the snapshot held it.
-        The host must be in step for every row it writes (advance_host after a step): a row
-        that has not changed is written with the values the device holds already."""
+        last flush written from their host twins, with one upload (copy_from_host) straight
+        into the state, whatever the number of rows; each moved row's tok moved with it.
+        After a restore(), every row, and tok as the snapshot held it. The host must be in
+        step for every row it writes (advance_host after a step): a row that has not changed
+        is written with the values the device holds already."""
         h = self.host
         if self.restored_tok is not None:
             self.tok.copy_(self.restored_tok)
@@ -333,7 +310,7 @@ class Rows:
         r = np.flatnonzero(h.dirty)
         if len(r):
             last = int(r[-1]) + 1
-            self.upload(h.state[:last])
+            copy_from_host(self.flat, h.state[:last])
             h.dirty[:last] = False
 
     def grow(self) -> None:

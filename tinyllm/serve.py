@@ -46,7 +46,7 @@ from tinyllm.graphs import (
 from tinyllm.model import Transformer
 from tinyllm.paged import PagedKVCache
 from tinyllm.precision import activation_dtype, precision
-from tinyllm.rows import LEN, SEED, TABLE, TEMPERATURE, TOP_K, Upload, to_device
+from tinyllm.rows import LEN, SEED, TABLE, TEMPERATURE, TOP_K, copy_from_host, to_device
 from tinyllm.validate import (
     LIMITS,
     signals_held,
@@ -146,7 +146,6 @@ class PagedEngine(Serving):
         width = self.rows.state.shape[1]
         self.fill_ints = torch.zeros(n_rows * (positions + width + 1), dtype=torch.long,
                                      device=device)  # fmt: skip
-        self.upload = Upload(self.fill_ints)
         self.in_flight: list[InFlight] = []  # moves whose ids the host has not read
         # each row's request's ids so far, its first rows.host.n_out[row] entries; those past
         # them are stale, so an undone move leaves nothing to take back here
@@ -319,8 +318,7 @@ class PagedEngine(Serving):
         state[:n] = self.rows.host.state[rows]
         src = np.full(self.n_rows, -1, np.int64)
         src[rows] = np.arange(n)
-        values = np.concatenate([ids.ravel(), state.ravel(), src])
-        self.upload(values)
+        copy_from_host(self.fill_ints, np.concatenate([ids.ravel(), state.ravel(), src]))
         first = self.fill_graphs.replay((R, T)) if self.use_graph else self.fill((R, T))
         return first[:n]
 
