@@ -64,8 +64,8 @@ PREFILL_CHUNK = 512  # positions of each prompt per prefill forward
 @dataclass
 class InFlight:
     """A move's sampled ids on their way to the host: ids[i] is the next token of request
-    rids[i] (-1: a row without one), copied from the device without waiting; `ready` is a
-    CUDA event recorded after the copy (None on a CPU, where the copy is done at once)."""
+    rids[i] (-1: a row without one), copied from the device without waiting; `ready` is an
+    event recorded after the copy (None on a CPU, where the copy is done at once)."""
 
     rids: np.ndarray
     ids: torch.Tensor
@@ -269,8 +269,8 @@ class PagedEngine(Serving):
     def send_to_host(self, rids: list[int], ids: torch.Tensor) -> InFlight:
         """Start copying a move's ids to the host, without waiting; a later step reads them."""
         move = InFlight(rids, ids.to("cpu", non_blocking=True, copy=True))
-        if ids.is_cuda:
-            move.ready = torch.cuda.Event()
+        if ids.is_cuda:  # torch.Event finds the current stream in C++, where
+            move.ready = torch.Event(ids.device)  # torch.cuda.Event asks Python for it
             move.ready.record()
         self.in_flight.append(move)
         return move
