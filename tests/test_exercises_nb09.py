@@ -88,7 +88,7 @@ def test_step_sampling_right(capsys):
         (sampling_with_item, ("captured on case 2", ".item()")),
         (sampling_with_tolist, ("captured on case 2", "torch.where")),
         (lambda x, t, s, p: x.argmax(-1), ("row 1 (temperature 0.3)", "Gumbel")),
-        (sampling_times_t, ("case 0", "temperature 3", "logits / temperature")),
+        (sampling_times_t, ("case 0", "temperature 3", "not multiply")),
         (
             lambda x, t, s, p: (x / t[:, None].clamp(min=1e-3) + torch.log(
                 uniform_noise(s, p, x.shape[-1]))).argmax(-1),
@@ -145,7 +145,7 @@ def _sampled_with(formula):
          "not position + 1"),
         (lambda x, t, s, p, g: x / t - torch.log(-torch.log(uniform_noise(p, s, x.shape[-1]))),
          "(seed, position, vocab_size), in that order"),
-        (lambda x, t, s, p, g: (x + g) / t, "not (logits + g) / temperature"),
+        (lambda x, t, s, p, g: (x + g) / t, "as if every temperature were 1"),
     ],
     ids=["noise subtracted", "position + 1", "seed and position swapped", "noise divided too"],
 )  # fmt: skip
@@ -260,6 +260,25 @@ def test_hand_out_that_crashes_on_a_pad_row_gets_a_hint(capsys):
                 "skip it")  # fmt: skip
 
 
+def test_hand_out_that_skips_pad_rows_in_reqs_alone_gets_a_hint(capsys):
+    def misaligned(reqs, ids, eos_id):
+        return my_hand_out([r for r in reqs if r is not None], ids, eos_id)
+
+    assert_hint(check_hand_out, misaligned, capsys, "got ids[1]", "skipped in reqs but not in ids")
+
+
+def test_hand_out_that_pops_the_ids_gets_a_hint(capsys):
+    def pops(reqs, ids, eos_id):
+        return my_hand_out(reqs, [ids.pop(0) for _ in range(len(ids))], eos_id)
+
+    assert_hint(check_hand_out, pops, capsys, "changed its input ids", "never pop")
+
+
+def test_hand_out_with_ids_and_reqs_swapped_gets_a_hint(capsys):
+    assert_hint(check_hand_out, lambda reqs, ids, e: my_hand_out(ids, reqs, e), capsys,
+                "AttributeError", "zip(reqs, ids)")  # fmt: skip
+
+
 def test_hand_out_returning_junk_rids_gets_a_hint(capsys):
     assert_hint(check_hand_out, lambda *a: (my_hand_out(*a), "x")[1], capsys, "list of ints")
 
@@ -278,7 +297,7 @@ def test_hand_out_returning_rows_for_rids_gets_a_hint(capsys):
         finished = set(my_hand_out(reqs, ids, eos_id))
         return [i for i, r in enumerate(reqs) if r is not None and r.rid in finished]
 
-    out = assert_hint(check_hand_out, rows, capsys, "req.rid", "not its row", "expected [1]")
+    out = assert_hint(check_hand_out, rows, capsys, "req.rid", "not its row", "expected [0]")
     assert "eos_id" not in out
 
 
@@ -311,7 +330,7 @@ def test_hand_out_taking_ids_by_rid_gets_a_hint(capsys):
     def by_rid(reqs, ids, eos_id):
         return my_hand_out(reqs, [ids[r.rid] if r else 0 for r in reqs], eos_id)
 
-    assert_hint(check_hand_out, by_rid, capsys, "after compaction", "got ids[2]", "ids[i]")
+    assert_hint(check_hand_out, by_rid, capsys, "after compaction", "got ids[1]", "ids[i]")
 
 
 @pytest.mark.parametrize("convert", [torch.tensor, np.array], ids=["0-d tensors", "numpy"])

@@ -119,10 +119,14 @@ SLIPS = {  # what a learner's sampled rows may be instead, and what it says
         lambda x, t, s, p: x / t + _gumbel(s, p + 1),
         "the noise is drawn at `position` as given, the token being drawn: not position + 1",
     ),
+    "the logits multiplied": (
+        lambda x, t, s, p: x * t + _gumbel(s, p),
+        "divide the logits by the temperature, not multiply: logits / temperature + g",
+    ),
     "the noise divided too": (
         lambda x, t, s, p: (x + _gumbel(s, p)) / t,
-        "divide the logits alone by the temperature, then add the noise: "
-        "logits / temperature + g, not (logits + g) / temperature",
+        "(logits + g) / temperature picks the ids of logits + g, as if every temperature "
+        "were 1: divide the logits alone, then add the noise, logits / temperature + g",
     ),
     "seed and position swapped": (
         lambda x, t, s, p: x / t + _gumbel(p, s),
@@ -131,19 +135,32 @@ SLIPS = {  # what a learner's sampled rows may be instead, and what it says
 }
 
 
-def _slip(got, case) -> str | None:
-    """What the sampled rows of got are, if one of SLIPS: its explanation, else None."""
-    logits, temperature, seed, position = case
-    sampled = temperature > 0
-    t = torch.where(sampled, temperature, 1.0)[:, None]
-    for formula, why in SLIPS.values():
-        other = formula(logits, t, seed, position).argmax(-1)
-        if torch.equal(got.long()[sampled], other[sampled]):
-            return why
-    return None
+def _slip(fn) -> str | None:
+    """The one slip of SLIPS that fn's sampled rows follow on every eager case: its
+    explanation, or None if none does, or more than one (two slips can pick the same ids on
+    one case, so one case alone may name the wrong one)."""
+    left = dict(SLIPS)
+    for seed in EAGER_CASES:
+        logits, temperature, seed_, position = case = _sampling_case(seed)
+        try:
+            with time_limit(CALL_SECONDS, "too slow"):
+                got = fn(*(t.clone() for t in case))
+        except Exception:  # TooSlow too: the hint already given stands
+            return None
+        if not isinstance(got, torch.Tensor) or got.shape != temperature.shape:
+            return None
+        sampled = temperature > 0
+        t = torch.where(sampled, temperature, 1.0)[:, None]
+        ids = got.long()[sampled]
+        left = {
+            name: (formula, why)
+            for name, (formula, why) in left.items()
+            if torch.equal(ids, formula(logits, t, seed_, position).argmax(-1)[sampled])
+        }
+    return next(iter(left.values()))[1] if len(left) == 1 else None
 
 
-def _ids_problem(got, want, case, shown_as) -> str | None:
+def _ids_problem(got, want, case, shown_as, fn=None) -> str | None:
     temperature = case[1]
     if not isinstance(got, torch.Tensor):
         return (
@@ -167,7 +184,7 @@ def _ids_problem(got, want, case, shown_as) -> str | None:
             f"noise. Here its runner-up is {NEAR_TIE:g} below the best and draws the larger "
             f"noise: add none to a greedy row, and pick greedy rows with torch.where"
         )
-    slip = _slip(got, case)
+    slip = _slip(fn) if fn is not None else None
     return (
         f"on {shown_as} row {r} (temperature {t:g}) got id {int(got[r])}, expected "
         f"{int(want[r])}: a sampled row takes the argmax of logits / temperature + Gumbel "
@@ -222,7 +239,7 @@ def _eager_problem(fn, case, shown_as):
     changed = _changed(("logits", "temperature", "seed", "position"), given, case)
     if changed:
         return f"on {shown_as} your function changed its input {changed}: {READ_ONLY}"
-    return _ids_problem(got, want, case, shown_as)
+    return _ids_problem(got, want, case, shown_as, fn)
 
 
 @checker
@@ -291,8 +308,8 @@ def _requests():
          "request 0 finished at max_new_tokens 4 in the move before"),
         ([req(0, [7, EOS], 9), req(1, [8], 4)], [5, 6],
          "request 0 emitted EOS (3) in the move before"),
-        ([req(0, [], 2), None, req(1, [4], 2)], [9, 9, 9],
-         "a request's first token, request 1 in row 2"),
+        ([req(1, [], 2), None, req(0, [4], 2)], [9, 13, 17],
+         "a request's first token, a pad row between two requests"),
         ([req(2, [7], 4), req(0, [8], 4), req(1, [9], 4)], [20, 21, EOS],
          "after compaction: request 2 in row 0, request 0 in row 1, request 1 in row 2"),
         ([req(0, [7], 4), req(1, [8], 4)], [0, 6], "eos_id 0: request 0 emits it now"),
@@ -314,7 +331,14 @@ def _reference_hand_out(reqs, ids, eos_id):
 
 
 def _explain_hand_out(error: Exception) -> str | None:
-    if isinstance(error, AttributeError) and "'NoneType'" in str(error):
+    if isinstance(error, AttributeError) and "'int' object has no attribute" in str(error):
+        return (
+            "an id is an int, and a request is reqs[i]: take them in that order, "
+            "for req, tok in zip(reqs, ids)"
+        )
+    if isinstance(error, AttributeError) and "'NoneType' object has no attribute 'out'" in str(
+        error
+    ):
         return (
             "reqs[i] is None for a padded row, which holds no request: skip it (if req is "
             "None: continue), and its id with it"
@@ -339,10 +363,17 @@ def check_hand_out(fn) -> Verdict:
                for r in reqs]  # fmt: skip
         want_finished = _reference_hand_out(ref, ids, eos)
         before = [None if r is None else list(r.out) for r in reqs]
-        got = call(fn, (list(reqs), list(ids), eos), shown_as, none_ok=True, seconds=CALL_SECONDS,
+        given = list(ids)
+        got = call(fn, (list(reqs), given, eos), shown_as, none_ok=True, seconds=CALL_SECONDS,
                    explain=_explain_hand_out)  # fmt: skip
         if got is FAILED:
             return False
+        if given != ids:
+            return hint(
+                f"on {shown_as}: your function changed its input ids, from {ids} to {given}: "
+                f"the ids are the move's, and other code reads them too. Read ids[i], never "
+                f"pop or change the list"
+            )
         if inspect.isgenerator(got):
             return hint(
                 f"on {shown_as}: your function is a generator (it yields), so its body never "
@@ -373,6 +404,16 @@ def check_hand_out(fn) -> Verdict:
                     )
                 elif isinstance(r.out, list) and len(r.out) < len(w.out):
                     why = f"request {r.rid} was still running: its token is a real one, keep it"
+                elif (
+                    isinstance(r.out, list)
+                    and (k := sum(x is not None for x in reqs[:i])) != i
+                    and r.out[-1:] == ids[k : k + 1]
+                ):
+                    why = (
+                        f"it got ids[{k}], the id of row {k}. Request {r.rid} runs in row {i}: "
+                        f"a pad row was skipped in reqs but not in ids. Keep reqs[i] and ids[i] "
+                        f"together, for req, tok in zip(reqs, ids), then skip a None req"
+                    )
                 elif (
                     isinstance(r.out, list) and r.rid != i and r.out[-1:] == ids[r.rid : r.rid + 1]
                 ):
