@@ -84,8 +84,8 @@ def test_blocks_for_right(answer, capsys):
             ("n_positions=1, block_size=4", "round n / block_size up"),
         ),  # // not ceil
         (lambda n, bs: n // bs + 1, ("n_positions=0", "no extra one")),  # one too many
-        (lambda n, bs: n / bs, ("float",)),
-        (lambda n, bs: float(-(-n // bs)), ("float",)),
+        (lambda n, bs: n / bs, ("float", "Return an int", "rounded up")),
+        (lambda n, bs: float(-(-n // bs)), ("float", "Return an int")),
         (lambda n, bs: round(n / bs), ("n_positions=1, block_size=4", "round n / block_size up")),
         (
             lambda n, bs: PagedKVCache(1, 1, 64, "cpu", block_size=bs).blocks_for(n),
@@ -504,3 +504,59 @@ def test_paged_write_with_true_division_gets_the_reason(capsys):
         pool[blocks, :, pos % block_size] = k_new
 
     assert_hint(check_paged_write, true_division, capsys, "floor division")
+
+
+# --- the hints a second read found: the real mistake named ---------------------------------
+
+
+@pytest.mark.parametrize(
+    "values",
+    [lambda k: k.flip(1), lambda k: k.flip(0), lambda k: 2 * k, lambda k: k[:, :1]],
+    ids=["heads reversed", "rows swapped", "scaled", "the first head for all"],
+)
+def test_paged_write_to_the_right_places_with_wrong_values_is_told_so(values, capsys):
+    """Each key at its row's block and offset, with the wrong values: the hint says the
+    places are right, and does not send the learner to look for another place."""
+
+    def wrong_values(pool, k_new, block_table, lens, block_size):
+        my_paged_write(pool, values(k_new).expand_as(k_new), block_table, lens, block_size)
+
+    out = assert_hint(check_paged_write, wrong_values, capsys, "right places", "wrong values",
+                      "k_new[b] as it is")  # fmt: skip
+    assert "goes to block" not in out
+
+
+def grows_on_the_host_only(decoder, tok, n_steps, flush_after=False):
+    """rows.grow() hands out the block on the host; without a flush before the replay the
+    device's table still points at the scratch block."""
+    cache, out = decoder.cache, []
+    for _ in range(n_steps):
+        key = decoder.graph_key()
+        decoder.tok.copy_(tok)
+        cache.rows.grow()
+        tok = decoder.replay(key).argmax(-1)
+        if flush_after:
+            cache.rows.flush()  # too late: the step has run
+        cache.advance_host()
+        out.append(int(tok[0, 0]))
+    return out
+
+
+@pytest.mark.parametrize("flush_after", [False, True], ids=["never flushed", "flushed after"])
+def test_replay_loop_that_grows_without_a_flush_is_told_to_flush(flush_after, toy_model, capsys):
+    out = assert_hint(
+        lambda fn: check_replay_loop(fn, toy_model),
+        lambda d, t, n: grows_on_the_host_only(d, t, n, flush_after),
+        capsys,
+        "position 16",
+        "scratch block",
+        "did not have it",
+        "rows.flush()",
+    )
+    assert "not after" not in out  # the grow came before the replay: that was not the mistake
+
+
+def test_replay_loop_that_grows_after_is_not_told_to_flush(toy_model, capsys):
+    out = assert_hint(lambda fn: check_replay_loop(fn, toy_model), grows_after, capsys,
+                      "before each replay, not after")  # fmt: skip
+    assert "flush" not in out

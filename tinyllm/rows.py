@@ -113,8 +113,8 @@ class Rows:
     hold lengths, flags and ids alone.
 
     On the device, one int64 tensor `state` holds every row's length, active flag, top-k,
-    seed, temperature (its float64 bits) and block table, one row each: so a move writes any
-    number of rows with one indexed write. lens_dev, active_dev, top_k, seed, temperature and
+    seed, temperature (its float64 bits) and block table, one row each: so a flush writes any
+    number of rows with one upload. lens_dev, active_dev, top_k, seed, temperature and
     block_table are views of its columns. tok, the rows' next ids, is its own tensor."""
 
     def __init__(self, n_rows: int, max_len: int, device, block_size: int | None = 16,

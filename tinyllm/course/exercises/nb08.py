@@ -1,7 +1,9 @@
 """Checkers of notebook 08 · pages: one graph for every length."""
 
+import contextlib
 import functools
 import inspect
+import sys
 
 import torch
 
@@ -101,6 +103,12 @@ def check_block_of(fn) -> Verdict:
 
 
 def _same_count(got, want, n_positions=None, block_size=None) -> str | None:
+    if _is_float(got):
+        return (
+            f"returned {shown_type(got)}, expected the int {want}: a row holds a whole number "
+            f"of blocks. Return an int, n / block_size rounded up, since the last block may "
+            f"be only partly full"
+        )
     n = as_int(got)
     if n is None:
         return f"returned {shown_type(got)}, expected the int {want}"
@@ -173,11 +181,29 @@ def _write_case(lens, block_size=4, n_blocks=16, heads=2, dim=3, seed=0):
     return pool, k_new, table, torch.tensor(lens, dtype=torch.int32), block_size
 
 
-def _write_problem(got_pool, want_pool) -> str | None:
+def _places_written(pool, block_table, lens, block_size) -> torch.Tensor:
+    """(n_blocks, block_size) bool: the places (block, offset) the reference writes, one a
+    row."""
+    pos = lens.long()
+    blocks = block_table.long().gather(1, (pos // block_size)[:, None])[:, 0]
+    places = torch.zeros(pool.shape[0], pool.shape[2], dtype=torch.bool)
+    places[blocks, pos % block_size] = True
+    return places
+
+
+def _write_problem(got_pool, want_pool, places) -> str | None:
+    """What is wrong with the pool a write left; places: those the reference writes."""
     if torch.equal(got_pool, want_pool):
         return None
     diff = (got_pool != want_pool).any(dim=-1)  # (n_blocks, heads, block_size)
     block, _, off = (int(x) for x in diff.nonzero()[0])
+    if bool(places[:, None, :].expand_as(diff)[diff].all()):  # right places, wrong values
+        return (
+            f"your function wrote to the right places, with the wrong values: block {block}, "
+            f"offset {off} of the pool does not hold its row's new key. Write k_new[b] as it "
+            f"is, shape (kv_heads, D), at row b's block and offset: not another row's key, "
+            f"not reordered, not scaled"
+        )
     return (
         f"block {block}, offset {off} of the pool holds the wrong values: row b's new key "
         f"goes to block block_table[b, lens[b] // block_size] (the table maps an entry to a "
@@ -266,7 +292,7 @@ def check_paged_write(fn) -> Verdict:
                 f"on {shown_as} your function added each key to what the pool held there "
                 f"(+=, accumulate=True): write it, replacing the old value"
             )
-        problem = _write_problem(got, want)
+        problem = _write_problem(got, want, _places_written(case[0], *case[2:]))
         if problem:
             other = ". Use the block_size argument, not a number of your own" if bs != 4 else ""
             return hint(f"on {shown_as}: {problem}{other}")
@@ -358,12 +384,54 @@ def _in_scratch(cache, ref, pos: int) -> bool:
     return torch.equal(scratch, _keys(ref, pos + 1)[pos])
 
 
-def _scratch_problem(pos: int) -> str:
+def _scratch_problem(pos: int, device_behind: bool) -> str:
+    """device_behind: when the step that wrote pos ran, the host had handed row 0 a block
+    that the device's block table did not have yet (a grow never flushed)."""
+    if device_behind:
+        return (
+            f"the key of position {pos} went to the scratch block, not to row 0's blocks: "
+            f"the host had handed row 0 its new block, but the device's block table did not "
+            f"have it when the step ran. rows.grow() changes the host only; a flush brings "
+            f"the device in step. Call cache.grow() before each replay: it is rows.grow(), "
+            f"then rows.flush()"
+        )
     return (
         f"the key of position {pos} went to the scratch block, not to row 0's blocks: "
         f"when the step ran, row 0 had no block for it. Call cache.grow() before each "
         f"replay, not after: it hands out the block the step's position needs"
     )
+
+
+def _device_behind(rows) -> bool:
+    """Does row 0's block table on the device lack a block that the host has handed out?
+    Never raises (it runs inside a profile hook, under the learner's code): False if the rows
+    cannot be read."""
+    try:
+        held = int(rows.host.held[0])
+        host = torch.from_numpy(rows.tables_host[0, :held].copy())
+        return not torch.equal(rows.block_table[0, :held].cpu(), host)
+    except Exception:
+        return False
+
+
+@contextlib.contextmanager
+def _tables_at_replay(rows):
+    """While the block runs, at the start of each graph replay: _device_behind(rows), one
+    flag a replay, in a list. Chained to the profile hook set before it (harness.entered's),
+    which goes on counting."""
+    behind, previous, code = [], sys.getprofile(), simgraph.CUDAGraph.replay.__code__
+
+    def profile(frame, event, arg):
+        if previous is not None:
+            previous(frame, event, arg)
+        if event == "call" and frame.f_code is code:
+            behind.append(_device_behind(rows))
+
+    sys.setprofile(profile)
+    try:
+        yield behind
+    finally:
+        sys.setprofile(previous)
 
 
 DECODER_STEP = (
@@ -384,7 +452,8 @@ def _loop_problem(fn, model, T: int, n_steps: int) -> str | None | object:
         want.append(int(tok[0, 0]))
     dec = _decoder(model, prompt)
     tok_buffer = dec.tok
-    with entered(Decoder.step, Decoder.capture_graph, simgraph.CUDAGraph.replay) as ran:
+    watched = (Decoder.step, Decoder.capture_graph, simgraph.CUDAGraph.replay)
+    with entered(*watched) as ran, _tables_at_replay(dec.cache.rows) as behind:
         got = call(fn, (dec, prompt[:, -1:].clone(), n_steps), shown_as, seconds=CAPTURE_SECONDS)
     if got is FAILED:
         return FAILED
@@ -419,11 +488,15 @@ def _loop_problem(fn, model, T: int, n_steps: int) -> str | None | object:
         )
     c = dec.cache
     host, device = c.lens[0], int(c.lens_dev[0])
+
+    def in_scratch(pos: int) -> str:  # the step that wrote pos was the (pos - T)-th replay
+        return _scratch_problem(pos, 0 <= pos - T < len(behind) and behind[pos - T])
+
     if device < T + n_steps:
         # a grow between a replay and advance_host flushed the row from a host one behind
         wrong = _first_wrong_key(c, ref.cache, min(device, len(c.tables[0]) * c.block_size))
         if wrong is not None and _in_scratch(c, ref.cache, wrong):
-            return _scratch_problem(wrong)
+            return in_scratch(wrong)
         return (
             f"after {n_steps} replays from a {T}-token prompt lens_dev is [{device}], expected "
             f"[{T + n_steps}]: the replayed end_step advances lens_dev by itself. Never copy "
@@ -455,7 +528,7 @@ def _loop_problem(fn, model, T: int, n_steps: int) -> str | None | object:
         )
     wrong = _first_wrong_key(c, ref.cache, device)
     if wrong is not None and _in_scratch(c, ref.cache, wrong):
-        return _scratch_problem(wrong)
+        return in_scratch(wrong)
     if wrong is not None:
         return (
             f"the key of position {wrong} is not the one the reference run wrote: the step "
