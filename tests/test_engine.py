@@ -103,7 +103,7 @@ def test_slot_lengths_agree_on_host_and_device(shipped_model, doc_ids):
 @pytest.fixture(scope="module")
 def requests(doc_ids):
     rng, text_rng = random.Random(0), random.Random(1)
-    return [(cut(doc_ids, text_rng, rng.randint(1, 40)), rng.randint(1, 30)) for _ in range(60)]
+    return [(cut(doc_ids, text_rng, rng.randint(1, 40)), rng.randint(1, 30)) for _ in range(24)]
 
 
 def first_difference(model, prompt, got, want):
@@ -117,13 +117,13 @@ def first_difference(model, prompt, got, want):
     )
 
 
-def test_engine_serves_60_requests_like_each_alone(shipped_model, requests):
+def test_engine_serves_24_requests_like_each_alone(shipped_model, requests):
     engine = Engine(shipped_model, n_slots=8, max_len=128, use_graph=False, eos_id=EOS)
     calls = []
     step = engine.decoder.step
     engine.decoder.step = lambda tok, check=True: calls.append(1) or step(tok, check)
     rids = [engine.submit(p, n) for p, n in requests]
-    assert rids == list(range(60))
+    assert rids == list(range(24))  # three times the slots: a queue to admit from
     result = engine.run()
 
     # none lost, none duplicated, none left behind
@@ -142,7 +142,7 @@ def test_engine_serves_60_requests_like_each_alone(shipped_model, requests):
             shipped_model, prompt, got, alone
         )
         assert len(got) == n or got[-1] == EOS
-    assert 6 <= by_eos <= 54  # both ways of finishing happen often
+    assert 3 <= by_eos <= 21  # both ways of finishing happen often
 
     # stats: one entry per decode step; n_active counts the occupied slots
     assert len(engine.stats) == len(calls) > 0
