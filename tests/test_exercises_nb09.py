@@ -153,6 +153,13 @@ def test_step_sampling_slips_are_named(formula, needle, capsys):
     assert_hint(check_step_sampling, _sampled_with(formula), capsys, needle)
 
 
+def test_step_sampling_that_keeps_low_temperatures_greedy_gets_a_hint(capsys):
+    def threshold(x, t, s, p):
+        return torch.where(t >= 1, my_step_sampling(x, t, s, p), x.argmax(-1))
+
+    assert_hint(check_step_sampling, threshold, capsys, "a greedy row's choice", "above 0")
+
+
 def test_the_eager_cases_spread_the_temperatures_wide():
     cases = [nb09._sampling_case(s)[1].tolist() for s in nb09.EAGER_CASES]
     temperatures = {round(t, 6) for case in cases for t in case}
@@ -277,6 +284,17 @@ def test_hand_out_that_pops_the_ids_gets_a_hint(capsys):
 def test_hand_out_with_ids_and_reqs_swapped_gets_a_hint(capsys):
     assert_hint(check_hand_out, lambda reqs, ids, e: my_hand_out(ids, reqs, e), capsys,
                 "AttributeError", "zip(reqs, ids)")  # fmt: skip
+
+
+def test_hand_out_returning_a_rid_twice_gets_a_hint(capsys):
+    def twice(reqs, ids, eos_id):
+        finished = my_hand_out(reqs, ids, eos_id)
+        both = [
+            r.rid for r in reqs if r and r.out[-1:] == [eos_id] and len(r.out) == r.max_new_tokens
+        ]
+        return finished + [rid for rid in both if rid in finished]
+
+    assert_hint(check_hand_out, twice, capsys, "more than once", "finishes once")
 
 
 def test_hand_out_returning_junk_rids_gets_a_hint(capsys):
@@ -452,9 +470,12 @@ def test_noise_key_that_exits_gets_a_hint(capsys):
         (lambda s, p, r, v: my_uniform(s * p, torch.zeros_like(p), v),
          ("(seed 9, position 5) and (seed 5, position 9)", "collide")),
         (lambda s, p, r, v: my_uniform(s ^ p, torch.zeros_like(p), v), ("collide",)),
-        (lambda s, p, r, v: my_uniform(s, p, v).sort(-1).values, ("rise", "Don't sort")),
+        (lambda s, p, r, v: my_uniform(s, p, v).sort(-1).values, ("rise", "sorting the draws")),
         (lambda s, p, r, v: my_uniform(s, p, v).sort(-1, descending=True).values,
-         ("fall", "Don't sort")),
+         ("fall", "sorting the draws")),
+        (lambda s, p, r, v: ((((splitmix64(splitmix64(s) ^ p)[:, None] + (torch.arange(v) << 41))
+                               >> 41) & (2**23 - 1)).float() + 0.5) * 2.0**-23,
+         ("rise", "mixing the id in after the hash", "splitmix64(h ^ id)")),
         (lambda s, p, r, v: my_uniform(s, p, v) ** 2, ("mean", "not uniform")),
         (lambda s, p, r, v: torch.floor(my_uniform(s, p, v) * 1024) / 1023,
          ("exactly 0 or 1", "log(0)")),
@@ -486,7 +507,8 @@ def test_noise_key_that_exits_gets_a_hint(capsys):
     ids=["seed + row", "position + row", "torch.rand", "no position", "no seed",
          "a generator per row on the host", "shape", "range", "ints", "one per row",
          "a few per row", "seed + position", "seed * position", "seed ^ position", "sorted",
-         "sorted descending", "squared", "0 and 1 often", "float16", "0 and 1 rarely",
+         "sorted descending", "the id added after the hash", "squared", "0 and 1 often",
+         "float16", "0 and 1 rarely",
          "the package's own", "bits * 2**-23", "hash / 2**64 + 0.5", "(bits + 1) * 2**-23",
          "24 bits in float32", "another order, bits * 2**-23", "another order, 24 bits",
          "an arithmetic shift", "zeroes the seed", "bumps the position", "position + id",

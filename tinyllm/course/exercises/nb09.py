@@ -185,6 +185,13 @@ def _ids_problem(got, want, case, shown_as, fn=None) -> str | None:
             f"noise: add none to a greedy row, and pick greedy rows with torch.where"
         )
     slip = _slip(fn) if fn is not None else None
+    wrong = (got.long() != want) & (temperature > 0)
+    if slip is None and torch.equal(got.long()[wrong], case[0].argmax(-1)[wrong]):
+        slip = (
+            f"id {int(got[r])} is the row's argmax, a greedy row's choice, and so is every "
+            f"wrong id of a sampled row. Every row whose temperature is above 0 samples; only "
+            f"temperature 0 is greedy"
+        )
     return (
         f"on {shown_as} row {r} (temperature {t:g}) got id {int(got[r])}, expected "
         f"{int(want[r])}: a sampled row takes the argmax of logits / temperature + Gumbel "
@@ -313,6 +320,8 @@ def _requests():
         ([req(2, [7], 4), req(0, [8], 4), req(1, [9], 4)], [20, 21, EOS],
          "after compaction: request 2 in row 0, request 0 in row 1, request 1 in row 2"),
         ([req(0, [7], 4), req(1, [8], 4)], [0, 6], "eos_id 0: request 0 emits it now"),
+        ([req(0, [7, 8], 3), req(1, [8], 4)], [EOS, 6],
+         "request 0 emits EOS as its last allowed token"),
     ]  # fmt: skip
 
 
@@ -434,6 +443,13 @@ def check_hand_out(fn) -> Verdict:
                 f"the requests that finish with this move, as a list of ints"
             )
         rids = sorted(as_int(x) for x in rids)
+        twice = sorted({r for r in rids if rids.count(r) > 1})
+        if twice:
+            return hint(
+                f"on {shown_as}: your function returned request {twice[0]} more than once "
+                f"({rids}): a request that ends two ways at once, EOS as its last allowed "
+                f"token, finishes once. Return each finished rid once"
+            )
         rows = sorted(i for i, r in enumerate(reqs) if r is not None and r.rid in want_finished)
         if rids != sorted(want_finished) and rids == rows:
             return hint(
@@ -672,9 +688,10 @@ def _spread_problem(fn) -> str | None | object:
             return (
                 f"on {shown_as}, request {r}'s uniforms {'rise' if rising > 0.5 else 'fall'} "
                 f"along the vocab ({rising:.0%} of neighbours in increasing order, about 50% "
-                f"for independent draws): sorted noise ties each id's noise to its rank, so "
-                f"the same ids always get the large noise. Don't sort: each id's uniform is "
-                f"its own hash"
+                f"for independent draws): each id's noise follows its place in the vocab, so "
+                f"the same ids always get the large noise. That comes of sorting the draws, or "
+                f"of mixing the id in after the hash (h ^ id, h + (id << k)). Hash the id in "
+                f"too: splitmix64(h ^ id)"
             )
         mean, var = float(row.mean()), float(row.var())
         if abs(mean - 0.5) > 0.02 or abs(var - 1 / 12) > 0.01:

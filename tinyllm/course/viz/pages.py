@@ -84,7 +84,8 @@ def pages_figure(scene: dict):
             )
             ax_t.text(i + 0.5, r + 0.5, str(table[r, i]), ha="center", va="center", fontsize=7,
                       color="black" if i < held else "0.6")  # fmt: skip
-    ax_t.set(xlim=(0, width), ylim=(n_rows, 0), xlabel="table entry i (positions i·block_size …)")
+    ax_t.set(xlim=(0, width), ylim=(n_rows, 0),
+             xlabel=f"table entry i: positions {bs}·i to {bs}·i + {bs - 1}")  # fmt: skip
     ax_t.set_yticks([r + 0.5 for r in range(n_rows)],
                     [f"row {r}: len {n}" for r, n in enumerate(scene["lens"])])  # fmt: skip
     ax_t.set_xticks([])
