@@ -1,8 +1,13 @@
 """Training end to end: a few steps of the toy preset on the CPU, as a subprocess; and the
 outputs checked before training starts, the shipped model written only when asked."""
 
+import errno
 import json
 import math
+import os
+import shutil
+import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -108,3 +113,84 @@ def test_one_output_never_overwrites_another(tmp_path, monkeypatch, capsys, no_t
         tinyllm.train.main(args)
     assert exit_.value.code == 2
     assert f"{shown}: give each output its own file" in capsys.readouterr().err
+
+
+@pytest.fixture
+def linked(tmp_path):
+    """hard_link(target, name): a hard link to target, in a folder of tmp_path's filesystem or,
+    where a hard link cannot cross to it, a temporary folder beside the repository's files."""
+    made = []
+
+    def hard_link(target, name):
+        for folder in (tmp_path, None):
+            if folder is None:
+                folder = Path(tempfile.mkdtemp(dir=PRETRAINED.parent.parent.parent))
+                made.append(folder)
+            try:
+                os.link(target, folder / name)
+                return folder / name
+            except OSError as e:
+                if e.errno != errno.EXDEV:
+                    raise
+        raise AssertionError("no folder on the shipped files' filesystem")
+
+    yield hard_link
+    for folder in made:
+        shutil.rmtree(folder)
+
+
+@pytest.mark.parametrize(
+    "flag, target", [("--log", PRETRAINED), ("--card", MODEL_CARD), ("--out", PRETRAINED)]
+)
+def test_a_hard_link_to_a_shipped_file_is_refused(capsys, no_training, linked, flag, target):
+    link = linked(target, "hard-link")
+    shipped = sha256(target)
+    with pytest.raises(SystemExit) as exit_:
+        tinyllm.train.main([flag, str(link)])
+    assert exit_.value.code == 2
+    assert f"is the shipped {target.name}: pass --replace-shipped" in capsys.readouterr().err
+    assert sha256(target) == shipped
+
+
+def test_save_refuses_a_hard_link_to_the_shipped_model(linked):
+    from tinyllm import load_pretrained, save
+
+    link = linked(PRETRAINED, "hard-link.safetensors")
+    with pytest.raises(ValueError, match="is the shipped model"):
+        save(load_pretrained("cpu"), link)
+
+
+@pytest.mark.parametrize("flag", ["--out", "--card", "--log"])
+def test_an_existing_output_is_refused_unless_forced(tmp_path, capsys, no_training, flag):
+    mine = tmp_path / "mine.txt"
+    mine.write_text("a learner's own file")
+    with pytest.raises(SystemExit) as exit_:
+        tinyllm.train.main([flag, str(mine)])
+    assert exit_.value.code == 2
+    assert f"{flag} {mine} exists: pass --force to overwrite it" in capsys.readouterr().err
+    assert mine.read_text() == "a learner's own file"
+    with pytest.raises(TrainingStarted):  # --force: the run goes on
+        tinyllm.train.main([flag, str(mine), "--force"])
+
+
+def test_a_write_that_fails_leaves_the_old_file_whole(tmp_path, monkeypatch):
+    old = tmp_path / "log.json"
+    old.write_text("the old log")
+
+    def fails(src, dst):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(tinyllm.train.os, "replace", fails)
+    with pytest.raises(OSError, match="disk full"):
+        tinyllm.train.write_whole(old, "the new log")
+    assert old.read_text() == "the old log"
+    assert [p.name for p in tmp_path.iterdir()] == ["log.json"]  # no partial file left
+
+
+def test_write_whole_replaces_a_link_instead_of_writing_through_it(tmp_path):
+    target = tmp_path / "target.txt"
+    target.write_text("kept")
+    link = tmp_path / "link.txt"
+    link.symlink_to(target)
+    tinyllm.train.write_whole(link, "new")
+    assert target.read_text() == "kept" and link.read_text() == "new" and not link.is_symlink()

@@ -48,6 +48,18 @@ def sha256(path) -> str:
     return h.hexdigest()
 
 
+def same_file(a, b) -> bool:
+    """Whether paths a and b lead to one file: the same path once links are followed, or, both
+    existing, the same file on disk (os.path.samefile: a hard link too)."""
+    a, b = Path(a), Path(b)
+    if a.resolve() == b.resolve():
+        return True
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # one of them does not exist (yet): not the same file
+        return False
+
+
 def save(model: Transformer, path, extra: dict | None = None, replace_shipped: bool = False) -> str:
     """Write the model's weights (bf16) and config, and `extra` (JSON values under keys of
     your own) in the metadata; returns the file's sha256. Everything is checked before a byte
@@ -58,7 +70,7 @@ def save(model: Transformer, path, extra: dict | None = None, replace_shipped: b
     path = Path(path)
     if path.is_dir() or not path.parent.is_dir():
         raise ValueError(f"cannot write {path}: not a file name in an existing folder")
-    if path.resolve() == PRETRAINED.resolve() and replace_shipped is not True:
+    if same_file(path, PRETRAINED) and replace_shipped is not True:
         raise ValueError(f"{path} is the shipped model: pass replace_shipped=True to overwrite it")
     if extra is not None and not isinstance(extra, dict):
         raise ValueError(f"extra must be a dict of JSON values, got {type(extra).__name__}")

@@ -4,7 +4,9 @@
     python -m tinyllm.train --preset toy --steps 30 --device cpu --out /tmp/toy.safetensors
 
 A run never overwrites the shipped weights or model card (tinyllm/weights/) unless told to
-with --replace-shipped; every output is checked before training starts.
+with --replace-shipped, through any path to them (a symlink, a hard link); it never overwrites
+an existing file unless told to with --force; every output is checked before training starts,
+and each is written whole or not at all (a temporary file beside it, then renamed).
 
 The text is pydoc_data.topics, the help() pages inside every CPython: nothing is
 downloaded. Topics are split by sorted name (every tenth to validation), each topic ends
@@ -17,14 +19,16 @@ import copy
 import hashlib
 import json
 import math
+import os
 import platform
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import torch
 
-from tinyllm.checkpoint import MODEL_CARD, PRETRAINED, save
+from tinyllm.checkpoint import MODEL_CARD, PRETRAINED, same_file, save
 from tinyllm.config import PRESETS, get_config
 from tinyllm.generation import complete
 from tinyllm.model import Transformer
@@ -230,26 +234,32 @@ def main(argv=None) -> dict:
         action="store_true",
         help="allow writing over the shipped weights and model card (tinyllm/weights/)",
     )
+    p.add_argument(
+        "--force", action="store_true", help="allow writing over an existing --out, --card or --log"
+    )
     args = p.parse_args(argv)
     args.out = args.out or f"{args.preset}-trained.safetensors"
     # checked before training starts: a run must not end with nowhere to write its result
-    shipped = {PRETRAINED.resolve(), MODEL_CARD.resolve()}
     written = {}  # each output its own file: one must not overwrite another
     for flag in ("out", "card", "log"):
         value = getattr(args, flag)
         if value is None:
             continue
-        target = Path(value).resolve()
-        if target in written:
-            p.error(f"--{flag} {value} is also --{written[target]}: give each output its own file")
+        target = Path(value)
+        same = next((f for t, f in written.items() if same_file(target, t)), None)
+        if same is not None:
+            p.error(f"--{flag} {value} is also --{same}: give each output its own file")
         written[target] = flag
-        if target in shipped and not args.replace_shipped:
+        shipped = next((s for s in (PRETRAINED, MODEL_CARD) if same_file(target, s)), None)
+        if shipped is not None and not args.replace_shipped:
             p.error(
-                f"--{flag} {value} is the shipped {target.name}: "
+                f"--{flag} {value} is the shipped {shipped.name}: "
                 "pass --replace-shipped to overwrite it"
             )
-        if target.is_dir() or not target.parent.is_dir():
+        if target.resolve().is_dir() or not target.resolve().parent.is_dir():
             p.error(f"--{flag} {value}: not a file name in an existing folder")
+        if target.exists() and shipped is None and not args.force:
+            p.error(f"--{flag} {value} exists: pass --force to overwrite it")
     device = torch.device(args.device) if args.device else default_device()
     model, info = train(
         args.preset,
@@ -279,10 +289,24 @@ def main(argv=None) -> dict:
     )
     print("The for statement" + info["sample"])
     if args.card:
-        Path(args.card).write_text(CARD.format(**{k: v for k, v in info.items() if k != "history"}))
+        write_whole(args.card, CARD.format(**{k: v for k, v in info.items() if k != "history"}))
     if args.log:
-        Path(args.log).write_text(json.dumps(info, indent=1))
+        write_whole(args.log, json.dumps(info, indent=1))
     return info
+
+
+def write_whole(path, text: str) -> None:
+    """Write text to path whole or not at all: into a temporary file beside it, then renamed
+    over it (os.replace), so a run stopped midway leaves the old file as it was. A link at
+    path is replaced by the file, never written through."""
+    path = Path(path)
+    fd, partial = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(partial, path)
+    finally:
+        Path(partial).unlink(missing_ok=True)
 
 
 if __name__ == "__main__":
