@@ -278,3 +278,11 @@ def test_complete_returns_text(shipped_model, tokenizer):
         complete(shipped_model, "The for statement")
     with pytest.raises(ValueError, match="at least one token"):
         complete(shipped_model, ["ok", ""])
+
+
+@pytest.mark.parametrize("n", [10**12, 0, -1, 2.0, True])
+def test_draw_seeds_refuses_a_count_outside_the_rows_limit(n):
+    from tinyllm.generation import draw_seeds
+
+    with pytest.raises(ValueError, match=r"n must be an int in \[1, 1024\]"):
+        draw_seeds(n)

@@ -248,13 +248,19 @@ DOORS = {  # door → [(what the user passed, set-up, call, message)]
             "temperature -0.5",
             model,
             lambda m: generate(m, ids(1, 4), 2, temperature=-0.5),
-            r"temperature must be 0 \(greedy\) or a finite number >= 0.0001, got -0.5",
+            r"temperature must be 0 \(greedy\) or a number in \[0.0001, 3.4e\+38\], got -0.5",
         ),
         (
             "temperature 1e-40",
             model,
             lambda m: generate(m, ids(1, 4), 2, temperature=1e-40),
-            r"temperature must be 0 \(greedy\) or a finite number >= 0\.0001",
+            r"temperature must be 0 \(greedy\) or a number in \[0\.0001",
+        ),
+        (
+            "temperature 1e39",
+            model,
+            lambda m: generate(m, ids(1, 4), 2, temperature=1e39),
+            r"temperature must be 0 .*got 1e\+39: .*larger ones float32",
         ),
         (
             "temperature inf",

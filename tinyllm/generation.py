@@ -18,9 +18,11 @@ from torch import Tensor
 from tinyllm.kv_cache import KVCache
 from tinyllm.precision import model_device, precision
 from tinyllm.validate import (
+    LIMITS,
     validate_cache,
     validate_generate_args,
     validate_ids,
+    validate_int,
     validate_model,
     validate_prompt,
 )
@@ -113,7 +115,9 @@ def sample(logits: Tensor, temperature: Tensor, top_k: Tensor, seed: Tensor,
 
 def draw_seeds(n: int) -> list[int]:
     """Seeds for unseeded requests, drawn once from torch's default generator: the path is
-    the seeded one, and the draws stay as random as torch.manual_seed leaves them."""
+    the seeded one, and the draws stay as random as torch.manual_seed leaves them. n: one a
+    row, at most LIMITS.rows."""
+    validate_int("n", n, hi=LIMITS.rows)
     return torch.randint(0, 2**62, (n,)).tolist()
 
 

@@ -19,7 +19,6 @@ A step that does not finish (an exception, Ctrl-C) is undone by its level's tran
 (signals_held), so that a second Ctrl-C or a timer cannot interrupt the undoing.
 """
 
-import math
 import signal
 import threading
 from dataclasses import dataclass
@@ -28,6 +27,7 @@ import torch
 from torch import Tensor
 
 MIN_TEMPERATURE = 1e-4  # below it, logits / temperature overflows: use 0 (greedy) instead
+MAX_TEMPERATURE = 3.4e38  # float32's largest finite value, about: sample divides in float32
 SEED_LIMIT = 2**63  # seeds in [0, 2**63): an int64 keys the noise (generation.sample)
 
 
@@ -215,16 +215,17 @@ def validate_prompt(idx, model, max_new_tokens: int = 0, pad_lens=None, max_len=
 
 
 def validate_sampling(temperature: float, top_k, vocab_size: int, seed=None) -> None:
-    """temperature 0 (greedy) or a finite number >= MIN_TEMPERATURE; top_k None or an int in
-    [1, vocab_size]; seed None or an int in [0, SEED_LIMIT)."""
+    """temperature 0 (greedy) or a number in [MIN_TEMPERATURE, MAX_TEMPERATURE]; top_k None or
+    an int in [1, vocab_size]; seed None or an int in [0, SEED_LIMIT)."""
     if seed is not None and (not is_int(seed) or not 0 <= seed < SEED_LIMIT):
         raise ValueError(f"seed must be None or an int in [0, 2**63), got {seed!r}")
     if isinstance(temperature, bool) or not isinstance(temperature, (int, float)):
         raise ValueError(f"temperature must be a number, got {temperature!r}")
-    if temperature != 0 and not (math.isfinite(temperature) and temperature >= MIN_TEMPERATURE):
+    if temperature != 0 and not MIN_TEMPERATURE <= temperature <= MAX_TEMPERATURE:  # NaN too
         raise ValueError(
-            f"temperature must be 0 (greedy) or a finite number >= {MIN_TEMPERATURE}, got "
-            f"{temperature!r}: smaller ones overflow the logits; use 0 for the top token"
+            f"temperature must be 0 (greedy) or a number in [{MIN_TEMPERATURE}, "
+            f"{MAX_TEMPERATURE:g}], got {temperature!r}: smaller ones overflow the logits (use 0 "
+            f"for the top token), larger ones float32, in which the logits are divided"
         )
     if top_k is not None:
         validate_int("top_k", top_k, hi=vocab_size)
