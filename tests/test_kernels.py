@@ -143,3 +143,60 @@ def test_dynamo_sees_one_op():
     (gm,) = graphs
     calls = [n for n in gm.graph.nodes if "paged_decode_attention" in str(n.target)]
     assert len(calls) == 1
+
+
+def _changed(**changes):
+    """The arguments of a good call of 2 rows, one changed: (q, k, v, table, lens)."""
+    q, k, v, table, lens = inputs([5, 17])
+    args = {"q": q, "k": k, "v": v, "table": table, "lens": lens}
+    for name, change in changes.items():
+        args[name] = change(args[name])
+    return tuple(args.values())
+
+
+BAD_SHAPES = [  # (what, arguments, the message): refused by either path, before any launch
+    ("q of 2 dims", _changed(q=lambda q: q[:, 0]), r"q must be \(B, H, D\)"),
+    ("head_dim", _changed(q=lambda q: q[..., :8]), r"q's head_dim 8 must be the cache's 16"),
+    ("heads", _changed(q=lambda q: q[:, :3]), r"q's 3 heads must be a multiple of the cache's 2"),
+    ("fp16 q", _changed(q=lambda q: q.half()), r"share one floating dtype"),
+    ("int q", _changed(q=lambda q: q.long()), r"share one floating dtype"),
+    ("v another shape", _changed(v=lambda v: v[:, :1]), r"v_cache \(9, 1, 16, 16\) must be"),
+    ("float table", _changed(table=lambda t: t.float()), r"block_table must be int32 or int64"),
+    ("lens of 3 rows", _changed(lens=lambda n: torch.tensor([5, 17, 2])), r"lens must be int32"),
+    ("strided table", _changed(table=lambda t: t.repeat_interleave(2, 1)[:, ::2]),
+     r"block_table needs unit stride"),
+    ("block of 24", _changed(k=lambda k: k[:, :, :12], v=lambda v: v[:, :, :12]),
+     r"block_size 12 must be a power of two"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("what, args, message", BAD_SHAPES, ids=[b[0] for b in BAD_SHAPES])
+def test_the_op_refuses_bad_shapes_naming_the_argument(what, args, message):
+    with pytest.raises(ValueError, match=message):
+        kernels.paged_decode_attention(*args)
+
+
+BAD_VALUES = [  # read on the device: always on a CPU's interpreter, where they would crash it
+    ("block 10**6", _changed(table=lambda t: t.index_fill(1, torch.tensor([0]), 10**6)),
+     r"block_table holds block 1000000: the pool has blocks \[0, 9\)"),
+    ("block -1", _changed(table=lambda t: t.index_fill(1, torch.tensor([0]), -1)),
+     r"block_table holds block -1"),
+    ("length 2**20", _changed(lens=lambda n: torch.tensor([5, 2**20], dtype=torch.int32)),
+     r"lens holds 1048576: each row's length must be in \[1, 64\]"),
+    ("length 0", _changed(lens=lambda n: torch.tensor([0, 17], dtype=torch.int32)),
+     r"lens holds 0"),
+]  # fmt: skip
+
+
+@triton_needed
+@pytest.mark.parametrize("what, args, message", BAD_VALUES, ids=[b[0] for b in BAD_VALUES])
+def test_the_interpreted_kernels_refuse_values_outside_the_pool(what, args, message):
+    with pytest.raises(ValueError, match=message):
+        kernels.interpreted_paged_decode_attention(*args, n_splits=2)
+
+
+@pytest.mark.parametrize("what, args, message", BAD_VALUES, ids=[b[0] for b in BAD_VALUES])
+def test_check_values_bounds_the_reference_too(what, args, message, monkeypatch):
+    monkeypatch.setattr(kernels, "CHECK_VALUES", True)
+    with pytest.raises(ValueError, match=message):
+        kernels.paged_decode_attention(*args)

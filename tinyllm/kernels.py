@@ -27,6 +27,7 @@ variable is read once, when a kernel is decorated).
 """
 
 import contextlib
+import os
 
 import torch
 from torch import Tensor
@@ -41,6 +42,63 @@ except ImportError:  # macOS, Windows: the kernels' bodies below are never run
 
     class tl:  # what their annotations name
         constexpr = None
+
+
+# Bound every block id and length of a call on the device too (a device read, so a sync, and
+# not inside a graph's capture): TINYLLM_CHECK_KERNEL_VALUES=1. On a CPU, under Triton's
+# interpreter, values are always bounded: a read outside the pool there kills the process.
+CHECK_VALUES = os.environ.get("TINYLLM_CHECK_KERNEL_VALUES") == "1"
+
+
+def check_paged_args(q, k_cache, v_cache, block_table, lens, values: bool = False) -> None:
+    """The kernel's door: a ValueError naming the argument, its shape and what was expected.
+    Shapes, dtypes, devices and strides are read on the host, with no device read, so the
+    check is safe inside a graph's capture. values=True also bounds the lengths to [1, the
+    table's positions] and the block ids to the pool, which reads them from the device."""
+    args = {"q": q, "k_cache": k_cache, "v_cache": v_cache, "block_table": block_table,
+            "lens": lens}  # fmt: skip
+    for name, t in args.items():
+        if not isinstance(t, Tensor):
+            raise ValueError(f"{name} must be a tensor, got {type(t).__name__}")
+        if t.device != q.device:
+            raise ValueError(f"{name} is on {t.device}, q on {q.device}: one device for all")
+    if q.ndim != 3 or k_cache.ndim != 4:
+        raise ValueError(f"q must be (B, H, D) and k_cache (n_blocks, H_kv, block_size, D), got "
+                         f"{tuple(q.shape)} and {tuple(k_cache.shape)}")  # fmt: skip
+    B, H, D = q.shape
+    n_blocks, H_kv, block_size, D_kv = k_cache.shape
+    if v_cache.shape != k_cache.shape:
+        raise ValueError(f"v_cache {tuple(v_cache.shape)} must be shaped as k_cache "
+                         f"{tuple(k_cache.shape)}")  # fmt: skip
+    if not q.dtype.is_floating_point or not q.dtype == k_cache.dtype == v_cache.dtype:
+        raise ValueError(f"q, k_cache and v_cache must share one floating dtype, got "
+                         f"{q.dtype}, {k_cache.dtype} and {v_cache.dtype}")  # fmt: skip
+    if D != D_kv:
+        raise ValueError(f"q's head_dim {D} must be the cache's {D_kv}")
+    if H_kv == 0 or H % H_kv:
+        raise ValueError(f"q's {H} heads must be a multiple of the cache's {H_kv} K/V heads")
+    if block_size & (block_size - 1) or block_size == 0:
+        raise ValueError(f"the cache's block_size {block_size} must be a power of two")
+    for name, t, ndim in (("block_table", block_table, 2), ("lens", lens, 1)):
+        if t.dtype not in (torch.int32, torch.int64) or t.ndim != ndim or t.shape[0] != B:
+            want = "(B, max_blocks)" if ndim == 2 else "(B,)"
+            raise ValueError(f"{name} must be int32 or int64 of shape {want} with B = {B}, got "
+                             f"{t.dtype} {tuple(t.shape)}")  # fmt: skip
+    if q.stride(-1) != 1 or k_cache.stride(-1) != 1 or v_cache.stride() != k_cache.stride():
+        raise ValueError("q, k_cache and v_cache need unit stride along head_dim, and v_cache "
+                         "k_cache's strides: pass contiguous tensors")  # fmt: skip
+    if block_table.stride(-1) != 1:
+        raise ValueError("block_table needs unit stride along its blocks: pass a contiguous one")
+    if values:
+        most = block_table.shape[1] * block_size
+        if bool(((lens < 1) | (lens > most)).any()):
+            bad = int(lens[(lens < 1) | (lens > most)][0])
+            raise ValueError(f"lens holds {bad}: each row's length must be in [1, {most}], "
+                             f"the positions its table holds")  # fmt: skip
+        if bool(((block_table < 0) | (block_table >= n_blocks)).any()):
+            bad = int(block_table[(block_table < 0) | (block_table >= n_blocks)][0])
+            raise ValueError(f"block_table holds block {bad}: the pool has blocks "
+                             f"[0, {n_blocks})")  # fmt: skip
 
 
 # Shares of a row's blocks, each its own program (the grid's third axis), and the warps of a
@@ -128,7 +186,10 @@ if triton is not None:
 def triton_paged_decode_attention(
     q, k_cache, v_cache, block_table, lens, kernels=None, n_splits=N_SPLITS, num_warps=NUM_WARPS
 ) -> Tensor:
-    """Launch the two kernels (kernels: a (split, combine) pair, default the compiled ones)."""
+    """Launch the two kernels (kernels: a (split, combine) pair, default the compiled ones),
+    after the door (check_paged_args; values too on a CPU, or with CHECK_VALUES)."""
+    check_paged_args(q, k_cache, v_cache, block_table, lens,
+                     values=CHECK_VALUES or q.device.type == "cpu")  # fmt: skip
     split, combine = kernels or (split_kernel, combine_kernel)
     B, H, D = q.shape
     _, H_kv, block_size, _ = k_cache.shape
@@ -191,7 +252,8 @@ def paged_decode_attention(
     q: Tensor, k_cache: Tensor, v_cache: Tensor, block_table: Tensor, lens: Tensor
 ) -> Tensor:
     """Decode attention over a paged cache (the module docstring); the reference here, the
-    Triton kernels on CUDA."""
+    Triton kernels on CUDA. Both check their arguments first (check_paged_args)."""
+    check_paged_args(q, k_cache, v_cache, block_table, lens, values=CHECK_VALUES)
     return reference_paged_decode_attention(q, k_cache, v_cache, block_table, lens)
 
 
