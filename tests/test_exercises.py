@@ -658,3 +658,22 @@ def test_admission_that_sorts_the_queue_gets_a_hint(capsys):
 
     assert_hint(check_admission, lambda free, queue: list(zip(sorted(free), sorted(queue))),
                 capsys, "sorted the queue", "first come")  # fmt: skip
+
+
+JUNK_IN_THE_CELLS_ARGUMENTS = [  # what a notebook passes beside the answer, broken: a hint
+    ("token_count text None", lambda: ex.check_token_count(13, None), "takes the cell's text"),
+    ("compile prompt_lens None", lambda: ex.check_compile_prediction((2, 2), lambda d: 2, None,
+                                                                      (32, 64)), "prompt_lens"),
+    ("compile buckets None", lambda: ex.check_compile_prediction((2, 2), lambda d: 2, [20, 40],
+                                                                  None), "buckets must be"),
+    ("capture_replay api 'x'", lambda: ex.check_capture_replay(lambda *a: None, api="x"),
+     "api must be torch.cuda or tinyllm.lab.simgraph"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("what, check, needle", JUNK_IN_THE_CELLS_ARGUMENTS,
+                         ids=[j[0] for j in JUNK_IN_THE_CELLS_ARGUMENTS])  # fmt: skip
+def test_junk_in_the_cells_own_arguments_gets_a_hint(what, check, needle, capsys):
+    assert failed(check())
+    out = capsys.readouterr().out
+    assert out.startswith("[HINT] ") and needle in out and out.count("\n") == 1, out

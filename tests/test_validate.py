@@ -15,6 +15,7 @@ import types
 import pytest
 import torch
 
+import tinyllm
 from tinyllm import (
     Engine,
     GraphDecoder,
@@ -1403,3 +1404,26 @@ def test_a_hold_in_another_thread_leaves_the_main_threads_alone():
         leave.set()
         t.join()
         signal.signal(signal.SIGALRM, previous)
+
+
+LEFT_FROM_BEFORE = [  # (what, the call, the message): each a ValueError naming the value
+    ("stop_at_eos 'no'", lambda m: tinyllm.complete(m, ["ab"], 2, stop_at_eos="no"),
+     r"stop_at_eos must be True or False, got 'no'"),
+    ("a meta model",
+     lambda m: tinyllm.save(tinyllm.Transformer(m.cfg).to("meta"), "never.safetensors"),
+     r"on the meta device"),
+    ("get_config of a list", lambda m: tinyllm.get_config(["tiny"]), r"unknown preset \['tiny'\]"),
+    ("a lone surrogate", lambda m: tinyllm.Tokenizer().encode("a\ud800b"), r"lone surrogate"),
+    ("save to 5", lambda m: tinyllm.save(m, 5), r"path must be a str or a path, got 5"),
+    ("load None", lambda m: tinyllm.load(None), r"path must be a str or a path"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("what, call, message", LEFT_FROM_BEFORE,
+                         ids=[c[0] for c in LEFT_FROM_BEFORE])  # fmt: skip
+def test_the_doors_left_from_before_are_closed(shipped_model, what, call, message, tmp_path,
+                                               monkeypatch):  # fmt: skip
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ValueError, match=message):
+        call(shipped_model)
+    assert not any(tmp_path.iterdir())  # nothing written

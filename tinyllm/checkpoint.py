@@ -48,6 +48,13 @@ def sha256(path) -> str:
     return h.hexdigest()
 
 
+def as_path(path) -> Path:
+    """path as a Path: a str or an os.PathLike, else a ValueError naming it."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise ValueError(f"path must be a str or a path, got {path!r:.80}")
+    return Path(path)
+
+
 def same_file(a, b) -> bool:
     """Whether paths a and b lead to one file: the same path once links are followed, or, both
     existing, the same file on disk (os.path.samefile: a hard link too)."""
@@ -67,7 +74,10 @@ def save(model: Transformer, path, extra: dict | None = None, replace_shipped: b
     it, then renamed). The shipped weights are written over only with replace_shipped=True."""
     if not isinstance(model, Transformer):
         raise ValueError(f"save needs a tinyllm Transformer, got {type(model).__name__}")
-    path = Path(path)
+    if any(p.is_meta for p in model.parameters()):
+        raise ValueError("the model's weights are on the meta device, with no values: nothing "
+                         "to save (load or train it first)")  # fmt: skip
+    path = as_path(path)
     if path.is_dir() or not path.parent.is_dir():
         raise ValueError(f"cannot write {path}: not a file name in an existing folder")
     if same_file(path, PRETRAINED) and replace_shipped is not True:
@@ -107,7 +117,7 @@ def load(path, expected_sha256: str | None = None, device=None, limits=LIMITS) -
     CUDA, as stored, and fp32 on the CPU (device None: the CPU). A file that is not one
     save() wrote, is damaged, or asks for a model beyond `limits`, is refused with a
     ValueError that names it (and the tensor or key at fault)."""
-    path, device = Path(path), validate_device("cpu" if device is None else device)
+    path, device = as_path(path), validate_device("cpu" if device is None else device)
     validate_limits(limits)
     if expected_sha256 is not None and not (
         isinstance(expected_sha256, str) and re.fullmatch(r"[0-9a-fA-F]{64}", expected_sha256)

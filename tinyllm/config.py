@@ -63,6 +63,6 @@ PRESETS = {
 
 
 def get_config(name: str) -> ModelConfig:
-    if name not in PRESETS:
+    if not isinstance(name, str) or name not in PRESETS:
         raise ValueError(f"unknown preset {name!r}; choose one of {sorted(PRESETS)}")
     return PRESETS[name]

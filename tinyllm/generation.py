@@ -19,6 +19,7 @@ from tinyllm.kv_cache import KVCache
 from tinyllm.precision import model_device, precision
 from tinyllm.validate import (
     LIMITS,
+    validate_bool,
     validate_cache,
     validate_generate_args,
     validate_ids,
@@ -223,6 +224,7 @@ def complete(
     tokenizer = Tokenizer()
     if isinstance(prompts, str) or not isinstance(prompts, (list, tuple)):
         raise ValueError("complete takes a list of prompts; wrap a single one in [...]")
+    validate_bool("stop_at_eos", stop_at_eos)
     validate_model(model)
     idx, pad_lens = left_pad(
         [tokenizer.encode(p) for p in prompts], tokenizer.pad_id, model_device(model)

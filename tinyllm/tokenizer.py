@@ -15,7 +15,11 @@ class Tokenizer:
     def encode(self, text: str) -> list[int]:
         if not isinstance(text, str):
             raise ValueError(f"encode takes a str, got {type(text).__name__}")
-        return list(text.encode("utf-8"))
+        try:
+            return list(text.encode("utf-8"))
+        except UnicodeEncodeError as e:  # a lone surrogate: text that is no Unicode
+            raise ValueError(f"text holds {text[e.start]!r} at position {e.start}, a lone "
+                             f"surrogate, which UTF-8 cannot encode") from None  # fmt: skip
 
     def decode(self, ids) -> str:
         """Bytes back to text; special ids are dropped, invalid UTF-8 becomes U+FFFD."""

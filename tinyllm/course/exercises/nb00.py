@@ -25,6 +25,10 @@ def check_token_count(answer, text: str) -> Verdict:
     if as_int(answer) is None:
         hint(f"The answer is a number of tokens, an int; got {shown_type(answer)}.")
         return False
+    if not isinstance(text, str):
+        hint(f"check_token_count(answer, text) takes the cell's text, a str; got "
+             f"{shown_type(text)}. Pass the text the cell above encodes.")  # fmt: skip
+        return False
     answer = as_int(answer)
     n_bytes, n_chars = len(text.encode("utf-8")), len(text)
     if answer == n_bytes:

@@ -13,6 +13,7 @@ from tinyllm.course.exercises.harness import (
     choices,
     hint,
     ok,
+    shown_type,
     time_limit,
 )
 from tinyllm.lab import simgraph
@@ -295,6 +296,12 @@ def check_capture_replay(fn, api=None) -> Verdict:
     output. api: torch.cuda on a GPU, else tinyllm.lab.simgraph (the default picks)."""
     if api is None:
         api = torch.cuda if torch.cuda.is_available() else simgraph
+    if not all(hasattr(api, n) for n in ("CUDAGraph", "graph", "Stream", "stream",
+                                         "current_stream")):  # fmt: skip
+        return hint(
+            f"api must be torch.cuda or tinyllm.lab.simgraph, or left out to pick the one this "
+            f"machine runs; got {shown_type(api)}"
+        )
     device = "cuda" if api is torch.cuda else "cpu"
     g = torch.Generator(device=device).manual_seed(0)
     example = torch.randn(256, device=device, generator=g)

@@ -18,6 +18,7 @@ from tinyllm.course.exercises.harness import (
     call,
     checker,
     hint,
+    items,
     ok,
     time_limit,
 )
@@ -129,6 +130,14 @@ def check_compile_prediction(prediction, run, prompt_lens, buckets) -> Verdict:
     each prompt length in prompt_lens decodes one step with these buckets, predicted before
     anything runs; run(dynamic) → the graphs the counting backend counted, called only once
     the prediction is a pair of ints."""
+    lens = items(prompt_lens)
+    if lens is None or not lens or not all(is_count(n) for n in lens):
+        return hint(f"prompt_lens must be the cell's list of prompt lengths, ints; got "
+                    f"{shown_value(prompt_lens)}")  # fmt: skip
+    try:
+        windows = [bucket_for(as_int(n) + 1, buckets) for n in lens]
+    except ValueError as e:
+        return hint(f"buckets must be the cell's buckets, a tuple of ints: {e}")
     if prediction is None:
         return hint(
             "not answered yet: set prediction to a pair, (graphs with dynamic=False, "
@@ -154,7 +163,6 @@ def check_compile_prediction(prediction, run, prompt_lens, buckets) -> Verdict:
             )
         measured.append(as_int(got))
     measured = tuple(measured)
-    windows = [bucket_for(n + 1, buckets) for n in prompt_lens]
     static, dynamic = (as_int(x) for x in prediction)
     if (static, dynamic) == measured:
         return ok(
