@@ -526,6 +526,17 @@ def test_paged_write_to_the_right_places_with_wrong_values_is_told_so(values, ca
     assert "goes to block" not in out
 
 
+@pytest.mark.parametrize(
+    "rows", [slice(0, 1), slice(None, -1)], ids=["row 0 only", "the last skipped"]
+)
+def test_paged_write_that_misses_rows_is_told_they_were_never_written(rows, capsys):
+    def misses(pool, k_new, block_table, lens, block_size):
+        my_paged_write(pool, k_new[rows], block_table[rows], lens[rows], block_size)
+
+    out = assert_hint(check_paged_write, misses, capsys, "never written", "every row")
+    assert "wrong values" not in out
+
+
 def grows_on_the_host_only(decoder, tok, n_steps, flush_after=False):
     """rows.grow() hands out the block on the host; without a flush before the replay the
     device's table still points at the scratch block."""
@@ -560,3 +571,10 @@ def test_replay_loop_that_grows_after_is_not_told_to_flush(toy_model, capsys):
     out = assert_hint(lambda fn: check_replay_loop(fn, toy_model), grows_after, capsys,
                       "before each replay, not after")  # fmt: skip
     assert "flush" not in out
+
+
+def test_replay_loop_that_runs_past_n_steps_gets_a_hint(capsys):
+    def forever(decoder, tok, n_steps):
+        return my_replay_loop(decoder, tok, 10**6)
+
+    assert_hint(check_replay_loop, forever, capsys, "ran past n_steps", "range(n_steps)")

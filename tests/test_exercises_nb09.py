@@ -5,6 +5,7 @@ A checker accepts the right answer and answers every wrong one with one [HINT] l
 never a traceback, never a false [OK]. Junk, stubs, crashes and hangs: tests/test_exercises.py.
 """
 
+import copy
 import sys
 
 import numpy as np
@@ -295,6 +296,13 @@ def test_hand_out_returning_a_rid_twice_gets_a_hint(capsys):
         return finished + [rid for rid in both if rid in finished]
 
     assert_hint(check_hand_out, twice, capsys, "more than once", "finishes once")
+
+
+def test_hand_out_working_on_copies_gets_a_hint(capsys):
+    def copies(reqs, ids, eos_id):
+        return my_hand_out([copy.deepcopy(r) for r in reqs], ids, eos_id)
+
+    assert_hint(check_hand_out, copies, capsys, "no request's out changed", "req.out itself")
 
 
 def test_hand_out_returning_junk_rids_gets_a_hint(capsys):

@@ -191,13 +191,20 @@ def _places_written(pool, block_table, lens, block_size) -> torch.Tensor:
     return places
 
 
-def _write_problem(got_pool, want_pool, places) -> str | None:
-    """What is wrong with the pool a write left; places: those the reference writes."""
+def _write_problem(got_pool, want_pool, places, before=None) -> str | None:
+    """What is wrong with the pool a write left; places: those the reference writes; before:
+    the pool as the function was handed it."""
     if torch.equal(got_pool, want_pool):
         return None
     diff = (got_pool != want_pool).any(dim=-1)  # (n_blocks, heads, block_size)
     block, _, off = (int(x) for x in diff.nonzero()[0])
-    if bool(places[:, None, :].expand_as(diff)[diff].all()):  # right places, wrong values
+    on_places = bool(places[:, None, :].expand_as(diff)[diff].all())
+    if on_places and before is not None and torch.equal(got_pool[diff], before[diff]):
+        return (
+            f"block {block}, offset {off} of the pool was never written: a row's new key is "
+            f"missing there. Write every row b, 0 to B - 1, not some of them"
+        )
+    if on_places:  # right places, wrong values
         return (
             f"your function wrote to the right places, with the wrong values: block {block}, "
             f"offset {off} of the pool does not hold its row's new key. Write k_new[b] as it "
@@ -292,7 +299,7 @@ def check_paged_write(fn) -> Verdict:
                 f"on {shown_as} your function added each key to what the pool held there "
                 f"(+=, accumulate=True): write it, replacing the old value"
             )
-        problem = _write_problem(got, want, _places_written(case[0], *case[2:]))
+        problem = _write_problem(got, want, _places_written(case[0], *case[2:]), before)
         if problem:
             other = ". Use the block_size argument, not a number of your own" if bs != 4 else ""
             return hint(f"on {shown_as}: {problem}{other}")
@@ -434,6 +441,15 @@ def _tables_at_replay(rows):
         sys.setprofile(previous)
 
 
+def _explain_loop(error: Exception) -> str | None:
+    if isinstance(error, ValueError) and "full" in str(error):
+        return (
+            "the loop ran past n_steps and filled the cache: replay exactly n_steps times, "
+            "for _ in range(n_steps)"
+        )
+    return None
+
+
 DECODER_STEP = (
     "your loop called decoder.step, which does the whole step for you. Write its host part "
     "yourself: key = decoder.graph_key(), copy the token into decoder.tok, cache.grow(), "
@@ -454,7 +470,8 @@ def _loop_problem(fn, model, T: int, n_steps: int) -> str | None | object:
     tok_buffer = dec.tok
     watched = (Decoder.step, Decoder.capture_graph, simgraph.CUDAGraph.replay)
     with entered(*watched) as ran, _tables_at_replay(dec.cache.rows) as behind:
-        got = call(fn, (dec, prompt[:, -1:].clone(), n_steps), shown_as, seconds=CAPTURE_SECONDS)
+        got = call(fn, (dec, prompt[:, -1:].clone(), n_steps), shown_as, seconds=CAPTURE_SECONDS,
+                   explain=_explain_loop)  # fmt: skip
     if got is FAILED:
         return FAILED
     if inspect.isgenerator(got):

@@ -411,6 +411,15 @@ def check_hand_out(fn) -> Verdict:
                         f"one step late), so its row ran once more: that extra token must be "
                         f"dropped"
                     )
+                elif (
+                    isinstance(r.out, list)
+                    and r.out == b
+                    and all(x is None or x.out == y for x, y in zip(reqs, before))
+                ):
+                    why = (
+                        "no request's out changed: append to req.out itself, the request's "
+                        "own list. What is appended to a copy is lost"
+                    )
                 elif isinstance(r.out, list) and len(r.out) < len(w.out):
                     why = f"request {r.rid} was still running: its token is a real one, keep it"
                 elif (
@@ -675,13 +684,15 @@ def _spread_problem(fn) -> str | None | object:
                 f"on {shown_as}, request {r}'s uniforms are one value ({float(row[0]):.4g}) "
                 f"for every vocab id: Gumbel-max then adds the same noise to every logit and "
                 f"always picks the argmax, which is greedy. Draw one uniform per vocab id: "
-                f"hash the id in too, as uniform_noise(seed, position, vocab_size) does"
+                f"mix the id in, then hash again, splitmix64(h ^ id), as uniform_noise does. "
+                f"Mixed in after the last hash, the id changes only low bits, which the top "
+                f"23 bits never see"
             )
         if distinct < WIDE_V // 2:
             return (
                 f"on {shown_as}, request {r}'s {WIDE_V} uniforms hold only {distinct} distinct "
                 f"values: the vocab ids share a few draws. Each id needs its own uniform: "
-                f"hash (seed, position, id)"
+                f"mix the id in, then hash again, splitmix64(h ^ id)"
             )
         rising = float((row[1:] > row[:-1]).double().mean())
         if not 0.4 < rising < 0.6:
@@ -809,8 +820,8 @@ def check_noise_key(fn) -> Verdict:
             "captured at positions [5, 9, 5, 17] and replayed at new positions, the noise is "
             "the captured one: compute the key from the position tensor on the device"
         )
-    for find in (_collision_problem, _shift_problem, _reuse_problem, _linear_key_problem,
-                 _spread_problem, _open_interval_problem):  # fmt: skip
+    for find in (_spread_problem, _collision_problem, _shift_problem, _reuse_problem,
+                 _linear_key_problem, _open_interval_problem):  # fmt: skip
         problem = find(fn)
         if problem is FAILED:
             return False
