@@ -524,3 +524,20 @@ def test_noise_key_that_exits_gets_a_hint(capsys):
 )  # fmt: skip
 def test_noise_key_wrong(answer, needles, capsys):
     assert_hint(check_noise_key, answer, capsys, *needles)
+
+
+def test_a_patched_uniform_noise_does_not_change_the_reference(capsys, monkeypatch):
+    """A learner who patches generation.uniform_noise to ignore the seed, then samples with
+    it, is not told [OK]: the checker's reference keeps the noise as it was."""
+    from tinyllm import generation
+
+    real = generation.uniform_noise
+    monkeypatch.setattr(generation, "uniform_noise", lambda s, p, v: real(s * 0, p, v))
+
+    def seed_ignored(x, t, s, p):
+        g = -torch.log(-torch.log(generation.uniform_noise(s, p, x.shape[-1])))
+        tt = torch.where(t > 0, t, 1.0)[:, None]
+        return torch.where(t > 0, (x / tt + g).argmax(-1), x.argmax(-1))
+
+    out = assert_hint(check_step_sampling, seed_ignored, capsys, "a sampled row takes")
+    assert "calls generation" not in out

@@ -86,7 +86,9 @@ def splitmix64(z: Tensor) -> Tensor:
 
 
 def uniform_noise(seed: Tensor, position: Tensor, vocab_size: int) -> Tensor:
-    """(B, vocab_size) uniforms in (0, 1), float32: hash(seed, position, id) per entry."""
+    """(B, vocab_size) uniforms in (0, 1), float32: hash(seed, position, id) per entry.
+    Trusted, as sample is: it checks nothing, so that a graph can capture it; its seeds and
+    positions come through a door that checked them (validate_sampling)."""
     ids = torch.arange(vocab_size, device=seed.device)
     h = splitmix64(splitmix64(seed) ^ position)[:, None]  # (B, 1): one stream per row
     bits = _shr(splitmix64(h ^ ids), 41)  # the top 23 bits, k in [0, 2**23)
