@@ -56,7 +56,10 @@ def test_block_of_right(answer, capsys):
         (lambda p, bs: (p % bs, p // bs), ("the table entry first",)),
         (lambda p, bs: (p // bs, p % bs + 1), ("offsets count from 0",)),
         # position == block_size kept in the first block
-        (lambda p, bs: (p // bs, p % bs) if p != bs else (0, bs), ("pos=4, block_size=4",)),
+        (
+            lambda p, bs: (p // bs, p % bs) if p != bs else (0, bs),
+            ("pos=4, block_size=4", "offset 0 of the next entry"),
+        ),
         (lambda p, bs: (-(-p // bs), p % bs), ("pos=3, block_size=4",)),  # ceil, not floor
         (lambda p, bs: p // bs, ("two ints",)),
         (lambda p, bs: (p / bs, p % bs), ("a float", "rounded down")),

@@ -305,6 +305,16 @@ def test_hand_out_working_on_copies_gets_a_hint(capsys):
     assert_hint(check_hand_out, copies, capsys, "no request's out changed", "req.out itself")
 
 
+def test_hand_out_that_changes_the_list_of_requests_gets_a_hint(capsys):
+    def drops_pads(reqs, ids, eos_id):
+        finished = my_hand_out(reqs, ids, eos_id)
+        while None in reqs:
+            reqs.remove(None)
+        return finished
+
+    assert_hint(check_hand_out, drops_pads, capsys, "changed the list reqs", "never the list")
+
+
 def test_hand_out_returning_junk_rids_gets_a_hint(capsys):
     assert_hint(check_hand_out, lambda *a: (my_hand_out(*a), "x")[1], capsys, "list of ints")
 

@@ -387,11 +387,17 @@ def check_hand_out(fn) -> Verdict:
                for r in reqs]  # fmt: skip
         want_finished = _reference_hand_out(ref, ids, eos)
         before = [None if r is None else list(r.out) for r in reqs]
-        given = list(ids)
-        got = call(fn, (list(reqs), given, eos), shown_as, none_ok=True, seconds=CALL_SECONDS,
+        given, given_reqs = list(ids), list(reqs)
+        got = call(fn, (given_reqs, given, eos), shown_as, none_ok=True, seconds=CALL_SECONDS,
                    explain=_explain_hand_out)  # fmt: skip
         if got is FAILED:
             return False
+        if len(given_reqs) != len(reqs) or any(a is not b for a, b in zip(given_reqs, reqs)):
+            return hint(
+                f"on {shown_as}: your function changed the list reqs (removed, added or "
+                f"replaced a row): row i must stay reqs[i], since the engine reads the rows "
+                f"after you. Change each request's out, never the list"
+            )
         if given != ids:
             return hint(
                 f"on {shown_as}: your function changed its input ids, from {ids} to {given}: "
@@ -700,8 +706,8 @@ def _spread_problem(fn) -> str | None | object:
                 f"for every vocab id: Gumbel-max then adds the same noise to every logit and "
                 f"always picks the argmax, which is greedy. Draw one uniform per vocab id: "
                 f"mix the id in, then hash again, splitmix64(h ^ id), as uniform_noise does. "
-                f"Mixed in after the last hash, the id changes only low bits, which the top "
-                f"23 bits never see"
+                f"An id mixed in after the last hash changes only low bits, which the top 23 "
+                f"bits never see"
             )
         if distinct < WIDE_V // 2:
             return (
