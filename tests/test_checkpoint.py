@@ -430,11 +430,19 @@ def test_non_finite_weights_are_refused_naming_the_tensor(toy_model, tmp_path, v
         load(path)
 
 
-def test_large_finite_weights_whose_sum_overflows_still_load(toy_model, tmp_path):
+def test_weights_that_would_overflow_every_forward_are_refused_naming_the_tensor(
+    toy_model, tmp_path
+):
+    """A weight of 3e38 is finite, and its products overflow the compute dtype. Refused at
+    load, naming the tensor; one below the limit loads."""
     tensors = bf16_tensors(toy_model, torch.float32)
     tensors["norm.weight"][:2] = 3e38  # finite, but their sum is inf
     path = write(tmp_path / "big.safetensors", tensors, toy_model.cfg.to_dict())
-    assert load(path).norm.weight[0] == 3e38
+    with pytest.raises(ValueError, match=r"tensor norm.weight holds a weight of 3e\+38, beyond"):
+        load(path)
+    tensors["norm.weight"][:2] = 1e19
+    path = write(tmp_path / "large.safetensors", tensors, toy_model.cfg.to_dict())
+    assert load(path).norm.weight[0] == 1e19
 
 
 @pytest.mark.parametrize(

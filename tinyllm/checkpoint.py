@@ -228,13 +228,25 @@ def validate_tensors(where: str, found: dict[str, tuple[str, tuple[int, ...]]], 
             raise ValueError(f"{where}: tensor {name} has shape {got}, the config needs {shape}")
 
 
+# The largest weight a model can compute with: a product of two values larger than this, a
+# weight and an activation, overflows float32 and bfloat16 (largest finite about 3.4e38).
+MAX_WEIGHT = 1.8e19
+
+
 def validate_finite(where: str, name: str, t: torch.Tensor) -> None:
-    """No NaN or inf in t (in fp32: summing bf16 on the CPU is slow)."""
-    if t.sum().isfinite():  # one fast pass: a NaN or inf anywhere makes the sum non-finite
+    """No NaN or inf in t (in fp32: summing bf16 on the CPU is slow), and no weight beyond
+    MAX_WEIGHT: finite, but its products overflow the dtypes the model computes in (the
+    shipped model with every weight set to ±3e38 gave id 0 at each position of a prompt)."""
+    if t.sum().isfinite() and t.abs().amax() <= MAX_WEIGHT:  # one pass each, the usual case
         return
     bad = int((~torch.isfinite(t)).sum())  # (or the sum overflowed: count them exactly)
     if bad:
         raise ValueError(f"{where}: tensor {name} holds {bad} non-finite values (NaN or inf)")
+    big = float(t.abs().amax())
+    if big > MAX_WEIGHT:
+        raise ValueError(f"{where}: tensor {name} holds a weight of {big:.3g}, beyond "
+                         f"{MAX_WEIGHT:g}: a product of two values that large overflows float32 "
+                         f"and bfloat16, the dtypes the model computes in")  # fmt: skip
 
 
 def few(names: list[str], n: int = 5) -> str:
