@@ -1416,6 +1416,12 @@ LEFT_FROM_BEFORE = [  # (what, the call, the message): each a ValueError naming 
     ("a lone surrogate", lambda m: tinyllm.Tokenizer().encode("a\ud800b"), r"lone surrogate"),
     ("save to 5", lambda m: tinyllm.save(m, 5), r"path must be a str or a path, got 5"),
     ("load None", lambda m: tinyllm.load(None), r"path must be a str or a path"),
+    ("pad_lens of 2 rows, a prompt of 1",
+     lambda m: prefill(m, torch.tensor([[1, 2, 3]]), KVCache(m.cfg.n_layers, torch.tensor([0, 0]))),
+     r"the cache's pad_lens hold 2 rows, the tokens 1"),
+    ("a cache of 1 row, a token of 2", lambda m: decode_step(
+        m, (c := KVCache(m.cfg.n_layers), prefill(m, torch.tensor([[1, 2]]), c))[0],
+        torch.tensor([[1], [2]])), r"the cache holds 1 rows, the tokens 2"),
 ]  # fmt: skip
 
 

@@ -37,6 +37,8 @@ def prefill(model, idx: Tensor, cache, check: bool = True) -> Tensor:
     check=False skips the checks of idx and of the cache, for callers that made them."""
     if check:
         validate_prompt(idx, model, max_len=validate_cache(cache, model, protocol=True))
+        if isinstance(cache, KVCache):
+            cache.validate_batch(idx.shape[0])
     with precision(model):
         logits, _ = model(idx, cache=cache, check=False)
     return logits
@@ -53,6 +55,8 @@ def decode_step(model, cache, tok: Tensor, check: bool = True) -> Tensor:
         validate_ids(tok, model.cfg.vocab_size, validate_model(model), name="tok")
         if tok.dim() != 2 or tok.shape[1] != 1:
             raise ValueError(f"tok must have shape (B, 1), got {tuple(tok.shape)}")
+        if isinstance(cache, KVCache):
+            cache.validate_batch(tok.shape[0])
     with precision(model):
         logits, _ = model(tok, cache=cache, check=False)
     return logits

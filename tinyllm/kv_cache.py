@@ -178,6 +178,14 @@ class KVCache:
     def layer(self, i: int) -> LayerKV:
         return LayerKV(self, i)
 
+    def validate_batch(self, B: int) -> None:
+        """The door for a call of B rows: the rows its pad_lens and its K/V hold already."""
+        if self.first_valid is not None and len(self.first_valid) != B:
+            raise ValueError(f"the cache's pad_lens hold {len(self.first_valid)} rows, the "
+                             f"tokens {B}: one pad count a row")  # fmt: skip
+        if self.k[0] is not None and self.k[0].shape[0] != B:
+            raise ValueError(f"the cache holds {self.k[0].shape[0]} rows, the tokens {B}")
+
     def update(self, i: int, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
         self.k[i] = k if self.k[i] is None else torch.cat([self.k[i], k], dim=2)
         self.v[i] = v if self.v[i] is None else torch.cat([self.v[i], v], dim=2)
