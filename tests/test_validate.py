@@ -1230,7 +1230,7 @@ DOORS = {  # door → [(what the user passed, set-up, call, message)]
             "a 600 M-parameter model",
             model,
             lambda m: Transformer(ModelConfig(vocab_size=2**17, d_model=2048)),
-            r"parameters 6\d\d,\d{3},\d{3} > the course's limit 33,554,432; "
+            r"parameters 6\d\d,\d{3},\d{3} > the course's limit 8,388,608; "
             r".*limits=Limits\(params=\.\.\.\)",
         ),
         (
@@ -1242,7 +1242,9 @@ DOORS = {  # door → [(what the user passed, set-up, call, message)]
         (
             "1000 layers",
             model,
-            lambda m: Transformer(ModelConfig(n_layers=1000, d_model=8, n_heads=2, n_kv_heads=1)),
+            lambda m: Transformer(
+                ModelConfig(n_layers=1000, d_model=8, n_heads=2, n_kv_heads=1, ffn_hidden=16)
+            ),
             r"n_layers 1,000 > the course's limit 64",
         ),
         (

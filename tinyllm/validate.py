@@ -36,7 +36,7 @@ class Limits:
     """The largest sizes the doors accept. The course's presets need 3.3 M parameters, 4
     layers, 1024 positions and batches of 64 at most; the defaults leave room."""
 
-    params: int = 2**25  # parameters of a model (load() refuses a file that claims more)
+    params: int = 2**23  # parameters of a model (load() refuses a file that claims more)
     layers: int = 64
     seq_len: int = 8192  # max_seq_len of a model, max_len of a cache
     rows: int = 1024  # a cache's rows: a decoder's batch, the engine's slots
