@@ -341,6 +341,7 @@ def default_capture_sizes(n_rows: int) -> tuple[int, ...]:
 
 
 def resolve_capture_sizes(capture_sizes, n_rows: int) -> tuple[int, ...]:
+    validate_int("n_rows", n_rows)
     if capture_sizes is None:
         return default_capture_sizes(n_rows)
     return validate_capture_sizes(capture_sizes, n_rows)

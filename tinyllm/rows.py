@@ -42,7 +42,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from tinyllm.validate import is_int
+from tinyllm.validate import MAX_TEMPERATURE, MIN_TEMPERATURE, is_int
 
 SCRATCH = 0  # the block a row without a request points at: no request ever holds it
 
@@ -208,6 +208,9 @@ class Rows:
             values = list(rows) if isinstance(rows, (list, tuple, range)) else []
             if not values or any(not is_int(v) for v in values):
                 raise ValueError(f"rows must be a non-empty list of ints, got {rows!r:.80}")
+            far = next((v for v in values if not 0 <= v < self.n_rows), None)
+            if far is not None:  # checked as Python ints: 2**63 does not fit an int64
+                raise ValueError(f"row {far} outside [0, {self.n_rows})")
             r = np.asarray(values, np.int64)
         if len(r) == 0:
             raise ValueError("rows must be a non-empty list of ints, got none")
@@ -228,9 +231,17 @@ class Rows:
         if isinstance(lens, np.ndarray) and lens.dtype == np.int64 and lens.shape == rows.shape:
             n = lens
         else:
-            values = [lens] * len(rows) if is_int(lens) else list(lens)
-            if len(values) != len(rows) or any(not is_int(v) for v in values):
+            if is_int(lens):
+                values = [lens] * len(rows)
+            elif isinstance(lens, (list, tuple, range)):
+                values = list(lens)
+            else:
+                values = None
+            if values is None or len(values) != len(rows) or any(not is_int(v) for v in values):
                 raise ValueError(f"lengths must be {len(rows)} ints, one a row, got {lens!r:.80}")
+            far = next((v for v in values if not lo <= v <= self.max_len), None)
+            if far is not None:  # checked as Python ints: 2**63 does not fit an int64
+                raise ValueError(f"length {far} outside [{lo}, max_len {self.max_len}]")
             n = np.asarray(values, np.int64)
         bad = n[(n < lo) | (n > self.max_len)]
         if len(bad):
@@ -274,6 +285,16 @@ class Rows:
             n = self.validate_lens(r, lens)
             if (h.held[r] < self.blocks_for(n)).any():
                 raise ValueError("admit needs the rows' blocks first: take(rows, lens)")
+            per_row(temperature, len(r), "temperature",
+                    f"0 or a number in [{MIN_TEMPERATURE}, {MAX_TEMPERATURE:g}]",
+                    lambda t: t == 0 or MIN_TEMPERATURE <= t <= MAX_TEMPERATURE,
+                    number=True)  # fmt: skip
+            per_row(top_k, len(r), "top_k", "an int in [0, 2**31)", lambda k: 0 <= k < 2**31)
+            per_row(seed, len(r), "seed", "an int in [0, 2**63)", lambda v: 0 <= v < 2**63)
+            per_row(rids, len(r), "rids", "an int in [-1, 2**63)", lambda v: -1 <= v < 2**63)
+            per_row(
+                left, len(r), "left", "an int in [0, max_len]", lambda v: 0 <= v <= self.max_len
+            )
         else:
             r, n = rows, lens
         h.state[r, LEN], h.state[r, ACTIVE], h.rid[r], h.left[r], h.n_out[r] = n, 1, rids, left, 0
@@ -435,6 +456,17 @@ class OnRows:
 
     lens_dev = property(lambda self: self.rows.lens_dev, lambda self, t: self.rows.keep(t))
     active_dev = property(lambda self: self.rows.active_dev, lambda self, t: self.rows.keep(t))
+
+
+def per_row(value, n: int, name: str, what: str, ok, number: bool = False) -> None:
+    """value, one for all n rows or a list of n, each an int (number=True: an int or a float,
+    never a bool) for which ok() holds; a ValueError naming the value and `what` if not."""
+    values = list(value) if isinstance(value, (list, tuple)) else [value] * n
+    kind = (int, float) if number else int
+    if len(values) != n or any(not isinstance(v, kind) or isinstance(v, bool) or not ok(v)
+                               for v in values):  # fmt: skip
+        raise ValueError(f"{name} must be {what}, one for all rows or one a row, got "
+                         f"{value!r:.80}")  # fmt: skip
 
 
 def _ranks(counts: np.ndarray) -> np.ndarray:

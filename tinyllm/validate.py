@@ -348,7 +348,7 @@ def validate_keys(keys, graph_keys: tuple[int, ...]) -> tuple[int, ...]:
 
 def validate_capture_sizes(capture_sizes, n_rows: int) -> tuple[int, ...]:
     """Capture sizes: positive ints, sorted here, the largest n_rows (every row can run)."""
-    if isinstance(capture_sizes, (int, str, dict, set)) or not hasattr(capture_sizes, "__iter__"):
+    if not isinstance(capture_sizes, (tuple, list, range)):
         raise ValueError(f"capture_sizes must be a tuple of positive ints, got {capture_sizes!r}")
     sizes = tuple(capture_sizes)
     if not sizes or any(not is_int(c) or c < 1 for c in sizes):
