@@ -10,7 +10,9 @@ import pytest
 import torch
 
 from tinyllm import Engine, PagedEngine, Tokenizer, complete, generate, get_config
-from tinyllm.graphs import bucket_for, default_buckets, resolve_capture_sizes
+from tinyllm.generation import decode_step, prefill
+from tinyllm.graphs import GraphDecoder, bucket_for, default_buckets, resolve_capture_sizes
+from tinyllm.kv_cache import KVCache, SlotKVCache
 from tinyllm.paged import PagedKVCache
 from tinyllm.rows import Rows
 
@@ -53,9 +55,27 @@ DOORS = {
     "Engine.submit": ({"prompt_ids": [97, 98], "max_new_tokens": 2, "temperature": 0.5,
                        "top_k": 5, "seed": 1},
                       lambda m, a: Engine(m, 2, max_len=32, use_graph=False).submit(**a)),
+    "KVCache": ({"n_layers": 2, "pad_lens": torch.tensor([0, 1])},
+                lambda m, a: KVCache(**a)),
+    "prefill": ({"idx": torch.tensor([[97, 98]]), "cache": None},
+                lambda m, a: prefill(m, a["idx"], KVCache(m.cfg.n_layers) if a["cache"] is None
+                                       else a["cache"])),
+    "decode_step": ({"tok": torch.tensor([[97]])},
+                    lambda m, a: decode_step(m, prefilled(m), **a)),
+    "GraphDecoder": ({"batch": 1, "max_len": 64, "buckets": (32, 64), "use_graph": False},
+                     lambda m, a: GraphDecoder(m, **a)),
+    "SlotKVCache": ({"n_layers": 2, "n_slots": 2, "max_len": 32, "device": "cpu"},
+                    lambda m, a: SlotKVCache(**a)),
     "complete": ({"prompts": ["ab"], "max_new_tokens": 2, "temperature": 0.5, "top_k": 5,
                   "seed": 1, "stop_at_eos": True}, lambda m, a: complete(m, **a)),
 }  # fmt: skip
+
+
+def prefilled(model):
+    """A KVCache of one row, two positions in."""
+    cache = KVCache(model.cfg.n_layers)
+    prefill(model, torch.tensor([[97, 98]]), cache)
+    return cache
 
 
 def admitted(rows, rows_in=None, lens=None, **kwargs):

@@ -409,8 +409,13 @@ DOORS = {  # door → [(what the user passed, set-up, call, message)]
         ),
     ],
     "KVCache": [
-        ("n_layers 0", model, lambda m: KVCache(0), r"n_layers must be an int >= 1, got 0"),
-        ("n_layers -1", model, lambda m: KVCache(-1), r"n_layers must be an int >= 1, got -1"),
+        ("n_layers 0", model, lambda m: KVCache(0), r"n_layers must be an int in \[1, 64\], got 0"),
+        (
+            "n_layers -1",
+            model,
+            lambda m: KVCache(-1),
+            r"n_layers must be an int in \[1, 64\], got -1",
+        ),
         (
             "pad_lens a list",
             model,

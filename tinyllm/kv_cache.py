@@ -157,7 +157,7 @@ class KVCache:
     each row's first real token (None: no pads). The position n lives on the host only."""
 
     def __init__(self, n_layers: int, pad_lens: Tensor | None = None):
-        validate_int("n_layers", n_layers)
+        validate_int("n_layers", n_layers, hi=LIMITS.layers)
         if pad_lens is not None:
             validate_pad_lens(pad_lens)
         self.n_layers = n_layers

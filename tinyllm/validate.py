@@ -315,7 +315,7 @@ def validate_compile(compile, device: torch.device) -> None:
 def validate_buckets(buckets, max_len: int, limits: Limits = LIMITS) -> tuple[int, ...]:
     """A bucket list: positive ints, sorted here, at most limits.buckets of them, the largest
     max_len."""
-    if isinstance(buckets, (int, str, dict, set)) or not hasattr(buckets, "__iter__"):
+    if not isinstance(buckets, (tuple, list, range)):
         raise ValueError(f"buckets must be a tuple of positive ints, got {buckets!r}")
     buckets = tuple(buckets)
     if any(not is_int(b) or b < 1 for b in buckets):
