@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 import tinyllm.train
-from tinyllm import load
-from tinyllm.checkpoint import MODEL_CARD, PRETRAINED, sha256
+from tinyllm import checkpoint, load
+from tinyllm.checkpoint import MODEL_CARD, PRETRAINED, sha256, write_whole
 
 
 def test_toy_training_lowers_the_loss(tmp_path, monkeypatch):
@@ -180,9 +180,9 @@ def test_a_write_that_fails_leaves_the_old_file_whole(tmp_path, monkeypatch):
     def fails(src, dst):
         raise OSError("disk full")
 
-    monkeypatch.setattr(tinyllm.train.os, "replace", fails)
+    monkeypatch.setattr(checkpoint.os, "replace", fails)
     with pytest.raises(OSError, match="disk full"):
-        tinyllm.train.write_whole(old, "the new log")
+        write_whole(old, lambda partial: Path(partial).write_text("the new log"))
     assert old.read_text() == "the old log"
     assert [p.name for p in tmp_path.iterdir()] == ["log.json"]  # no partial file left
 
@@ -192,5 +192,5 @@ def test_write_whole_replaces_a_link_instead_of_writing_through_it(tmp_path):
     target.write_text("kept")
     link = tmp_path / "link.txt"
     link.symlink_to(target)
-    tinyllm.train.write_whole(link, "new")
+    write_whole(link, lambda partial: Path(partial).write_text("new"))
     assert target.read_text() == "kept" and link.read_text() == "new" and not link.is_symlink()

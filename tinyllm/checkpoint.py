@@ -101,14 +101,21 @@ def save(model: Transformer, path, extra: dict | None = None, replace_shipped: b
     validate_tensors(where, {k: ("BF16", tuple(v.shape)) for k, v in tensors.items()}, model.cfg)
     for name, t in tensors.items():
         validate_finite(where, name, t.float())  # as stored: a weight above ~3.39e38 rounds to inf
+    write_whole(path, lambda partial: save_file(tensors, partial, metadata=meta))
+    return sha256(path)
+
+
+def write_whole(path: Path, write) -> None:
+    """write(partial) fills a temporary file beside path, which is then renamed over path
+    (os.replace): the file appears whole or not at all, a run stopped midway leaves the old
+    one as it was, and a link at path is replaced, never written through."""
     fd, partial = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial", dir=path.parent)
     os.close(fd)
     try:
-        save_file(tensors, partial, metadata=meta)
+        write(partial)
         os.replace(partial, path)
     finally:
         Path(partial).unlink(missing_ok=True)
-    return sha256(path)
 
 
 def load(path, expected_sha256: str | None = None, device=None, limits=LIMITS) -> Transformer:

@@ -42,7 +42,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from tinyllm.validate import MAX_TEMPERATURE, MIN_TEMPERATURE, is_int
+from tinyllm.validate import MAX_TEMPERATURE, MIN_TEMPERATURE, SEED_LIMIT, is_int
 
 SCRATCH = 0  # the block a row without a request points at: no request ever holds it
 
@@ -290,7 +290,7 @@ class Rows:
                     lambda t: t == 0 or MIN_TEMPERATURE <= t <= MAX_TEMPERATURE,
                     number=True)  # fmt: skip
             per_row(top_k, len(r), "top_k", "an int in [0, 2**31)", lambda k: 0 <= k < 2**31)
-            per_row(seed, len(r), "seed", "an int in [0, 2**63)", lambda v: 0 <= v < 2**63)
+            per_row(seed, len(r), "seed", "an int in [0, 2**63)", lambda v: 0 <= v < SEED_LIMIT)
             per_row(rids, len(r), "rids", "an int in [-1, 2**63)", lambda v: -1 <= v < 2**63)
             per_row(
                 left, len(r), "left", "an int in [0, max_len]", lambda v: 0 <= v <= self.max_len

@@ -19,16 +19,14 @@ import copy
 import hashlib
 import json
 import math
-import os
 import platform
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import torch
 
-from tinyllm.checkpoint import MODEL_CARD, PRETRAINED, same_file, save
+from tinyllm.checkpoint import MODEL_CARD, PRETRAINED, same_file, save, write_whole
 from tinyllm.config import PRESETS, get_config
 from tinyllm.generation import complete
 from tinyllm.model import Transformer
@@ -289,24 +287,12 @@ def main(argv=None) -> dict:
     )
     print("The for statement" + info["sample"])
     if args.card:
-        write_whole(args.card, CARD.format(**{k: v for k, v in info.items() if k != "history"}))
+        card = CARD.format(**{k: v for k, v in info.items() if k != "history"})
+        write_whole(Path(args.card), lambda partial: Path(partial).write_text(card))
     if args.log:
-        write_whole(args.log, json.dumps(info, indent=1))
+        log = json.dumps(info, indent=1)
+        write_whole(Path(args.log), lambda partial: Path(partial).write_text(log))
     return info
-
-
-def write_whole(path, text: str) -> None:
-    """Write text to path whole or not at all: into a temporary file beside it, then renamed
-    over it (os.replace), so a run stopped midway leaves the old file as it was. A link at
-    path is replaced by the file, never written through."""
-    path = Path(path)
-    fd, partial = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(partial, path)
-    finally:
-        Path(partial).unlink(missing_ok=True)
 
 
 if __name__ == "__main__":
