@@ -22,8 +22,6 @@ def in_step(rows: Rows):
     assert sorted(held + rows.free) == list(range(1, rows.n_blocks))
     past = np.arange(rows.max_blocks)[None, :] >= h.held[:, None]
     assert (rows.tables_host[past] == SCRATCH).all()
-    holding = np.flatnonzero(h.rid >= 0)  # rows_of is host.rid's inverse
-    assert rows.rows_of(h.rid[holding]).tolist() == holding.tolist()
 
 
 def test_the_moves_keep_host_and_device_in_step():
@@ -49,21 +47,6 @@ def test_the_moves_keep_host_and_device_in_step():
     assert rows.lens.tolist() == [33, 48, 0, 0, 0, 0] and rows.host.rid.tolist()[:2] == [10, 12]
     assert rows.tok[:2, 0].tolist() == [0, 500]  # the moved row's next id moved with it
     assert rows.temperature.tolist()[:2] == [0.0, 1.0] and rows.in_use() == 2
-
-
-def test_rows_of_follows_the_moves_and_the_undo():
-    """The row of each request id, kept by admit, move and release, rebuilt after a restore;
-    -1 for a pad (-1) and for a request released; a large id costs no more than a small."""
-    rows = Rows(4, 32, "cpu", block_size=8)
-    rows.take([0, 2, 3], [3, 3, 3])
-    rows.admit([0, 2, 3], [3, 3, 3], rids=[5, 10**6, 7])
-    assert rows.rows_of(np.array([7, 5, -1, 10**6])).tolist() == [3, 0, -1, 2]
-    saved = rows.snapshot()
-    rows.release([0])
-    rows.move(np.array([3]), np.array([0]))
-    assert rows.rows_of(np.array([5, 7, 10**6])).tolist() == [-1, 0, 2]
-    rows.restore(saved)
-    assert rows.rows_of(np.array([5, 7, 10**6])).tolist() == [0, 3, 2]
 
 
 def test_restore_is_one_assignment_and_the_next_flush_rewrites_the_device():

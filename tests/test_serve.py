@@ -18,7 +18,6 @@ from tinyllm.graphs import default_capture_sizes
 from tinyllm.lab import engine_time, simgraph
 from tinyllm.paged import PagedFill
 from tinyllm.rows import SCRATCH, Rows
-from tinyllm.serve import InFlight
 
 EOS = ord("e")  # a byte the shipped model emits often, but not always within 30 tokens
 
@@ -60,8 +59,8 @@ def test_the_paged_engine_serves_requests_like_each_alone(shipped_model, doc_ids
     sizes = [s["capture_size"] for s in engine.stats]
     assert set(sizes) <= set(default_capture_sizes(5)) == {1, 2, 4, 5} and 5 in sizes
     for s in engine.stats:  # the requests sit in the first rows: the step runs no free row
-        held = [r for r in s["rows"] if r >= 0]
-        assert s["rows"][: len(held)] == held and s["capture_size"] >= len(held)
+        held = [r for r in s["rows"].tolist() if r >= 0]
+        assert s["rows"].tolist()[: len(held)] == held and s["capture_size"] >= len(held)
     check_rows(engine)
 
 
@@ -123,7 +122,7 @@ def test_overlap_changes_when_the_host_works_not_what_runs(shipped_model, waves)
     for overlap in (False, True):
         engine = PagedEngine(shipped_model, 4, max_len=64, use_graph=True, graph_api=simgraph,
                              eos_id=EOS, overlap=overlap)  # fmt: skip
-        runs.append((serve_in_waves(engine, waves), [s["rows"] for s in engine.stats]))
+        runs.append((serve_in_waves(engine, waves), [s["rows"].tolist() for s in engine.stats]))
     assert runs[0] == runs[1]
 
 
@@ -233,7 +232,7 @@ POINTS = {  # where a fault is injected: (object, attribute) → the calls to fa
     "grow": (Rows, "grow", (1, 5)),
     "flush": (Rows, "flush", (2, 9)),
     "sample": (serve_module, "sample", (1, 4)),  # a step's, or an admission's first ids
-    "read": (InFlight, "wait", (1, 9)),  # the ids, one step late
+    "read": (PagedEngine, "to_host", (1, 9)),  # the ids a step reads, on their way
     "hand out": (PagedEngine, "hand_out", (2, 6)),
     "release": (Rows, "release", (1, 2)),
     "move": (Rows, "move", (1,)),

@@ -139,9 +139,6 @@ class Rows:
         self.block_table = self.state[:, TABLE:]
         self.tok = torch.zeros(n_rows, 1, dtype=torch.long, device=device)
         self.flat = self.state.view(-1)  # rows 0..k-1 of the state: its first k * width values
-        # the inverse of host.rid: request id -> the row that holds it (-1: none), kept by the
-        # moves; after a restore() rebuilt from host.rid at its next read
-        self.row_of, self.row_of_stale = np.full(64, -1, np.int64), False
         self.restored_tok: Tensor | None = None  # after restore(): tok as the snapshot held it
 
     # --- the host twins, read ---------------------------------------------------------------
@@ -176,17 +173,6 @@ class Rows:
 
     def free_rows(self) -> np.ndarray:
         return np.flatnonzero(self.host.state[:, ACTIVE] == 0)
-
-    def rows_of(self, rids: np.ndarray) -> np.ndarray:
-        """The row that holds each request now, -1 where none does (a padded row's -1, or a
-        request released since), read from row_of, the table the moves keep. Each rid was
-        admitted, so the table reaches it."""
-        if self.row_of_stale:  # after a restore(): rebuilt from the host, O(requests seen)
-            held = np.flatnonzero(self.host.rid >= 0)
-            self.row_of[:] = -1
-            self.row_of[self.host.rid[held]] = held
-            self.row_of_stale = False
-        return np.where(rids >= 0, self.row_of[rids], -1)
 
     def in_use(self) -> int:
         """One more than the last row that holds a request (a compact engine's row count)."""
@@ -300,14 +286,6 @@ class Rows:
         h.state[r, LEN], h.state[r, ACTIVE], h.rid[r], h.left[r], h.n_out[r] = n, 1, rids, left, 0
         h.state[r, TOP_K], h.state[r, SEED] = top_k, seed
         h.state[r, TEMPERATURE] = np.asarray(temperature, np.float64).view(np.int64)
-        held = r[h.rid[r] >= 0]  # the rows given a request id
-        if len(held):
-            top = int(h.rid[held].max())
-            if top >= len(self.row_of):  # room for it, doubling: amortised O(1) a request
-                grown = np.full(max(2 * len(self.row_of), top + 1), -1, np.int64)
-                grown[: len(self.row_of)] = self.row_of
-                self.row_of = grown
-            self.row_of[h.rid[held]] = held
         if upload:
             h.dirty[r] = True
             self.flush()
@@ -361,7 +339,6 @@ class Rows:
         held = h.held[r]
         cols = TABLE + np.repeat(held, held) - 1 - _ranks(held)  # each row's blocks, last first
         h.free = np.concatenate([h.free, h.state[np.repeat(r, held), cols]])
-        self.row_of[h.rid[r][h.rid[r] >= 0]] = -1
         h.state[r], h.held[r], h.rid[r], h.left[r], h.n_out[r] = 0, 0, -1, 0, 0  # SCRATCH: 0
         h.dirty[r] = True
 
@@ -381,7 +358,6 @@ class Rows:
             a[d] = a[s]
         h.state[s], h.held[s], h.rid[s], h.left[s], h.n_out[s] = 0, 0, -1, 0, 0
         h.dirty[s], h.dirty[d], h.moved = True, True, np.stack([s, d])
-        self.row_of[h.rid[d][h.rid[d] >= 0]] = d[h.rid[d] >= 0]
 
     def compaction(self) -> tuple[np.ndarray, np.ndarray]:
         """The moves that keep the requests in the first rows: each free row below the last
@@ -418,9 +394,8 @@ class Rows:
     def restore(self, saved: Snapshot) -> None:
         """Put a snapshot() back, on the host: one assignment, which cannot fail. The
         snapshot is used up (the host now is it). The device is marked out of step: the next
-        flush() rewrites every row, and tok as the snapshot held it; row_of is rebuilt at its
-        next read."""
-        self.host, self.restored_tok, self.row_of_stale = saved.host, saved.tok, True
+        flush() rewrites every row, and tok as the snapshot held it."""
+        self.host, self.restored_tok = saved.host, saved.tok
 
     def settle(self) -> None:
         """Before a move that writes tok itself (an admission's prefill graph): flush now if

@@ -9,14 +9,15 @@ What it adds to the slot engine of notebook 06, each measured in notebook 09:
   a graph per bucket of (rows, positions) when their prompts fit one chunk, else eagerly in
   chunks of prefill_chunk positions;
 - sampling on the device, inside each graph, keyed by (seed, position) (generation.sample);
-- the ids read one step late: step t is launched, then the ids of the moves before it are
-  handed to their requests. overlap=True does that while the GPU runs step t;
+- the ids read one step late: step t reads the ids the moves before it sampled, from
+  rows.tok; they are copied to the host, step t is launched, then they are handed to their
+  requests. overlap=True does that while the GPU runs step t;
 - every graph captured before serving (capture()): run() never captures.
 
 A step reads like nano-vllm's three lines: the rows that cross into a new block grow, the
-graph replays, then what the moves before it sampled is handed out and the finished rows
-released. Their holes go to the next admission first; the next step moves the last requests
-into what is left, so a request moves only when no new one takes its place.
+graph replays, then the ids it read are handed out and the finished rows released. Their
+holes go to the next admission first; the next step moves the last requests into what is
+left, so a request moves only when no new one takes its place.
 Rows (rows.py) owns every input a step reads for each row, on the device and on the host,
 and its moves are vectorised: the host's work per step does not grow with the rows, but for
 handing each request its token.
@@ -28,7 +29,6 @@ handing each request its token.
 """
 
 import time
-from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -46,7 +46,7 @@ from tinyllm.graphs import (
 from tinyllm.model import Transformer
 from tinyllm.paged import PagedKVCache
 from tinyllm.precision import activation_dtype, precision
-from tinyllm.rows import LEN, SEED, TABLE, TEMPERATURE, TOP_K, copy_from_host, to_device
+from tinyllm.rows import ACTIVE, LEN, SEED, TABLE, TEMPERATURE, TOP_K, copy_from_host, to_device
 from tinyllm.validate import (
     LIMITS,
     signals_held,
@@ -59,21 +59,6 @@ from tinyllm.validate import (
 )
 
 PREFILL_CHUNK = 512  # positions of each prompt per prefill forward
-
-
-@dataclass
-class InFlight:
-    """A move's sampled ids on their way to the host: ids[i] is the next token of request
-    rids[i] (-1: a row without one), copied from the device without waiting; `ready` is an
-    event recorded after the copy (None on a CPU, where the copy is done at once)."""
-
-    rids: np.ndarray
-    ids: torch.Tensor
-    ready: object = None
-
-    def wait(self) -> None:
-        if self.ready is not None:
-            self.ready.synchronize()
 
 
 class Sections:
@@ -146,11 +131,11 @@ class PagedEngine(Serving):
         width = self.rows.state.shape[1]
         self.fill_ints = torch.zeros(n_rows * (positions + width + 1), dtype=torch.long,
                                      device=device)  # fmt: skip
-        self.in_flight: list[InFlight] = []  # moves whose ids the host has not read
         # each row's request's ids so far, its first rows.host.n_out[row] entries; those past
         # them are stale, so an undone move leaves nothing to take back here
         self.out_ids = np.zeros((n_rows, max_len), np.int64)
         self.capture_s: float | None = None  # capture()'s seconds, once it has run
+        self.row_index = np.arange(n_rows)
 
     # --- serving --------------------------------------------------------------------------
 
@@ -160,13 +145,13 @@ class PagedEngine(Serving):
         first if it has not: never while serving."""
         self.captured()
         with signals_held:  # held once for the run; each move's own hold nests inside it
-            while self.n_waiting() or self.rows.active.any() or self.in_flight:
+            while self.n_waiting() or self.rows.active.any():
                 t0, waiting = time.perf_counter(), self.n_waiting()
                 self.admit()
                 if self.n_waiting() < waiting:
                     self.admissions.append({"t0": t0, "n": waiting - self.n_waiting(),
                                             "admit_s": time.perf_counter() - t0})  # fmt: skip
-                if self.rows.active.any() or self.in_flight:
+                if self.rows.active.any():
                     self.step()
                 signals_held.deliver()  # a Ctrl-C or a timer that came during a move: here
         return self.hand_back()
@@ -175,7 +160,7 @@ class PagedEngine(Serving):
     def admit(self) -> None:
         """As many queued requests as there are free rows, prefilled together into the
         lowest free rows, their first ids sampled into the next step's input (rows.tok).
-        The host reads those ids after the next step is launched."""
+        The host reads those ids with the next step's."""
         self.captured()
         while self.n_waiting() and len(free := self.rows.free_rows()):
             reqs = self.waiting[self.head : self.head + len(free)]
@@ -184,67 +169,61 @@ class PagedEngine(Serving):
                 self.head += len(reqs)
                 longest = max(len(req.prompt) for req in reqs)
                 if self.fill_graphs is not None and longest <= self.prefill_chunk:
-                    ids = self.prefill_replayed(rows, reqs)
+                    self.prefill_replayed(rows, reqs)
                 else:
-                    ids = self.prefill_eagerly(rows, reqs)
-                self.send_to_host(np.array([req.rid for req in reqs]), ids)
+                    self.prefill_eagerly(rows, reqs)
 
     @torch.no_grad()
     def step(self) -> None:
-        """Launch decode step t for the rows in use (it samples their next ids into its own
-        input), then hand out the ids of the moves before it; the requests that finish leave,
-        the rest are compacted. A request that finished at step t-1 ran in step t too: that
-        token is dropped. overlap=False waits for step t first; overlap=True reads while the
-        GPU runs it."""
+        """Decode step t for the rows in use. It reads each row's id from rows.tok, where the
+        moves before it sampled them, and samples the next id into the same place. The ids
+        it reads are copied to the host first, then its graph is launched. The host hands
+        them to their requests while the GPU runs step t (overlap=True), or after it
+        (overlap=False). The requests that finish leave; the next step compacts the rest.
+        A request that finishes here ran in step t too: that token is dropped."""
         self.captured()
         t = Sections()
         with self.transaction(self.cache, sync=False):  # the step flushes before its replay
-            ready, self.in_flight = self.in_flight, []
             src, dst = self.rows.compaction()  # the holes admissions left: the last rows in
             if len(src):
                 self.rows.move(src, dst, check=False)
                 self.out_ids[dst] = self.out_ids[src]  # their ids so far go with them
             n = self.rows.in_use()
-            if n:
-                key = self.size_for[n]
-                rids = self.rows.host.rid[:key].copy()
-                t_launch = time.perf_counter()
-                with t("launch"):
-                    self.rows.grow()  # the rows about to cross into a new block take one
-                    self.rows.flush()  # every row changed since the last step, one upload
-                    self.replay(key)  # K/V written, each row's next id sampled into rows.tok
-                    self.rows.advance_host()
-                    launched = self.send_to_host(rids, self.rows.tok[:key, 0])
+            if n == 0:
+                return
+            key = self.size_for[n]
+            rids = self.rows.host.rid[:key].copy()
+            t_launch = time.perf_counter()
+            with t("launch"):
+                self.rows.grow()  # the rows about to cross into a new block take one
+                self.rows.flush()  # every row changed since the last step, one upload
+                ids, copied = self.to_host(self.rows.tok[:key, 0])  # the ids step t reads
+                self.replay(key)  # K/V written, each row's next id sampled into rows.tok
+                self.rows.advance_host()
+                stepped = copied if self.overlap else self.record()
             with t("read ids"):
-                if n and not self.overlap:
-                    launched.wait()
-                for move in ready:
-                    move.wait()
-            self.release(self.hand_out(ready))
-        if n:  # nothing launched: the last ids read, no step to record
-            self.stats.append({"step": len(self.stats), "capture_size": key,
-                               "rows": rids.tolist(), "n_active": int((rids >= 0).sum()),
-                               "t0": t.t0,
-                               "t_launch": t_launch, "launch_s": t.seconds["launch"],
-                               "read_s": t.seconds["read ids"],
-                               "step_s": time.perf_counter() - t.t0})  # fmt: skip
+                if stepped is not None:
+                    stepped.synchronize()
+            self.release(self.hand_out(ids.numpy()))
+        self.stats.append({"step": len(self.stats), "capture_size": key,
+                           "rows": rids, "n_active": int((rids >= 0).sum()),
+                           "t0": t.t0, "t_launch": t_launch, "launch_s": t.seconds["launch"],
+                           "read_s": t.seconds["read ids"],
+                           "step_s": time.perf_counter() - t.t0})  # fmt: skip
 
-    def hand_out(self, ready: list[InFlight]) -> np.ndarray:
-        """Each request of the moves read now takes its id, unless it has no row or has
-        finished: a padded row, or an end seen one step late, whose id, the extra one, is
-        dropped. Vectorised with numpy: each request's row found (rows.rows_of), its id
-        written into its row of out_ids at its count (rows.host.n_out), its count of ids left
-        (rows.host.left) counted down, to 0 at eos_id. Returns the rows whose requests finish
-        now."""
-        h = self.rows.host
-        for move in ready:
-            rows = self.rows.rows_of(move.rids)
-            take = (rows >= 0) & (h.left[rows] > 0)  # (a row of -1 reads the last: not taken)
-            rows, ids = rows[take], move.ids.numpy()[take]
-            self.out_ids[rows, h.n_out[rows]] = ids
-            h.n_out[rows] += 1
-            h.left[rows] = np.where(ids == self.eos_id, 0, h.left[rows] - 1)
-        return np.flatnonzero((h.left == 0) & (h.rid >= 0))
+    def hand_out(self, ids: np.ndarray) -> np.ndarray:
+        """Rows 0..k-1 take the k ids a step read, vectorised with numpy: row r's id goes
+        into its row of out_ids at its count (rows.host.n_out), and its count of ids left
+        (rows.host.left) counts down, to 0 at eos_id. A free row's id lands past its count,
+        where nothing reads it. Returns the rows whose requests finish now."""
+        h, k = self.rows.host, len(ids)
+        active = h.state[:k, ACTIVE]
+        self.out_ids[self.row_index[:k], h.n_out[:k]] = ids
+        h.n_out[:k] += active
+        h.left[:k] -= active
+        if self.eos_id is not None:
+            h.left[:k][ids == self.eos_id] = 0
+        return np.flatnonzero(active & (h.left[:k] == 0))
 
     def release(self, finished: np.ndarray) -> None:
         """The finished requests take their ids, as lists, and their rows are freed
@@ -260,20 +239,20 @@ class PagedEngine(Serving):
             self.finished += rids
             self.rows.release(finished, check=False)
 
-    def saved_state(self) -> list[InFlight]:
-        return list(self.in_flight)  # the moves whose ids are on their way: a few
+    def to_host(self, ids: torch.Tensor) -> tuple[torch.Tensor, object]:
+        """Start copying ids to the host, without waiting: the copy, and an event recorded
+        after it (None on a CPU, where the copy is done at once)."""
+        return ids.to("cpu", non_blocking=True, copy=True), self.record()
 
-    def put_back(self, state: list[InFlight]) -> None:
-        self.in_flight = state
-
-    def send_to_host(self, rids: list[int], ids: torch.Tensor) -> InFlight:
-        """Start copying a move's ids to the host, without waiting; a later step reads them."""
-        move = InFlight(rids, ids.to("cpu", non_blocking=True, copy=True))
-        if ids.is_cuda:  # torch.Event finds the current stream in C++, where
-            move.ready = torch.Event(ids.device)  # torch.cuda.Event asks Python for it
-            move.ready.record()
-        self.in_flight.append(move)
-        return move
+    def record(self):
+        """An event recorded on the device's stream now: its synchronize() waits for the work
+        queued before it. None on a CPU. torch.Event finds the current stream in C++, where
+        torch.cuda.Event asks Python for it."""
+        if self.device.type != "cuda":
+            return None
+        event = torch.Event(self.device)
+        event.record()
+        return event
 
     # --- the decode step ------------------------------------------------------------------
 
@@ -299,11 +278,11 @@ class PagedEngine(Serving):
 
     # --- prefill --------------------------------------------------------------------------
 
-    def prefill_replayed(self, rows: np.ndarray, reqs) -> torch.Tensor:
+    def prefill_replayed(self, rows: np.ndarray, reqs) -> None:
         """Admit reqs[b] into free row rows[b] with one replay of the prefill graph of their
         bucket: blocks taken and the rows admitted on the host, one upload into the fixed
-        buffer, one replay (or the same forward eagerly), which sets the rows on the device.
-        Returns the first ids on the device; the host has not read them."""
+        buffer, one replay (or the same forward eagerly), which sets the rows on the device
+        and samples their first ids into rows.tok."""
         n, lens = len(reqs), np.array([len(req.prompt) for req in reqs])
         self.rows.take(rows, lens, check=False)  # checked at submit, and free rows
         self.rows.admit(rows, lens, [req.temperature for req in reqs],
@@ -319,8 +298,10 @@ class PagedEngine(Serving):
         src = np.full(self.n_rows, -1, np.int64)
         src[rows] = np.arange(n)
         copy_from_host(self.fill_ints, np.concatenate([ids.ravel(), state.ravel(), src]))
-        first = self.fill_graphs.replay((R, T)) if self.use_graph else self.fill((R, T))
-        return first[:n]
+        if self.use_graph:
+            self.fill_graphs.replay((R, T))
+        else:
+            self.fill((R, T))
 
     @torch.no_grad()
     def fill(self, key: tuple[int, int]) -> torch.Tensor:
@@ -345,7 +326,7 @@ class PagedEngine(Serving):
         r.state.copy_(torch.where(take[:, None], state[b], r.state))
         return first
 
-    def prefill_eagerly(self, rows: np.ndarray, reqs) -> torch.Tensor:
+    def prefill_eagerly(self, rows: np.ndarray, reqs) -> None:
         """What a prefill graph does, eagerly and in chunks: blocks taken, the prompts
         prefilled (prefill_batch), the rows admitted (their tables and sampling arguments
         uploaded), the first ids sampled into the next step's input."""
@@ -357,10 +338,8 @@ class PagedEngine(Serving):
                         [req.rid for req in reqs],
                         [req.max_new_tokens for req in reqs])  # fmt: skip
         r, at = self.rows, to_device(rows, self.device)
-        ids = sample(last, r.temperature[at], r.top_k[at], r.seed[at],
-                     to_device(lens, self.device))  # fmt: skip
-        r.tok[at, 0] = ids
-        return ids
+        r.tok[at, 0] = sample(last, r.temperature[at], r.top_k[at], r.seed[at],
+                              to_device(lens, self.device))  # fmt: skip
 
     def prefill_batch(self, rows: np.ndarray, prompts: list[list[int]]) -> torch.Tensor:
         """Prefill the prompts into their rows together, one forward per chunk: chunk j holds

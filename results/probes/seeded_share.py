@@ -4,7 +4,7 @@
 
 Each of 32 seeded requests (temperature 0.8, top-k 50, prompts of 8-64 ids from Python's
 help text, 64 new tokens) is generated alone by generate(), and all of them are served
-together by Engine(kv="paged") with graphs. The noise is the same (counter-based, keyed by
+together by PagedEngine with graphs. The noise is the same (counter-based, keyed by
 (seed, position)); only the logits' batch-size rounding differs (bf16 on a GPU). Reports the
 share of requests whose tokens are identical and the share of tokens equal before each
 request's first difference."""
@@ -16,7 +16,7 @@ from datetime import datetime, timezone
 
 import torch
 
-from tinyllm import Engine, Tokenizer, generate, load_pretrained
+from tinyllm import PagedEngine, Tokenizer, generate, load_pretrained
 
 model = load_pretrained()
 device = next(model.parameters()).device
@@ -35,7 +35,7 @@ alone = [
     ].tolist()
     for i, p in enumerate(prompts)
 ]
-engine = Engine(model, 32, kv="paged")
+engine = PagedEngine(model, 32)
 rids = [engine.submit(p, NEW, temperature=T, top_k=K, seed=1000 + i) for i, p in enumerate(prompts)]
 got = engine.run()
 batched = [got[r] for r in rids]
@@ -63,7 +63,7 @@ out = {
     "new_tokens": NEW,
     "temperature": T,
     "top_k": K,
-    "engine": {"kv": "paged", "n_slots": 32, "use_graph": engine.use_graph},
+    "engine": {"name": "PagedEngine", "n_rows": 32, "use_graph": engine.use_graph},
     "identical_requests_share": sum(same) / len(same),
     "tokens_before_first_difference_share": sum(prefix) / sum(len(a) for a in alone),
     "first_difference": [p if not s else None for p, s in zip(prefix, same)],

@@ -7,8 +7,8 @@ One run of the bench's engine workload (workload(): 256 requests, prompts of 8-6
 - "launch": the decode step handed to the GPU (one replay, or the step's kernels launched one
   by one when eager; the paged engine's block hand-out and the ids' copy started with it);
 - "read ids": the host waiting for the step's ids (the slot engine: Engine.sample_for, which
-  also launches the sampling; the paged engine: InFlight.wait, for the copy of the ids the
-  step sampled);
+  also launches the sampling; the paged engine: its wait for the copy of the ids the step
+  reads, or with overlap=False for the step itself);
 - "other host": the rest of run(), the host's own bookkeeping.
 
 The engines record these themselves (stats and admissions, time.perf_counter);
@@ -328,9 +328,9 @@ def outside_replays(model, n_rows: int, n_requests: int | None = None, seed: int
 
 def _steps(engine: PagedEngine, around) -> None:
     """Serve what is queued, move by move; around(step) runs each decode step."""
-    while engine.n_waiting() or engine.rows.active.any() or engine.in_flight:
+    while engine.n_waiting() or engine.rows.active.any():
         engine.admit()
-        if engine.rows.active.any() or engine.in_flight:
+        if engine.rows.active.any():
             around(engine.step)
 
 
