@@ -67,6 +67,7 @@ class Serving:
         self.stats: list[dict] = []  # one entry per decode step (times: time.perf_counter)
         self.admissions: list[dict] = []  # one entry per admission of run()
         self.next_rid = 0
+        self.moving = False  # inside a move's transaction
 
     def submit(self, prompt_ids, max_new_tokens: int, *, temperature: float = 0.0,
                top_k: int | None = None, seed: int | None = None) -> int:  # fmt: skip
@@ -118,11 +119,16 @@ class Serving:
         finished or been undone. K/V are not saved: what an undone step wrote lies past every
         length. sync=False, for a move that flushes the rows itself before its first device
         work (the paged step) or writes only its own rows (an admission's prefill graph):
-        rows.settle() instead, which flushes only what an undo or a move of tok left."""
+        rows.settle() instead, which flushes only what an undo or a move of tok left. A move
+        inside a move (the paged step's admission) is part of it: undone with it."""
+        if self.moving:
+            yield
+            return
         with signals_held:
             cache.sync() if sync else cache.rows.settle()
             saved = cache.rows.snapshot(), self.head, len(self.finished), self.saved_state()
             self.appended: list[list[int]] = []
+            self.moving = True
             try:
                 yield
             except BaseException:
@@ -135,6 +141,8 @@ class Serving:
                 with contextlib.suppress(Exception):
                     cache.sync()
                 raise
+            finally:
+                self.moving = False
 
     def saved_state(self):
         """What else a move of this engine may change (the slot engine: who holds which slot)."""

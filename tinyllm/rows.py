@@ -122,6 +122,7 @@ class Rows:
         self.n_rows, self.max_len, self.block_size = n_rows, max_len, block_size
         max_blocks = 0 if block_size is None else -(-max_len // block_size)
         self.max_blocks = max_blocks
+        self.columns = np.arange(max_blocks)  # a table's columns, for masks over them
         self.n_blocks = n_rows * max_blocks + 1 if n_blocks is None else n_blocks
         self.device = torch.device(device)
         width = TABLE + max_blocks
@@ -253,10 +254,12 @@ class Rows:
         if total == 0:
             return
         blocks, h.free = h.free[len(h.free) - total :][::-1], h.free[: len(h.free) - total]
-        owner = np.repeat(r, need)  # block i goes to row owner[i], at column col[i]
-        col = TABLE + np.repeat(h.held[r], need) + _ranks(need)
-        h.state[owner, col] = blocks
-        h.held[r] += need
+        held = h.held[r]
+        new = (self.columns >= held[:, None]) & (self.columns < (held + need)[:, None])
+        tables = h.state[r, TABLE:]
+        tables[new] = blocks  # row by row, each row's new columns in order
+        h.state[r, TABLE:] = tables
+        h.held[r] = held + need
 
     def admit(self, rows, lens, temperature=0.0, top_k=0, seed=0, rids=-1, left=0, *,
               upload: bool = True, check: bool = True):  # fmt: skip
@@ -336,9 +339,8 @@ class Rows:
         their tables point at the scratch block, their lengths are 0. check=False: as take's."""
         r = self.validate_rows(rows) if check else rows
         h = self.host
-        held = h.held[r]
-        cols = TABLE + np.repeat(held, held) - 1 - _ranks(held)  # each row's blocks, last first
-        h.free = np.concatenate([h.free, h.state[np.repeat(r, held), cols]])
+        held = self.columns[::-1] < h.held[r][:, None]  # each row's blocks, last first
+        h.free = np.concatenate([h.free, h.state[r, TABLE:][:, ::-1][held]])
         h.state[r], h.held[r], h.rid[r], h.left[r], h.n_out[r] = 0, 0, -1, 0, 0  # SCRATCH: 0
         h.dirty[r] = True
 
@@ -442,9 +444,3 @@ def per_row(value, n: int, name: str, what: str, ok, number: bool = False) -> No
                                for v in values):  # fmt: skip
         raise ValueError(f"{name} must be {what}, one for all rows or one a row, got "
                          f"{value!r:.80}")  # fmt: skip
-
-
-def _ranks(counts: np.ndarray) -> np.ndarray:
-    """0, 1, ..., counts[0]-1, 0, 1, ..., counts[1]-1, ...: each item's rank in its group."""
-    starts = np.repeat(np.cumsum(counts) - counts, counts)
-    return np.arange(int(np.sum(counts))) - starts

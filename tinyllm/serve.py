@@ -146,13 +146,7 @@ class PagedEngine(Serving):
         self.captured()
         with signals_held:  # held once for the run; each move's own hold nests inside it
             while self.n_waiting() or self.rows.active.any():
-                t0, waiting = time.perf_counter(), self.n_waiting()
-                self.admit()
-                if self.n_waiting() < waiting:
-                    self.admissions.append({"t0": t0, "n": waiting - self.n_waiting(),
-                                            "admit_s": time.perf_counter() - t0})  # fmt: skip
-                if self.rows.active.any():
-                    self.step()
+                self.step()
                 signals_held.deliver()  # a Ctrl-C or a timer that came during a move: here
         return self.hand_back()
 
@@ -160,8 +154,10 @@ class PagedEngine(Serving):
     def admit(self) -> None:
         """As many queued requests as there are free rows, prefilled together into the
         lowest free rows, their first ids sampled into the next step's input (rows.tok).
-        The host reads those ids with the next step's."""
+        The host reads those ids with the next step's. Each step() admits first, inside its
+        own move; called alone, admit() is a move of its own."""
         self.captured()
+        t0, waiting = time.perf_counter(), self.n_waiting()
         while self.n_waiting() and len(free := self.rows.free_rows()):
             reqs = self.waiting[self.head : self.head + len(free)]
             rows = free[: len(reqs)]
@@ -172,18 +168,23 @@ class PagedEngine(Serving):
                     self.prefill_replayed(rows, reqs)
                 else:
                     self.prefill_eagerly(rows, reqs)
+        if self.n_waiting() < waiting:
+            self.admissions.append({"t0": t0, "n": waiting - self.n_waiting(),
+                                    "admit_s": time.perf_counter() - t0})  # fmt: skip
 
     @torch.no_grad()
     def step(self) -> None:
-        """Decode step t for the rows in use. It reads each row's id from rows.tok, where the
+        """One move: the queued requests that fit are admitted, then decode step t runs for
+        the rows in use. It reads each row's id from rows.tok, where the
         moves before it sampled them, and samples the next id into the same place. The ids
         it reads are copied to the host first, then its graph is launched. The host hands
         them to their requests while the GPU runs step t (overlap=True), or after it
         (overlap=False). The requests that finish leave; the next step compacts the rest.
         A request that finishes here ran in step t too: that token is dropped."""
         self.captured()
-        t = Sections()
         with self.transaction(self.cache, sync=False):  # the step flushes before its replay
+            self.admit()  # the queued requests that fit, first: one move with the step
+            t = Sections()
             src, dst = self.rows.compaction()  # the holes admissions left: the last rows in
             if len(src):
                 self.rows.move(src, dst, check=False)

@@ -212,9 +212,10 @@ def engine_section(rec: dict, busy: dict | None = None) -> list[str]:
             f"(`speedup_over_slots`) | {r['gpu_busy_share']:.0%} |"
             for r in ep["rows"]
         ),
-        f"| capture of the paged engine's decode graphs, 32 slots | "
-        f"{sig3(d32['paged_overlap']['capture_s'])} s (the first engine of the run: "
-        f"{sig3(d32['paged']['capture_s'])} s, Triton's compile included) |",
+        f"| `capture()` of every graph, 32 slots | {sig3(d32['paged_overlap']['capture_s'])} s "
+        f"with the prefill graphs (`paged_overlap`); {sig3(d32['paged']['capture_s'])} s for "
+        f"the decode graphs alone (`paged`, the run's first engine, Triton's compile "
+        f"included) |",
         f"| tokens with `overlap=True` and `overlap=False` | "
         f"{'identical' if d32['overlap_tokens_identical'] else 'different'} |",
         f"| the slot engine in the same run's `engine` section, eager and with graphs | "
