@@ -492,7 +492,7 @@ def test_a_long_list_of_missing_tensors_is_cut_short(tmp_path):
         ({"when": time}, r"extra\['when'\] is not JSON-serialisable: Object of type module"),
         ({"ids": {1, 2}}, r"extra\['ids'\] is not JSON-serialisable: Object of type set"),
         ({1: "one"}, r"extra keys must be strings, got 1"),
-        ([("val_loss", 1.0)], r"extra must be a dict of JSON values, got list"),
+        ([("val_loss", 1.0)], r"extra must be a dict of JSON values, got .* \(list\)"),
     ],
 )
 def test_save_refuses_extra_metadata_load_cannot_read_back(toy_model, tmp_path, extra, message):
@@ -537,7 +537,7 @@ def test_save_refuses_weights_that_do_not_fit_the_config(toy_model, tmp_path):
 
 
 def test_save_checks_its_model_and_path(toy_model, tmp_path):
-    with pytest.raises(ValueError, match="save needs a tinyllm Transformer, got dict"):
+    with pytest.raises(ValueError, match=r"save needs a tinyllm Transformer, got .* \(dict\)"):
         save(dict(toy_model.state_dict()), tmp_path / "toy.safetensors")
     with pytest.raises(ValueError, match=r"cannot write .*: not a file name in an existing folder"):
         save(toy_model, tmp_path / "no" / "toy.safetensors")

@@ -65,5 +65,5 @@ def test_decode_rejects_ids_outside_the_vocabulary(tokenizer, bad):
 
 @pytest.mark.parametrize("bad", [b"bytes", 12, None, ["a"]])
 def test_encode_takes_only_str(tokenizer, bad):
-    with pytest.raises(ValueError, match=f"encode takes a str, got {type(bad).__name__}"):
+    with pytest.raises(ValueError, match=rf"encode takes a str, got .*\({type(bad).__name__}\)"):
         tokenizer.encode(bad)

@@ -147,7 +147,7 @@ DOORS = {  # door → [(what the user passed, set-up, call, message)]
             "a list",
             model,
             lambda m: generate(m, [[1, 2, 3]], 4),
-            r"idx must be a torch.Tensor, got list",
+            r"idx must be a torch.Tensor, got .* \(list\)",
         ),
         (
             "float ids",
@@ -225,7 +225,7 @@ DOORS = {  # door → [(what the user passed, set-up, call, message)]
             "pad_lens a list",
             model,
             lambda m: generate(m, ids(2, 6), 4, pad_lens=[0, 1]),
-            r"pad_lens must be a torch.Tensor, got list",
+            r"pad_lens must be a torch.Tensor, got .* \(list\)",
         ),
         (
             "pad_lens floats",
@@ -363,7 +363,7 @@ DOORS = {  # door → [(what the user passed, set-up, call, message)]
             "a fixed cache itself",
             model,
             lambda m: prefill(m, ids(1, 5), StaticKVCache(4, 1, 64, "cpu")),
-            r"cache must follow the cache protocol, got StaticKVCache: pass its prefilling\(\)",
+            r"cache must follow the cache protocol, got .*\(StaticKVCache\): pass its prefilling\(\)",
         ),
         (
             "a prompt longer than the slot",
@@ -420,7 +420,7 @@ DOORS = {  # door → [(what the user passed, set-up, call, message)]
             "pad_lens a list",
             model,
             lambda m: KVCache(4, [0, 1]),
-            r"pad_lens must be a torch.Tensor, got list",
+            r"pad_lens must be a torch.Tensor, got .* \(list\)",
         ),
         (
             "pad_lens 2-D",
@@ -482,7 +482,7 @@ DOORS = {  # door → [(what the user passed, set-up, call, message)]
             "limits of another kind",
             model,
             lambda m: StaticKVCache(4, 1, 64, "cpu", limits={"rows": 5}),
-            r"limits must be a tinyllm.validate.Limits, got dict",
+            r"limits must be a tinyllm.validate.Limits, got .* \(dict\)",
         ),
         (
             "reset(pads of 3 rows)",
@@ -658,7 +658,7 @@ DOORS = {  # door → [(what the user passed, set-up, call, message)]
             model,
             lambda m: GraphDecoder(m, 2, use_graph=False, compile=True),
             r"compile=True compiles the step for a CUDA device, the model is on cpu; "
-            r"leave compile=False",
+            r"on the CPU compile must be False",
         ),
         (
             "a model on meta",
@@ -1036,19 +1036,19 @@ DOORS = {  # door → [(what the user passed, set-up, call, message)]
             "'text'",
             engine,
             lambda e: e.submit("text", 3),
-            r"prompt_ids must be a list of ints, got str",
+            r"prompt_ids must be a list of ints, got .* \(str\)",
         ),
         (
             "a dict",
             engine,
             lambda e: e.submit({5: 1, 6: 2}, 3),
-            r"prompt_ids must be a list of ints, got dict",
+            r"prompt_ids must be a list of ints, got .* \(dict\)",
         ),
         (
             "a set",
             engine,
             lambda e: e.submit({5, 6}, 3),
-            r"prompt_ids must be a list of ints, got set",
+            r"prompt_ids must be a list of ints, got .* \(set\)",
         ),
         (
             "60 + 5 > 64",
@@ -1197,7 +1197,7 @@ DOORS = {  # door → [(what the user passed, set-up, call, message)]
             "decode(a set)",
             model,
             lambda m: Tokenizer().decode({1, 2}),
-            r"decode takes a list of int ids, got set",
+            r"decode takes a list of int ids, got .* \(set\)",
         ),
         (
             "decode(a meta tensor)",
@@ -1209,7 +1209,7 @@ DOORS = {  # door → [(what the user passed, set-up, call, message)]
             "encode(bytes)",
             model,
             lambda m: Tokenizer().encode(b"ab"),
-            r"encode takes a str, got bytes",
+            r"encode takes a str, got .* \(bytes\)",
         ),
     ],
     "the model and its config": [

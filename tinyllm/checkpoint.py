@@ -30,7 +30,7 @@ from safetensors.torch import save_file
 from tinyllm.config import ModelConfig
 from tinyllm.model import Transformer
 from tinyllm.precision import compute_dtype, default_device
-from tinyllm.validate import LIMITS, validate_device, validate_limits, validate_size
+from tinyllm.validate import LIMITS, shown, validate_device, validate_limits, validate_size
 
 WEIGHTS_DIR = Path(__file__).parent / "weights"
 PRETRAINED = WEIGHTS_DIR / "tiny.safetensors"
@@ -73,7 +73,7 @@ def save(model: Transformer, path, extra: dict | None = None, replace_shipped: b
     is written, and the file appears whole or not at all (written to a temporary file beside
     it, then renamed). The shipped weights are written over only with replace_shipped=True."""
     if not isinstance(model, Transformer):
-        raise ValueError(f"save needs a tinyllm Transformer, got {type(model).__name__}")
+        raise ValueError(f"save needs a tinyllm Transformer, got {shown(model)}")
     if any(p.is_meta for p in model.parameters()):
         raise ValueError("the model's weights are on the meta device, with no values: nothing "
                          "to save (load or train it first)")  # fmt: skip
@@ -83,7 +83,7 @@ def save(model: Transformer, path, extra: dict | None = None, replace_shipped: b
     if same_file(path, PRETRAINED) and replace_shipped is not True:
         raise ValueError(f"{path} is the shipped model: pass replace_shipped=True to overwrite it")
     if extra is not None and not isinstance(extra, dict):
-        raise ValueError(f"extra must be a dict of JSON values, got {type(extra).__name__}")
+        raise ValueError(f"extra must be a dict of JSON values, got {shown(extra)}")
     meta = {"config": json.dumps(model.cfg.to_dict())}
     for key, value in (extra or {}).items():
         if not isinstance(key, str):
@@ -131,7 +131,7 @@ def load(path, expected_sha256: str | None = None, device=None, limits=LIMITS) -
     ):
         raise ValueError(f"expected_sha256 must be 64 hex digits, got {expected_sha256!r}")
     if not path.is_file():
-        raise ValueError(f"no weights file at {path}")
+        raise ValueError(f"no weights file at {str(path)!r}: path must name a file save() wrote")
     if expected_sha256 is not None:
         actual = sha256(path)
         if actual != expected_sha256.lower():

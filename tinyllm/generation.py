@@ -19,6 +19,7 @@ from tinyllm.kv_cache import KVCache
 from tinyllm.precision import model_device, precision
 from tinyllm.validate import (
     LIMITS,
+    shown,
     validate_bool,
     validate_cache,
     validate_generate_args,
@@ -229,7 +230,8 @@ def complete(
 
     tokenizer = Tokenizer()
     if isinstance(prompts, str) or not isinstance(prompts, (list, tuple)):
-        raise ValueError("complete takes a list of prompts; wrap a single one in [...]")
+        raise ValueError(f"complete takes a list of prompts, got {shown(prompts)}; wrap a single "
+                         f"one in [...]")  # fmt: skip
     validate_bool("stop_at_eos", stop_at_eos)
     validate_model(model)
     idx, pad_lens = left_pad(

@@ -446,7 +446,7 @@ class SlotKVCache(OnRows, WindowCache):
         validate_int("n_slots", n_slots, hi=validate_limits(limits).rows)
         super().__init__(n_layers, n_slots, max_len, device, limits)
         self.n_slots = n_slots
-        self.rows = Rows(n_slots, max_len, self.device, block_size=None)
+        self.rows = Rows(n_slots, max_len, self.device, block_size=None, limits=limits)
 
     def validate_slot(self, slot) -> None:
         if not is_int(slot) or not 0 <= slot < self.n_slots:

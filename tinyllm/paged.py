@@ -34,7 +34,7 @@ from torch import Tensor
 from tinyllm.kernels import paged_decode_attention
 from tinyllm.kv_cache import FixedCache, LayerKV, causal_kwargs
 from tinyllm.rows import ACTIVE, LEN, SCRATCH, TABLE, OnRows, Rows, to_device
-from tinyllm.validate import LIMITS, validate_int, validate_limits
+from tinyllm.validate import LIMITS, validate_block_size, validate_int, validate_limits
 
 
 class PagedKVCache(OnRows, FixedCache):
@@ -49,10 +49,7 @@ class PagedKVCache(OnRows, FixedCache):
     def __init__(self, n_layers: int, n_rows: int, max_len: int, device, block_size: int = 16,
                  n_blocks: int | None = None, limits=LIMITS):  # fmt: skip
         validate_int("n_rows", n_rows, hi=validate_limits(limits).rows)
-        validate_int("block_size", block_size, hi=1024)
-        if block_size & (block_size - 1):
-            raise ValueError(f"block_size must be a power of two (the kernel's tl.arange over "
-                             f"a block needs one), got {block_size}")  # fmt: skip
+        validate_block_size(block_size)
         super().__init__(n_layers, max_len, device, limits)
         self.n_rows, self.block_size = n_rows, block_size
         self.shape = (n_rows, max_len)  # rows × positions, as the other fixed caches
@@ -60,7 +57,7 @@ class PagedKVCache(OnRows, FixedCache):
         n_blocks = n_rows * self.max_blocks + 1 if n_blocks is None else n_blocks
         validate_int("n_blocks", n_blocks, lo=2, hi=n_rows * self.max_blocks + 1)
         self.n_blocks = n_blocks
-        self.rows = Rows(n_rows, max_len, self.device, block_size, n_blocks)
+        self.rows = Rows(n_rows, max_len, self.device, block_size, n_blocks, limits)
 
     def allocate(self, kv_heads: int, head_dim: int, dtype: torch.dtype) -> None:
         """Make every layer's pools (n_blocks, kv_heads, block_size, head_dim)."""

@@ -42,7 +42,17 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from tinyllm.validate import MAX_TEMPERATURE, MIN_TEMPERATURE, SEED_LIMIT, is_int
+from tinyllm.validate import (
+    LIMITS,
+    MAX_TEMPERATURE,
+    MIN_TEMPERATURE,
+    SEED_LIMIT,
+    is_int,
+    validate_block_size,
+    validate_device,
+    validate_int,
+    validate_limits,
+)
 
 SCRATCH = 0  # the block a row without a request points at: no request ever holds it
 
@@ -118,13 +128,22 @@ class Rows:
     block_table are views of its columns. tok, the rows' next ids, is its own tensor."""
 
     def __init__(self, n_rows: int, max_len: int, device, block_size: int | None = 16,
-                 n_blocks: int | None = None):  # fmt: skip
+                 n_blocks: int | None = None, limits=LIMITS):  # fmt: skip
+        validate_int("n_rows", n_rows, hi=validate_limits(limits).rows)
+        validate_int("max_len", max_len, hi=limits.seq_len)
+        self.device = validate_device(device)
+        if block_size is not None:
+            validate_block_size(block_size)
         self.n_rows, self.max_len, self.block_size = n_rows, max_len, block_size
         max_blocks = 0 if block_size is None else -(-max_len // block_size)
         self.max_blocks = max_blocks
         self.columns = np.arange(max_blocks)  # a table's columns, for masks over them
+        if n_blocks is not None and block_size is None:
+            raise ValueError(f"n_blocks={n_blocks!r:.40} needs a block_size, got block_size=None: "
+                             f"rows without one hold no blocks")  # fmt: skip
+        if n_blocks is not None:
+            validate_int("n_blocks", n_blocks, lo=2, hi=n_rows * max_blocks + 1)
         self.n_blocks = n_rows * max_blocks + 1 if n_blocks is None else n_blocks
-        self.device = torch.device(device)
         width = TABLE + max_blocks
         self.host = Host(
             state=np.zeros((n_rows, width), np.int64), rid=np.full(n_rows, -1, np.int64),

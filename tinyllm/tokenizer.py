@@ -3,7 +3,7 @@
 No vocabulary file and nothing to download: every string round-trips exactly.
 """
 
-from tinyllm.validate import is_int, validate_tensor
+from tinyllm.validate import is_int, shown, validate_tensor
 
 
 class Tokenizer:
@@ -14,7 +14,7 @@ class Tokenizer:
 
     def encode(self, text: str) -> list[int]:
         if not isinstance(text, str):
-            raise ValueError(f"encode takes a str, got {type(text).__name__}")
+            raise ValueError(f"encode takes a str, got {shown(text)}")
         try:
             return list(text.encode("utf-8"))
         except UnicodeEncodeError as e:  # a lone surrogate: text that is no Unicode
@@ -28,7 +28,7 @@ class Tokenizer:
                 validate_tensor(ids, "ids")
             ids = ids.tolist()
         if not isinstance(ids, (list, tuple, range)):
-            raise ValueError(f"decode takes a list of int ids, got {type(ids).__name__}")
+            raise ValueError(f"decode takes a list of int ids, got {shown(ids)}")
         bad = [i for i in ids if not is_int(i) or not 0 <= i < self.vocab_size]
         if bad:
             raise ValueError(

@@ -47,6 +47,11 @@ class Limits:
 LIMITS = Limits()
 
 
+def shown(value) -> str:
+    """A value as a refusal names it: its repr, cut short, and its type."""
+    return f"{value!r:.60} ({type(value).__name__})"
+
+
 def is_int(x) -> bool:
     """An int that is not a bool."""
     return isinstance(x, int) and not isinstance(x, bool)
@@ -58,9 +63,18 @@ def validate_int(name: str, value, lo: int = 1, hi: int | None = None) -> None:
         raise ValueError(f"{name} must be an int {limit}, got {value!r}")
 
 
+def validate_block_size(block_size) -> None:
+    """A paged cache's block size: a power of two in [1, 1024] (the decode kernel's tl.arange
+    over a block needs a power of two)."""
+    validate_int("block_size", block_size, hi=1024)
+    if block_size & (block_size - 1):
+        raise ValueError(f"block_size must be a power of two (the kernel's tl.arange over a "
+                         f"block needs one), got {block_size}")  # fmt: skip
+
+
 def validate_limits(limits) -> Limits:
     if not isinstance(limits, Limits):
-        raise ValueError(f"limits must be a tinyllm.validate.Limits, got {type(limits).__name__}")
+        raise ValueError(f"limits must be a tinyllm.validate.Limits, got {shown(limits)}")
     return limits
 
 
@@ -99,7 +113,7 @@ def validate_device(device) -> torch.device:
     GPU): the CPU, or CUDA when torch sees a GPU (meta holds no weights)."""
     try:
         device = torch.device(device)
-    except (RuntimeError, TypeError):
+    except (RuntimeError, TypeError, ValueError):
         raise ValueError(f"device {device!r} is not a torch device, e.g. 'cpu' or 'cuda'") from None
     if device.type == "cuda" and not torch.cuda.is_available():
         raise ValueError(f"device {device}: torch sees no CUDA device")
@@ -113,7 +127,7 @@ def validate_model(model) -> torch.device:
     from tinyllm.model import Transformer
 
     if not isinstance(model, Transformer):
-        raise ValueError(f"model must be a tinyllm Transformer, got {type(model).__name__}")
+        raise ValueError(f"model must be a tinyllm Transformer, got {shown(model)}")
     device = next(model.parameters()).device
     if device.type == "meta":
         raise ValueError("the model is on the meta device, without weights: load them first")
@@ -123,7 +137,7 @@ def validate_model(model) -> torch.device:
 def validate_tensor(t, name: str) -> None:
     """A dense tensor with values (not sparse, not on meta)."""
     if not isinstance(t, Tensor):
-        raise ValueError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+        raise ValueError(f"{name} must be a torch.Tensor, got {shown(t)}")
     if t.layout != torch.strided:
         raise ValueError(f"{name} must be a dense tensor, got layout {t.layout}")
     if t.device.type == "meta":
@@ -160,7 +174,7 @@ def validate_token_list(ids, vocab_size: int, name: str = "prompt_ids") -> list[
             raise ValueError(f"{name} must hold integer ids, got dtype {ids.dtype}")
         ids = ids.tolist()
     if not isinstance(ids, (list, tuple)):
-        raise ValueError(f"{name} must be a list of ints, got {type(ids).__name__}")
+        raise ValueError(f"{name} must be a list of ints, got {shown(ids)}")
     for t in ids:
         if not is_int(t):
             raise ValueError(f"{name} must hold ints, got {t!r}")
@@ -253,10 +267,10 @@ def validate_cache(cache, model, protocol: bool = False) -> int | None:
     if protocol and not all(hasattr(cache, m) for m in ("begin_step", "layer", "end_step")):
         hint = (": pass its prefilling() or decoding(window) step" if hasattr(cache, "prefilling")
                 else "")  # fmt: skip
-        raise ValueError(f"cache must follow the cache protocol, got {type(cache).__name__}{hint}")
+        raise ValueError(f"cache must follow the cache protocol, got {shown(cache)}{hint}")
     owner = getattr(cache, "cache", cache)  # a step's cache
     if not hasattr(owner, "n_layers"):
-        raise ValueError(f"cache must be a tinyllm cache, got {type(cache).__name__}")
+        raise ValueError(f"cache must be a tinyllm cache, got {shown(cache)}")
     if owner.n_layers != n_layers:
         raise ValueError(f"the cache has {owner.n_layers} layers, the model {n_layers}")
     max_len = getattr(owner, "max_len", None)
@@ -286,9 +300,9 @@ def validate_use_graph(use_graph, device: torch.device, graph_api) -> bool:
             )
     if use_graph and device.type != "cuda" and graph_api is torch.cuda:
         raise ValueError(
-            f"CUDA graphs need a model on a CUDA device, this one is on {device}; use "
-            f"use_graph=False to run the same static step eagerly (or, to try capture and "
-            f"replay on a CPU, graph_api=tinyllm.lab.simgraph)"
+            f"use_graph=True: CUDA graphs need a model on a CUDA device, this one is on "
+            f"{device}; use use_graph=False to run the same static step eagerly (or, to try "
+            f"capture and replay on a CPU, graph_api=tinyllm.lab.simgraph)"
         )
     return use_graph
 
@@ -308,7 +322,8 @@ def validate_compile(compile, device: torch.device) -> None:
     if device.type != "cuda" and not (isinstance(compile, dict) and "backend" in compile):
         raise ValueError(
             f"compile={compile!r} compiles the step for a CUDA device, the model is on "
-            f"{device}; leave compile=False on the CPU, or name a torch.compile backend in a dict"
+            f"{device}; on the CPU compile must be False, or a dict naming a torch.compile "
+            f"backend"
         )
 
 
@@ -352,7 +367,7 @@ def validate_capture_sizes(capture_sizes, n_rows: int) -> tuple[int, ...]:
         raise ValueError(f"capture_sizes must be a tuple of positive ints, got {capture_sizes!r}")
     sizes = tuple(capture_sizes)
     if not sizes or any(not is_int(c) or c < 1 for c in sizes):
-        raise ValueError(f"capture_sizes must be positive ints, got {sizes}")
+        raise ValueError(f"capture_sizes must be positive ints, got {capture_sizes!r:.60}")
     sizes = tuple(sorted(set(sizes)))
     if sizes[-1] != n_rows:
         raise ValueError(f"the largest capture size {sizes[-1]} must be the rows, {n_rows}")
