@@ -363,7 +363,8 @@ DOORS = {  # door → [(what the user passed, set-up, call, message)]
             "a fixed cache itself",
             model,
             lambda m: prefill(m, ids(1, 5), StaticKVCache(4, 1, 64, "cpu")),
-            r"cache must follow the cache protocol, got .*\(StaticKVCache\): pass its prefilling\(\)",
+            r"cache must follow the cache protocol, got .*\(StaticKVCache\): "
+            r"pass its prefilling\(\)",
         ),
         (
             "a prompt longer than the slot",
