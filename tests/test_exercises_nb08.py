@@ -135,6 +135,12 @@ def write_with_tolist(pool, k_new, block_table, lens, block_size):
         pool[block_table[b, n // block_size], :, n % block_size] = k_new[b]
 
 
+def write_from_host_copies(pool, k_new, block_table, lens, block_size):
+    lens, block_table = lens.cpu(), block_table.cpu()  # right on a CPU; on a GPU, host copies
+    rows = torch.arange(len(lens))
+    pool[block_table[rows, lens.long() // block_size], :, lens.long() % block_size] = k_new
+
+
 def write_without_the_table(pool, k_new, block_table, lens, block_size):
     pos = lens.long()
     pool[pos // block_size, :, pos % block_size] = k_new
@@ -215,6 +221,7 @@ def test_paged_write_right(capsys):
     [
         (write_on_the_host, ("captured at lens=[2, 6, 9]", "no .item(), int()")),
         (write_with_tolist, ("captured at lens=[2, 6, 9]", "Tensor.tolist()")),
+        (write_from_host_copies, ("captured at lens=[2, 6, 9]", "Tensor.cpu()")),
         (write_without_the_table, ("lens=[0, 3, 5]", "the table maps an entry")),
         (write_one_past, ("lens=[0, 3, 5]", "offset lens[b] % block_size")),
         (write_into_a_copy, ("lens=[0, 3, 5]", "the pool is unchanged", "in place")),
@@ -230,6 +237,7 @@ def test_paged_write_right(capsys):
     ids=[
         "int()",
         "tolist",
+        "cpu",
         "no table",
         "one past",
         "into a copy",

@@ -17,7 +17,7 @@ current_stream, synchronize) with the semantics that surprise people:
 - Host reads raise inside capture, with the message of CUDA's error for them, "operation
   not permitted when stream is capturing" (on the H200, PyTorch reported the capture that such
   a read invalidates: "operation failed due to a previous error during capture"): .item(),
-  int(), bool(), `if t:`, .tolist(), .numpy(), printing or formatting a tensor, ops whose
+  int(), bool(), `if t:`, .tolist(), .numpy(), .cpu(), printing or formatting a tensor, ops whose
   output shape depends on the data (nonzero, masked_select, unique, x[mask]), and copying
   host data into a new tensor (torch.tensor([...])). The capture is then abandoned: tensors
   are restored and the graph cannot be replayed.
@@ -28,8 +28,9 @@ mean nothing. There are no streams (Stream, stream, current_stream and synchroni
 nothing) and pools are not shared: pool_bytes() counts every storage allocated during
 capture, where CUDA's allocator reuses memory freed within the capture. Pool sharing and
 capture order are shown from the H200 recording, not simulated. Not undone either: metadata
-changes of pre-existing tensors (resize_, set_, unsqueeze_). And .cpu() cannot be refused,
-since every tensor is on the CPU already.
+changes of pre-existing tensors (resize_, set_, unsqueeze_). Of the copies to the host, only
+.cpu() is refused: every tensor is on the CPU already, so .to("cpu") cannot be told from
+code that names its own device.
 """
 
 import contextlib
@@ -57,6 +58,7 @@ _HOST_DATA = (
 _FUNCTIONS = {  # caught before they reach aten, or never reach it
     torch.Tensor.tolist: ("Tensor.tolist()", _HOST_READ),
     torch.Tensor.numpy: ("Tensor.numpy()", _HOST_READ),
+    torch.Tensor.cpu: ("Tensor.cpu()", _HOST_READ),
     torch.Tensor.__repr__: ("printing a tensor", _HOST_READ),
     torch.Tensor.__format__: ("formatting a tensor", _HOST_READ),
     torch.tensor: ("torch.tensor(data)", _HOST_DATA),

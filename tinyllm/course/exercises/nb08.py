@@ -323,7 +323,7 @@ def check_paged_write(fn) -> Verdict:
         return hint(
             f"captured at lens=[2, 6, 9], your function failed ({type(e).__name__}: {why}): "
             f"the step must find the block and offset on the device, with tensor ops: no "
-            f".item(), int() or .tolist(), no indexing with one element of a tensor, no "
+            f".item(), int(), .cpu() or .tolist(), no indexing with one element of a tensor, no "
             f"Python number read from a length"
         )
     for new in ([3, 8, 12], [4, 11, 15]):  # each replay at new lengths: 3→4 crosses a block

@@ -92,6 +92,7 @@ HOST_READ = (
 )
 TEMPERATURES = (0.0, 0.3, 1.0, 3.0, 0.0, 0.5, 2.0, 1.5)  # wide apart: t and 1/t rarely agree
 EAGER_CASES = (0, 1, 3)  # run as they are
+TIE_CASE = 3  # its greedy rows hold an exact tie of their two best logits (bf16 ties often)
 CAPTURE_CASE, REPLAY_CASES = 2, (4, 5)  # captured on one, replayed on the others
 # (case 2 is the captured one: the solutions notebook's stored hint names it)
 
@@ -102,7 +103,9 @@ NEAR_TIE = 1e-3  # a greedy row's runner-up, this far below its best logit
 def _sampling_case(seed=0):
     """logits, temperature, seed, position of B rows. In each greedy row the runner-up id
     is the one whose Gumbel noise is largest, NEAR_TIE below the best logit: noise added to
-    a greedy row, at any scale (a temperature clamped to 0.2, say), picks it instead."""
+    a greedy row, at any scale (a temperature clamped to 0.2, say), picks it instead. In
+    TIE_CASE an earlier id ties with it, above the rest: argmax takes the earlier, noise at
+    any scale, even a temperature clamped to 1e-6, the runner-up."""
     g = torch.Generator().manual_seed(seed)
     B = len(TEMPERATURES)
     logits = torch.randn(B, V, generator=g) * 2
@@ -114,6 +117,9 @@ def _sampling_case(seed=0):
         best = int(logits[r].argmax())
         runner_up = int(gumbel[r].index_fill(0, torch.tensor([best]), -float("inf")).argmax())
         logits[r, runner_up] = logits[r, best] - NEAR_TIE
+        if seed == TIE_CASE:  # an exact tie: argmax takes the first id, the noise the other
+            first = int(gumbel[r, :runner_up].argmin())
+            logits[r, first] = logits[r, runner_up] = logits[r, best] + 1
     return logits, temperature, seeds, position
 
 
@@ -192,12 +198,17 @@ def _ids_problem(got, want, case, shown_as, fn=None) -> str | None:
         return None
     r = int((got.long() != want).nonzero()[0])
     t = float(temperature[r])
+    logits = case[0]
+    tie = bool((logits[r] == logits[r].max()).sum() > 1)
+    near = ("an id that ties with the best logit" if tie
+            else f"its runner-up is {NEAR_TIE:g} below the best and")  # fmt: skip
     if t == 0:
         return (
             f"on {shown_as} row {r} (temperature 0) got id {int(got[r])}, expected "
             f"{int(want[r])}: a row at temperature 0 takes the argmax of its logits, with no "
-            f"noise. Here its runner-up is {NEAR_TIE:g} below the best and draws the larger "
-            f"noise: add none to a greedy row, and pick greedy rows with torch.where"
+            f"noise. Here {near} draws the larger noise: add none to a greedy row, at any "
+            f"scale (a temperature clamped above 0 is noise too), and pick greedy rows with "
+            f"torch.where"
         )
     slip = _slip(fn) if fn is not None else None
     wrong = (got.long() != want) & (temperature > 0)
