@@ -304,7 +304,7 @@ def host_arange(cache_k, k_new, pos):
         (a_slice, "reads pos on the host"),
         (printed, "reads pos on the host (printing or formatting pos)"),
         (caught_read, "reads pos on the host"),
-        (to_host, "copy none to the host"),
+        (to_host, "pos.cpu(), a copy to the host"),
         (host_arange, "device=cache_k.device"),
     ],
     ids=lambda x: getattr(x, "__name__", "")[:20] if callable(x) else "",

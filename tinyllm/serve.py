@@ -85,8 +85,9 @@ class Sections:
 class PagedEngine(Serving):
     """Continuous batching over n_rows rows of a PagedKVCache, every step a graph replay.
     submit() queues a request, run() serves them all; capture() records every graph first.
-    admit() and step() are its two moves. Each shares one forward and one sampling call
-    between its requests, so any failure in a move is the move's, undone whole.
+    step() is its move: it admits what fits, then decodes (admit() alone is a move too). Each
+    forward and sampling call is shared by the move's requests, so any failure in a move is
+    the move's, undone whole.
 
     prefill_graphs=False prefills eagerly, in chunks; overlap=True reads each step's ids
     while the GPU runs the next one (the same schedule and tokens as overlap=False);

@@ -170,6 +170,7 @@ HOST_READS = (  # what simgraph names, and how a learner wrote it
     ("is_nonzero", "`if ... == pos`"),
     ("tolist", "pos.tolist()"),
     ("numpy", "pos.numpy()"),
+    ("Tensor.cpu()", "pos.cpu(), a copy to the host"),
     ("a tensor", "printing or formatting pos"),
     ("torch.tensor", "torch.tensor(...) of host data"),
     ("as_tensor", "torch.as_tensor(...) of host data"),
