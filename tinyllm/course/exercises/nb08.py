@@ -526,7 +526,8 @@ def _loop_problem(fn, model, T: int, n_steps: int) -> str | None | object:
         return (
             f"after {n_steps} replays from a {T}-token prompt lens_dev is [{device}], expected "
             f"[{T + n_steps}]: the replayed end_step advances lens_dev by itself, once a "
-            f"step. Don't add to it yourself"
+            f"step. Don't add to it yourself, and call cache.advance_host() once after each "
+            f"replay: a host length run ahead is flushed into lens_dev by the next grow()"
         )
     if host < device:
         return (
