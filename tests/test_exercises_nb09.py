@@ -381,6 +381,26 @@ def test_hand_out_appending_anything_but_ints_gets_a_hint(convert, capsys):
     assert_hint(check_hand_out, not_ints, capsys, "append Python ints", "ids.tolist()")
 
 
+def test_hand_out_comparing_ids_with_is_gets_a_hint(capsys):
+    """`tok is eos_id` holds for Python's cached small ints only: an eos of 1000 tells it."""
+
+    def by_identity(reqs, ids, eos_id):
+        finished = []
+        for req, tok in zip(reqs, ids):
+            if (
+                req is None
+                or len(req.out) == req.max_new_tokens
+                or (req.out and req.out[-1] is eos_id)
+            ):
+                continue
+            req.out.append(tok)
+            if tok is eos_id or len(req.out) == req.max_new_tokens:
+                finished.append(req.rid)
+        return finished
+
+    assert_hint(check_hand_out, by_identity, capsys, "eos_id 1000", "compare with ==")
+
+
 def test_hand_out_that_exits_gets_a_hint(capsys):
     assert_hint(check_hand_out, lambda *a: sys.exit("done"), capsys, "SystemExit")
 

@@ -348,6 +348,8 @@ def _requests():
         ([req(0, [7], 4), req(1, [8], 4)], [0, 6], "eos_id 0: request 0 emits it now"),
         ([req(0, [7, 8], 3), req(1, [8], 4)], [EOS, 6],
          "request 0 emits EOS as its last allowed token"),
+        ([req(0, [7], 4), req(1, [8], 4)], [5, int("1000")],
+         "eos_id 1000: request 1 emits it now"),  # an int of its own: `is` is not ==
     ]  # fmt: skip
 
 
@@ -393,7 +395,7 @@ def check_hand_out(fn) -> Verdict:
     seen one step late: the extra token is dropped), and returns the rids of the requests
     that finish with this move, as PagedEngine.hand_out does."""
     for reqs, ids, shown_as in _requests():
-        eos = 0 if shown_as.startswith("eos_id 0") else EOS
+        eos = {"eos_id 0": 0, "eos_id 1000": int("1000")}.get(shown_as.split(":")[0], EOS)
         ref = [None if r is None else Request(r.rid, r.prompt, r.max_new_tokens, out=list(r.out))
                for r in reqs]  # fmt: skip
         want_finished = _reference_hand_out(ref, ids, eos)
