@@ -114,6 +114,9 @@ def test_step_sampling_right(capsys):
         (lambda x, t, s, p: (x / t.clamp(min=0.2)[:, None] - torch.log(
             -torch.log(uniform_noise(s, p, x.shape[-1])))).argmax(-1),
          ("temperature 0", "no noise", "torch.where")),
+        (lambda x, t, s, p: (x / t[:, None] - torch.log(
+            -torch.log(uniform_noise(s, p, x.shape[-1])))).argmax(-1),
+         ("temperature 0", "divided by its temperature of 0", "torch.where")),
         (lambda x, t, s, p: (x / t.clamp(min=1e-6)[:, None] - torch.log(
             -torch.log(uniform_noise(s, p, x.shape[-1])))).argmax(-1),
          ("case 3", "ties with the best logit", "torch.where")),
@@ -124,7 +127,8 @@ def test_step_sampling_right(capsys):
     ids=["if", "item", "tolist", "greedy only", "logits * t", "log(u) for Gumbel",
          "torch.rand", "float", "shape", "list", "the package's own sample", "a boolean mask",
          "zeroes temperature", "bumps the seed", "divides the logits in place",
-         "a clamped temperature, noise on greedy rows", "a temperature clamped to 1e-6",
+         "a clamped temperature, noise on greedy rows", "divides by a temperature of 0",
+         "a temperature clamped to 1e-6",
          "no broadcast"],
 )  # fmt: skip
 def test_step_sampling_wrong(answer, needles, capsys):

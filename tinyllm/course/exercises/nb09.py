@@ -181,6 +181,12 @@ def _slip(fn) -> str | None:
     return next(iter(left.values()))[1] if len(left) == 1 else None
 
 
+def _divided_by_zero(case, r: int) -> int:
+    """The id row r draws when its temperature of 0 divides its logits, noise added."""
+    logits, _, seed, position = case
+    return int((logits[r] / 0.0 + _gumbel(seed[r : r + 1], position[r : r + 1])[0]).argmax())
+
+
 def _ids_problem(got, want, case, shown_as, fn=None) -> str | None:
     temperature = case[1]
     if not isinstance(got, torch.Tensor):
@@ -202,6 +208,14 @@ def _ids_problem(got, want, case, shown_as, fn=None) -> str | None:
     tie = bool((logits[r] == logits[r].max()).sum() > 1)
     near = ("an id that ties with the best logit" if tie
             else f"its runner-up is {NEAR_TIE:g} below the best and")  # fmt: skip
+    if t == 0 and _divided_by_zero(case, r) == int(got[r]) != int(want[r]):
+        return (
+            f"on {shown_as} row {r} (temperature 0) got id {int(got[r])}, expected "
+            f"{int(want[r])}: it was divided by its temperature of 0, and logits / 0 are "
+            f"infinities, whose argmax is no greedy pick. Divide by "
+            f"torch.where(temperature == 0, 1.0, temperature), and pick greedy rows with "
+            f"torch.where"
+        )
     if t == 0:
         return (
             f"on {shown_as} row {r} (temperature 0) got id {int(got[r])}, expected "
