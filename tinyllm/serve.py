@@ -136,7 +136,6 @@ class PagedEngine(Serving):
         # them are stale, so an undone move leaves nothing to take back here
         self.out_ids = np.zeros((n_rows, max_len), np.int64)
         self.capture_s: float | None = None  # capture()'s seconds, once it has run
-        self.row_index = np.arange(n_rows)
 
     # --- serving --------------------------------------------------------------------------
 
@@ -176,12 +175,12 @@ class PagedEngine(Serving):
     @torch.no_grad()
     def step(self) -> None:
         """One move: the queued requests that fit are admitted, then decode step t runs for
-        the rows in use. It reads each row's id from rows.tok, where the
-        moves before it sampled them, and samples the next id into the same place. The ids
-        it reads are copied to the host first, then its graph is launched. The host hands
-        them to their requests while the GPU runs step t (overlap=True), or after it
-        (overlap=False). The requests that finish leave; the next step compacts the rest.
-        A request that finishes here ran in step t too: that token is dropped."""
+        the rows in use. It reads each row's id from rows.tok, where the moves before it
+        sampled them, and samples the next id into the same place. The ids it reads are
+        copied to the host first, then its graph is launched. The host hands them to their
+        requests while the GPU runs step t (overlap=True), or after it (overlap=False). The
+        requests that finish leave; the next step compacts the rest. A request that finishes
+        here ran in step t too: that token is dropped."""
         self.captured()
         with self.transaction(self.cache, sync=False):  # the step flushes before its replay
             self.admit()  # the queued requests that fit, first: one move with the step
@@ -220,7 +219,7 @@ class PagedEngine(Serving):
         where nothing reads it. Returns the rows whose requests finish now."""
         h, k = self.rows.host, len(ids)
         active = h.state[:k, ACTIVE]
-        self.out_ids[self.row_index[:k], h.n_out[:k]] = ids
+        self.out_ids[np.arange(k), h.n_out[:k]] = ids
         h.n_out[:k] += active
         h.left[:k] -= active
         if self.eos_id is not None:
