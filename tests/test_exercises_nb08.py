@@ -150,6 +150,12 @@ def write_one_past(pool, k_new, block_table, lens, block_size):
     my_paged_write(pool, k_new, block_table, lens + 1, block_size)
 
 
+def write_one_before(pool, k_new, block_table, lens, block_size):
+    pos = lens.long() - 1
+    blocks = block_table.long()[torch.arange(len(pos)), pos // block_size]
+    pool[blocks, :, pos % block_size] = k_new
+
+
 def write_into_a_copy(pool, k_new, block_table, lens, block_size):
     pool = pool.clone()
     my_paged_write(pool, k_new, block_table, lens, block_size)
@@ -223,7 +229,8 @@ def test_paged_write_right(capsys):
         (write_with_tolist, ("captured at lens=[2, 6, 9]", "Tensor.tolist()")),
         (write_from_host_copies, ("captured at lens=[2, 6, 9]", "Tensor.cpu()")),
         (write_without_the_table, ("lens=[0, 3, 5]", "the table maps an entry")),
-        (write_one_past, ("lens=[0, 3, 5]", "offset lens[b] % block_size")),
+        (write_one_past, ("lens=[0, 3, 5]", "lens[b] + 1, one past", "is lens[b] itself")),
+        (write_one_before, ("lens=[0, 3, 5]", "lens[b] - 1, one before", "is lens[b] itself")),
         (write_into_a_copy, ("lens=[0, 3, 5]", "the pool is unchanged", "in place")),
         (write_out_of_place, ("the pool is unchanged", "in place")),
         (write_and_advance, ("changed lens", "Write into pool alone")),
@@ -240,6 +247,7 @@ def test_paged_write_right(capsys):
         "cpu",
         "no table",
         "one past",
+        "one before",
         "into a copy",
         "index_put",
         "advances lens",

@@ -123,13 +123,16 @@ def test_step_sampling_right(capsys):
         (lambda x, t, s, p: torch.where(t > 0, (x / t - torch.log(-torch.log(
             uniform_noise(s, p, x.shape[-1])))).argmax(-1), x.argmax(-1)),
          ("RuntimeError", "temperature[:, None]")),
+        (lambda x, t, s, p: torch.where(t > 0, (x / torch.where(t > 0, t, 1.0)[:, None] - torch.log(
+            -torch.log(uniform_noise(s, p, x.shape[0])))).argmax(-1), x.argmax(-1)),
+         ("RuntimeError", "logits.shape[-1] = 64", "You passed 8", "is the batch")),
     ],
     ids=["if", "item", "tolist", "greedy only", "logits * t", "log(u) for Gumbel",
          "torch.rand", "float", "shape", "list", "the package's own sample", "a boolean mask",
          "zeroes temperature", "bumps the seed", "divides the logits in place",
          "a clamped temperature, noise on greedy rows", "divides by a temperature of 0",
          "a temperature clamped to 1e-6",
-         "no broadcast"],
+         "no broadcast", "noise of shape (B, B)"],
 )  # fmt: skip
 def test_step_sampling_wrong(answer, needles, capsys):
     out = assert_hint(check_step_sampling, answer, capsys, *needles)

@@ -182,9 +182,10 @@ def call(
 
 
 @contextlib.contextmanager
-def entered(*functions):
+def entered(*functions, calls=None):
     """Count how many times each of `functions` starts running while the block runs: yields
-    a dict function -> count. Read by code object (sys.setprofile), so it sees a function
+    a dict function -> count. A list handed as `calls` receives (function, its arguments by
+    name) for each call. Read by code object (sys.setprofile), so it sees a function
     however the learner reached it (imported under another name, as a method, through a
     helper of theirs), and a learner cannot patch it away. It tells a checker that the
     package's own function was called where an exercise says to write it, or how many times
@@ -195,6 +196,8 @@ def entered(*functions):
     def profile(frame, event, arg):
         if event == "call" and frame.f_code in codes:
             counts[codes[frame.f_code]] += 1
+            if calls is not None:
+                calls.append((codes[frame.f_code], dict(frame.f_locals)))
 
     previous = sys.getprofile()
     sys.setprofile(profile)

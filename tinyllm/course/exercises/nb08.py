@@ -220,6 +220,25 @@ def _write_problem(got_pool, want_pool, places, before=None) -> str | None:
     )
 
 
+def _shifted_write(got_pool, before, case) -> str | None:
+    """What is wrong when every key went one position past its place, or one before."""
+    _, k_new, table, lens, block_size = case
+    for shift, where in ((1, "one past"), (-1, "one before")):
+        pos = lens.long() + shift
+        if (pos // block_size).max() >= table.shape[1]:
+            continue
+        moved = before.clone()  # position -1 is the table's last entry, as Python's [-1]
+        blocks = table.long()[torch.arange(len(pos)), pos // block_size]
+        moved[blocks, :, pos % block_size] = k_new
+        if torch.equal(got_pool, moved):
+            return (
+                f"every key went to position lens[b] {'+' if shift > 0 else '-'} 1, {where} "
+                f"its place. lens[b] keys are held already, at positions 0 to lens[b] - 1, so "
+                f"the new key's position is lens[b] itself"
+            )
+    return None
+
+
 def _changed_input(now, before) -> str | None:
     names = ("k_new", "block_table", "lens")
     return next((n for n, a, b in zip(names, now, before) if not torch.equal(a, b)), None)
@@ -301,6 +320,9 @@ def check_paged_write(fn) -> Verdict:
                 f"on {shown_as} your function added each key to what the pool held there "
                 f"(+=, accumulate=True): write it, replacing the old value"
             )
+        shifted = _shifted_write(got, before, case)
+        if shifted:
+            return hint(f"on {shown_as} {shifted}")
         problem = _write_problem(got, want, _places_written(case[0], *case[2:]), before)
         if problem:
             other = ". Use the block_size argument, not a number of your own" if bs != 4 else ""

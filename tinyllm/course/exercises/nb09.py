@@ -263,8 +263,17 @@ OWN_SAMPLER = (
 )
 
 
-def _explain_sampling(error: Exception) -> str | None:
+def _explain_sampling(error: Exception, noise_calls=(), vocab_size=None) -> str | None:
+    """noise_calls: uniform_noise's arguments, one dict a call, as the learner's function made
+    them; vocab_size: V of the case's logits."""
     if isinstance(error, RuntimeError) and "must match the size" in str(error):
+        wrong_v = [c["vocab_size"] for c in noise_calls if c["vocab_size"] != vocab_size]
+        if wrong_v:
+            return (
+                f"uniform_noise(seed, position, V) makes one uniform per id of the vocabulary, "
+                f"so V is logits.shape[-1] = {vocab_size}. You passed {wrong_v[0]!r}; "
+                f"logits.shape[0] is the batch"
+            )
         return (
             "logits are (B, V) and temperature is (B,): divide by temperature[:, None], shape "
             "(B, 1), so that each row is divided by its own temperature"
@@ -277,8 +286,14 @@ def _eager_problem(fn, case, shown_as):
     A function that calls generation.sample is a problem whatever it returns."""
     want = _reference_sample(*case)
     given = tuple(t.clone() for t in case)
-    with entered(sample) as ran:
-        got = call(fn, given, shown_as, seconds=CALL_SECONDS, explain=_explain_sampling)
+    calls = []
+
+    def explain(error):
+        noise_calls = [args for f, args in calls if f is uniform_noise]
+        return _explain_sampling(error, noise_calls, case[0].shape[-1])
+
+    with entered(sample, uniform_noise, calls=calls) as ran:
+        got = call(fn, given, shown_as, seconds=CALL_SECONDS, explain=explain)
     if got is FAILED:
         return FAILED
     if ran[sample]:
