@@ -146,11 +146,21 @@ def paged_sweep(model, idx, bin_size: int = 16) -> dict:
 
 
 def long_over_short(sweep: dict, name: str, short=(32, 75), long_from: int = 1000) -> float:
-    """The median step at positions >= long_from over the median at `short` positions."""
+    """The median step of the bins that start at long_from or later over the median of those
+    that start within `short` (bin_spans gives the positions they cover)."""
     rows = list(zip(sweep["positions"], sweep[f"{name}_us"]))
     s = [t for p, t in rows if short[0] <= p <= short[1]]
     ell = [t for p, t in rows if p >= long_from]
     return round(statistics.median(ell) / statistics.median(s), 3)
+
+
+def bin_spans(sweep: dict, short=(32, 75), long_from: int = 1000) -> tuple[str, str]:
+    """The positions long_over_short's short and long bins cover, as "first-last" each: a
+    sweep's bins are named by their first position and hold bin_size positions."""
+    size, starts = sweep["bin_size"], sweep["positions"]
+    s = [p for p in starts if short[0] <= p <= short[1]]
+    ell = [p for p in starts if p >= long_from]
+    return f"{s[0]}-{s[-1] + size - 1}", f"{ell[0]}-{ell[-1] + size - 1}"
 
 
 def capture_sizes(model, n_slots: int = 32, max_len: int = 512) -> dict:

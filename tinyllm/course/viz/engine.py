@@ -53,9 +53,10 @@ def each_change_cuts_the_largest(rows: dict[str, dict]) -> bool:
 
 
 def sections_figure(groups: dict[str, dict[str, dict]], recording: dict | None = None,
-                    title: str | None = None):  # fmt: skip
+                    title: str | None = None, rates: bool = True):  # fmt: skip
     """One panel per group ({label: {variant: row}}), one stacked bar per variant: each of
-    SECTIONS' share of the run's wall time (row["sections"]), and above it the row's tok/s.
+    SECTIONS' share of the run's wall time (row["sections"]), and above it the row's tok/s
+    (rates=False: none, for runs whose rates mean nothing, as a CPU's simulated graphs).
     One kind of run only: the timed runs (a profiled run's GPU busy share is another run, shown
     apart). The title says what the data shows, unless given."""
     fig, axes = new_figure(1, len(groups), figsize=(4.2 * len(groups) + 0.6, 3.8), squeeze=False)
@@ -67,7 +68,7 @@ def sections_figure(groups: dict[str, dict[str, dict]], recording: dict | None =
                 share = max(0.0, row["sections"].get(s, 0.0))
                 ax.bar(i, 100 * share, bottom=100 * bottom, color=SECTION_COLORS[s], width=0.6)
                 bottom += share
-            text = f"{sig3(row['tok_s'])} tok/s" if "tok_s" in row else ""
+            text = f"{sig3(row['tok_s'])} tok/s" if rates and "tok_s" in row else ""
             ax.text(i, 100 * bottom + 2, text, ha="center", va="bottom", fontsize=7)
         ax.set_xticks(range(len(names)), [n.replace("_", "\n") for n in names], fontsize=8)
         ax.set(ylim=(0, 145), ylabel="share of the run's wall time (%)", xlabel=label)
@@ -122,7 +123,7 @@ def overlap_timeline_figure(rec: dict, n_slots: str = "8", variants=None):
                 Patch(color=SECTION_COLORS["gpu"], label="gpu")]  # fmt: skip
     axes[0, 0].legend(handles=handles, fontsize=7, ncols=5, loc="lower right",
                       bbox_to_anchor=(1, 1.02))  # fmt: skip
-    fig.suptitle(f"{n_slots} slots, one window: GPU busy {', '.join(shares)}", fontsize=10)
+    fig.suptitle(f"{n_slots} slots, one window, GPU busy: {', '.join(shares)}", fontsize=10)
     return label_source(fig, rec, "window from the middle of a profiled run of the workload")
 
 

@@ -11,7 +11,7 @@ import numpy as np
 from matplotlib.patches import Rectangle
 
 from tinyllm.course.viz.style import COLORS, label_source, new_figure, provenance_note, sig3
-from tinyllm.lab.pages import long_over_short
+from tinyllm.lab.pages import bin_spans, long_over_short
 from tinyllm.paged import PagedKVCache
 
 
@@ -146,8 +146,9 @@ def paged_sweep_figure(res: dict, paged: dict):
     ax.legend(fontsize=7, loc="upper left", ncols=2)  # above the lines, hiding none
     paged_rise = long_over_short(sw, "paged fused")
     win_rise = long_over_short(win, "fused")
+    short, long = bin_spans(sw)
     ax.set_title(
-        f"From positions 32–75 to 1000 and more the windowed fused step grows "
+        f"From positions {short} to {long} the windowed fused step grows "
         f"{sig3(win_rise)}×,\nthe paged fused step {sig3(paged_rise)}×",
         fontsize=10,
     )
