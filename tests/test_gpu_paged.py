@@ -5,10 +5,12 @@ where torch sees no GPU (conftest.py)."""
 
 import random
 
+import numpy as np
 import pytest
 import torch
 
 from tinyllm import GraphDecoder, PagedEngine, kernels, load_pretrained
+from tinyllm.rows import Download, Upload
 
 pytestmark = pytest.mark.cuda
 
@@ -90,3 +92,24 @@ def test_capture_makes_every_graph_before_serving_in_one_pool(gpu_model, doc_ids
     engine.run()
     assert {k: id(v[0]) for g in (engine.decode_graphs, engine.fill_graphs)
             for k, v in g.graphs.items()} == graphs  # fmt: skip
+
+
+def test_uploads_and_downloads_through_reused_pinned_buffers_lose_no_value():
+    """Ten uploads and ten downloads queued behind a long kernel: each pinned buffer is
+    written again while copies are pending, and every copy still carries its own values."""
+    dst = torch.zeros(64, dtype=torch.long, device="cuda")
+    upload, download = Upload(dst), Download(64, torch.device("cuda"))
+    landed, read = [], []
+    torch.cuda._sleep(50_000_000)  # the GPU busy: the copies below wait behind it
+    for i in range(10):
+        values = np.full(8 * (i % 4 + 1), 100 + i, np.int64)
+        upload(values)
+        values[:] = -1  # the host's array changed at once: the copy must not see it
+        landed.append(dst[: 8 * (i % 4 + 1)].clone())
+        read.append(download(dst[:8] * 2))
+    for i, (ids, copied) in enumerate(read):
+        copied.synchronize()
+        assert ids.tolist() == [2 * (100 + i)] * 8, i
+    torch.cuda.synchronize()
+    for i, got in enumerate(landed):
+        assert got.tolist() == [100 + i] * len(got), i

@@ -17,7 +17,7 @@ from tinyllm import serve as serve_module
 from tinyllm.graphs import default_capture_sizes
 from tinyllm.lab import engine_time, simgraph
 from tinyllm.paged import PagedFill
-from tinyllm.rows import SCRATCH, Rows
+from tinyllm.rows import SCRATCH, Download, Rows, Upload
 
 EOS = ord("e")  # a byte the shipped model emits often, but not always within 30 tokens
 
@@ -226,13 +226,13 @@ class Fault:
 POINTS = {  # where a fault is injected: (object, attribute) → the calls to fail
     "take": (Rows, "take", (1, 3)),
     "fill forward": (PagedFill, "update", (2, 13)),  # inside a prefill's forward
-    "upload": (serve_module, "copy_from_host", (1, 4)),  # a prefill graph's inputs
+    "upload": (Upload, "__call__", (1, 4)),  # a prefill graph's inputs, or a flush
     "replay": (simgraph.CUDAGraph, "replay", (1, 8)),
     "admit": (Rows, "admit", (1, 3)),
     "grow": (Rows, "grow", (1, 5)),
     "flush": (Rows, "flush", (2, 9)),
     "sample": (serve_module, "sample", (1, 4)),  # a step's, or an admission's first ids
-    "read": (PagedEngine, "to_host", (1, 9)),  # the ids a step reads, on their way
+    "read": (Download, "__call__", (1, 9)),  # the ids a step reads, on their way
     "hand out": (PagedEngine, "hand_out", (2, 6)),
     "release": (Rows, "release", (1, 2)),
     "move": (Rows, "move", (1,)),

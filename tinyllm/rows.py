@@ -68,12 +68,53 @@ def to_device(values, device, dtype=torch.long) -> Tensor:
     return t.pin_memory().to(device, non_blocking=True)
 
 
-def copy_from_host(dst: Tensor, values: np.ndarray) -> None:
-    """dst[: values.size] = values (flat), without waiting for the GPU (to_device's rule):
-    through pinned memory, straight into dst, with no device allocation and no indexed
-    write."""
-    t = torch.as_tensor(values.reshape(-1), dtype=dst.dtype)
-    dst[: t.numel()].copy_(t.pin_memory() if dst.is_cuda else t, non_blocking=True)
+class Upload:
+    """upload(values) sets dst[: values.size] = values (flat), without waiting for the GPU
+    (to_device's rule): straight into dst, with no device allocation and no indexed write.
+    On CUDA the values go through pinned buffers of its own, allocated once and used in turn.
+    A buffer is written again only after the copy from it has run (its event), so the host
+    may change `values` as soon as upload() returns. On a CPU, a plain copy."""
+
+    def __init__(self, dst: Tensor, buffers: int = 4):
+        self.dst, self.next = dst, 0
+        self.pinned = [torch.empty(dst.numel(), dtype=dst.dtype, pin_memory=True)
+                       for _ in range(buffers if dst.is_cuda else 0)]  # fmt: skip
+        self.views = [b.numpy() for b in self.pinned]  # the same memory, written with numpy
+        self.copied = [torch.Event(dst.device) for _ in self.pinned]
+
+    def __call__(self, values: np.ndarray) -> None:
+        n = values.size
+        if not self.pinned:
+            self.dst[:n].copy_(torch.as_tensor(values.reshape(-1), dtype=self.dst.dtype))
+            return
+        i, self.next = self.next, (self.next + 1) % len(self.pinned)
+        self.copied[i].synchronize()  # the copy that last read buffer i has run
+        self.views[i][:n] = values.reshape(-1)
+        self.dst[:n].copy_(self.pinned[i][:n], non_blocking=True)
+        self.copied[i].record()
+
+
+class Download:
+    """download(src) starts copying src (1-d, at most n values) to the host without waiting,
+    and returns the host tensor it lands in, with an event recorded after the copy to wait on
+    (None on a CPU, where the copy is done at once). On CUDA it lands in pinned buffers of its
+    own, allocated once and used in turn: the caller reads each copy before `buffers` more have
+    been started, as a step reads its ids before the next step's copy."""
+
+    def __init__(self, n: int, device: torch.device, buffers: int = 4):
+        self.next = 0
+        self.pinned = [torch.empty(n, dtype=torch.long, pin_memory=True)
+                       for _ in range(buffers if device.type == "cuda" else 0)]  # fmt: skip
+
+    def __call__(self, src: Tensor) -> tuple[Tensor, object]:
+        if not self.pinned:
+            return src.clone(), None
+        i, self.next = self.next, (self.next + 1) % len(self.pinned)
+        out = self.pinned[i][: len(src)]
+        out.copy_(src, non_blocking=True)
+        copied = torch.Event(src.device)
+        copied.record()
+        return out, copied
 
 
 # The columns of a row's state, on the host (numpy) and on the device (one torch tensor):
@@ -159,6 +200,7 @@ class Rows:
         self.block_table = self.state[:, TABLE:]
         self.tok = torch.zeros(n_rows, 1, dtype=torch.long, device=device)
         self.flat = self.state.view(-1)  # rows 0..k-1 of the state: its first k * width values
+        self.upload = Upload(self.flat)  # the host's rows into `state`, one copy a flush
         self.restored_tok: Tensor | None = None  # after restore(): tok as the snapshot held it
 
     # --- the host twins, read ---------------------------------------------------------------
@@ -314,7 +356,7 @@ class Rows:
 
     def flush(self) -> None:
         """Bring the device in step with the host: rows 0 to the last row changed since the
-        last flush written from their host twins, with one upload (copy_from_host) straight
+        last flush written from their host twins, with one upload (self.upload) straight
         into the state, whatever the number of rows; each moved row's tok moved with it.
         After a restore(), every row, and tok as the snapshot held it. The host must be in
         step for every row it writes (advance_host after a step): a row that has not changed
@@ -331,7 +373,7 @@ class Rows:
         r = np.flatnonzero(h.dirty)
         if len(r):
             last = int(r[-1]) + 1
-            copy_from_host(self.flat, h.state[:last])
+            self.upload(h.state[:last])
             h.dirty[:last] = False
 
     def grow(self) -> None:

@@ -46,7 +46,7 @@ from tinyllm.graphs import (
 from tinyllm.model import Transformer
 from tinyllm.paged import PagedKVCache
 from tinyllm.precision import activation_dtype, precision
-from tinyllm.rows import ACTIVE, LEN, SEED, TABLE, TEMPERATURE, TOP_K, copy_from_host, to_device
+from tinyllm.rows import ACTIVE, LEN, SEED, TABLE, TEMPERATURE, TOP_K, Download, Upload, to_device
 from tinyllm.validate import (
     LIMITS,
     signals_held,
@@ -132,6 +132,8 @@ class PagedEngine(Serving):
         width = self.rows.state.shape[1]
         self.fill_ints = torch.zeros(n_rows * (positions + width + 1), dtype=torch.long,
                                      device=device)  # fmt: skip
+        self.upload_fill = Upload(self.fill_ints)
+        self.download = Download(n_rows, device)  # each step's ids, to the host
         # each row's request's ids so far, its first rows.host.n_out[row] entries; those past
         # them are stale, so an undone move leaves nothing to take back here
         self.out_ids = np.zeros((n_rows, max_len), np.int64)
@@ -198,7 +200,7 @@ class PagedEngine(Serving):
             with t("launch"):
                 self.rows.grow()  # the rows about to cross into a new block take one
                 self.rows.flush()  # every row changed since the last step, one upload
-                ids, copied = self.to_host(self.rows.tok[:key, 0])  # the ids step t reads
+                ids, copied = self.download(self.rows.tok[:key, 0])  # the ids step t reads
                 self.replay(key)  # K/V written, each row's next id sampled into rows.tok
                 self.rows.advance_host()
                 stepped = copied if self.overlap else self.record()
@@ -239,11 +241,6 @@ class PagedEngine(Serving):
                 self.requests[rid].out = self.out_ids[row, :n].tolist()
             self.finished += rids
             self.rows.release(finished, check=False)
-
-    def to_host(self, ids: torch.Tensor) -> tuple[torch.Tensor, object]:
-        """Start copying ids to the host, without waiting: the copy, and an event recorded
-        after it (None on a CPU, where the copy is done at once)."""
-        return ids.to("cpu", non_blocking=True, copy=True), self.record()
 
     def record(self):
         """An event recorded on the device's stream now: its synchronize() waits for the work
@@ -298,7 +295,7 @@ class PagedEngine(Serving):
         state[:n] = self.rows.host.state[rows]
         src = np.full(self.n_rows, -1, np.int64)
         src[rows] = np.arange(n)
-        copy_from_host(self.fill_ints, np.concatenate([ids.ravel(), state.ravel(), src]))
+        self.upload_fill(np.concatenate([ids.ravel(), state.ravel(), src]))
         if self.use_graph:
             self.fill_graphs.replay((R, T))
         else:
