@@ -95,21 +95,26 @@ def test_capture_makes_every_graph_before_serving_in_one_pool(gpu_model, doc_ids
 
 
 def test_uploads_and_downloads_through_reused_pinned_buffers_lose_no_value():
-    """Ten uploads and ten downloads queued behind a long kernel: each pinned buffer is
-    written again while copies are pending, and every copy still carries its own values."""
+    """Ten uploads, then ten downloads, each batch queued behind a long kernel: each pinned
+    buffer is used again while copies are pending, and every copy carries its own values. A
+    download is read before four more have started, as a step reads its ids (Download)."""
     dst = torch.zeros(64, dtype=torch.long, device="cuda")
     upload, download = Upload(dst), Download(64, torch.device("cuda"))
-    landed, read = [], []
+    landed = []
     torch.cuda._sleep(50_000_000)  # the GPU busy: the copies below wait behind it
     for i in range(10):
         values = np.full(8 * (i % 4 + 1), 100 + i, np.int64)
         upload(values)
         values[:] = -1  # the host's array changed at once: the copy must not see it
         landed.append(dst[: 8 * (i % 4 + 1)].clone())
-        read.append(download(dst[:8] * 2))
-    for i, (ids, copied) in enumerate(read):
-        copied.synchronize()
-        assert ids.tolist() == [2 * (100 + i)] * 8, i
     torch.cuda.synchronize()
-    for i, got in enumerate(landed):
-        assert got.tolist() == [100 + i] * len(got), i
+    assert [got.tolist() for got in landed] == [[100 + i] * (8 * (i % 4 + 1)) for i in range(10)]
+    torch.cuda._sleep(50_000_000)
+    pending = []
+    for i in range(10):
+        pending.append((i, *download(dst[:8] * 2 + i)))
+        if len(pending) == 3 or i == 9:  # read before the buffer comes round again
+            for j, ids, copied in pending:
+                copied.synchronize()
+                assert ids.tolist() == [2 * 109 + j] * 8, j  # dst[:8] holds the last upload's
+            pending = []
