@@ -329,6 +329,22 @@ def test_readers_never_raise(value):
     h.equal(value, 5), h.kind(value), h.digits(value)
 
 
+@pytest.mark.parametrize(
+    "value, says",
+    [
+        ([torch.zeros(2)] * 6, "a list of 6 Tensors"),
+        ([1, 2, 3, 4, 5, 6, 7], "a list of 7 ints"),
+        ([1], "a list of 1 int"),
+        ((1, 2.0), "a tuple of 2 floats/ints"),
+        ([None, None], "a list of 2 Nones"),
+        ([], "a list of 0 items"),
+    ],
+    ids=["tensors", "ints", "one int", "mixed", "Nones", "empty"],
+)
+def test_shown_type_counts_the_elements_in_words(value, says):
+    assert ex.harness.shown_type(value) == says
+
+
 # --- capture and replay a function yourself (notebook 04, exercise 3) ---------------------
 
 

@@ -65,6 +65,11 @@ def test_block_of_right(answer, capsys):
         (lambda p, bs: (p / bs, p % bs), ("a float", "rounded down")),
         (lambda p, bs: ("0", "1"), ("two ints",)),
         (lambda p, bs: (p // 16, p % 16), ("another block size", "block_size argument")),
+        # the answer for pos - 1: positions taken to count from 1
+        (
+            lambda p, bs: ((p - 1) // bs, (p - 1) % bs),
+            ("pos=0, block_size=4", "already count from 0", "do not subtract 1"),
+        ),
     ],
 )
 def test_block_of_wrong(answer, needles, capsys):
@@ -98,6 +103,10 @@ def test_blocks_for_right(answer, capsys):
             lambda n, bs: int(Rows(1, 64, "cpu", block_size=bs).blocks_for(n)),
             ("calls Rows.blocks_for",),
         ),
+        (
+            lambda n, bs: (n - 1) // bs,
+            ("n_positions=0", "table entry of the last position", "0 positions need 0 blocks"),
+        ),
     ],
     ids=[
         "floor",
@@ -107,6 +116,7 @@ def test_blocks_for_right(answer, capsys):
         "round",
         "the cache's own",
         "the rows' own",
+        "the last position's entry",
     ],
 )
 def test_blocks_for_wrong(answer, needles, capsys):
@@ -435,6 +445,18 @@ def adds_to_lens_dev(decoder, tok, n_steps):
     return out
 
 
+def keeps_the_dim(decoder, tok, n_steps):
+    cache, out = decoder.cache, []
+    for _ in range(n_steps):
+        key = decoder.graph_key()
+        decoder.tok.copy_(tok)  # the second step's tok is (1, 1, 1): copy_ cannot fit it
+        cache.grow()
+        tok = decoder.replay(key).argmax(-1, keepdim=True)
+        cache.advance_host()
+        out.append(int(tok[0, 0, 0]))
+    return out
+
+
 @pytest.mark.parametrize(
     "answer, needles",
     [
@@ -454,17 +476,20 @@ def adds_to_lens_dev(decoder, tok, n_steps):
         (never_feeds_back, ("position 15", "another token")),
         (lambda d, t, n: [my_replay_loop(d, t, n)[0]] * n, ("returned [", "in order")),
         (lambda d, t, n: [torch.tensor(x) for x in my_replay_loop(d, t, n)], ("Python ints",)),
-        (lambda d, t, n: my_replay_loop(d, t, n)[:-1], ("a list of 5 int", "6 Python ints")),
+        (lambda d, t, n: my_replay_loop(d, t, n)[:-1], ("a list of 5 ints", "6 Python ints")),
         (advances_twice, ("ran ahead", "once after each replay")),
         (takes_one_short, ("position 16", "scratch block", "row 0 had no block for it")),
         (loop_as_a_generator, ("generator",)),
         (adds_to_lens_dev, ("expected [20]", "Don't add to it yourself")),
         (argmax_after_the_loop, ("fixed output buffer", "before the next replay")),
+        (keeps_the_dim, ("broadcast shape [1, 1, 1]", "decoder.tok is (1, 1)",
+                         "Drop keepdim=True")),
     ],
     ids=["decoder.step", "the class's step", "eager forward", "no replay", "a step short",
          "no advance_host", "stale length copied in", "no grow", "grow after", "rebound tok",
          "not fed back", "same token", "0-d tensors", "one id short", "advance_host twice",
-         "a block one short", "a generator", "lens_dev += 1", "argmax after the loop"],
+         "a block one short", "a generator", "lens_dev += 1", "argmax after the loop",
+         "argmax keepdim"],
 )  # fmt: skip
 def test_replay_loop_wrong(answer, needles, toy_model, capsys):
     out = assert_hint(lambda fn: check_replay_loop(fn, toy_model), answer, capsys, *needles)

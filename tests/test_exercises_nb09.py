@@ -361,7 +361,19 @@ def test_hand_out_testing_eos_ids_truth_gets_a_hint(capsys):
                 finished.append(req.rid)
         return finished
 
-    assert_hint(check_hand_out, truthy, capsys, "eos_id 0", "compare with ==")
+    assert_hint(check_hand_out, truthy, capsys, "eos_id 0", "compare with ==",
+                "never test eos_id's truth")  # fmt: skip
+
+
+def test_hand_out_that_extends_out_with_an_id_gets_a_hint(capsys):
+    def extends(reqs, ids, eos_id):
+        for req, tok in zip(reqs, ids):
+            if req is not None:
+                req.out.extend(tok)  # an id is one int: TypeError, not iterable
+        return []
+
+    assert_hint(check_hand_out, extends, capsys, "raised TypeError", "one int",
+                "req.out.append(tok)")  # fmt: skip
 
 
 def test_hand_out_as_a_generator_gets_a_hint(capsys):
@@ -405,7 +417,9 @@ def test_hand_out_comparing_ids_with_is_gets_a_hint(capsys):
                 finished.append(req.rid)
         return finished
 
-    assert_hint(check_hand_out, by_identity, capsys, "eos_id 1000", "compare with ==")
+    out = assert_hint(check_hand_out, by_identity, capsys, "eos_id 1000",
+                      "`is` compares objects", "compare with ==")  # fmt: skip
+    assert "0 is an id too" not in out  # the truth test is not the mistake here
 
 
 def test_hand_out_that_exits_gets_a_hint(capsys):
@@ -565,6 +579,34 @@ def test_noise_key_that_exits_gets_a_hint(capsys):
 )  # fmt: skip
 def test_noise_key_wrong(answer, needles, capsys):
     assert_hint(check_noise_key, answer, capsys, *needles)
+
+
+def test_noise_key_without_a_column_of_hashes_gets_a_hint(capsys):
+    def no_column(seed, position, row, vocab_size):
+        h = splitmix64(splitmix64(seed) ^ position)  # (B,): no [:, None]
+        bits = (splitmix64(h ^ torch.arange(vocab_size)) >> 41) & (2**23 - 1)
+        return (bits.float() + 0.5) * 2.0**-23
+
+    assert_hint(check_noise_key, no_column, capsys, "must match the size", "(B,)",
+                "h[:, None]", "(B, V) grid")  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "combine", [lambda a, b: a + b, lambda a, b: a ^ b], ids=["hashes added", "hashes xored"]
+)
+def test_noise_key_symmetric_in_seed_and_position_is_told_so(combine, capsys):
+    """The seed hashed first, as the old hint said, and the position hashed on its own:
+    the key is symmetric, and the hint says so instead of "hash the seed first"."""
+
+    def symmetric(seed, position, row, vocab_size):
+        h = combine(splitmix64(seed), splitmix64(position))[:, None]
+        bits = (splitmix64(h ^ torch.arange(vocab_size)) >> 41) & (2**23 - 1)
+        return (bits.float() + 0.5) * 2.0**-23
+
+    out = assert_hint(check_noise_key, symmetric, capsys,
+                      "(seed 9, position 5) and (seed 5, position 9)", "symmetric",
+                      "splitmix64(splitmix64(seed) ^ position)")  # fmt: skip
+    assert "Hash the seed first" not in out
 
 
 def test_a_patched_uniform_noise_does_not_change_the_reference(capsys, monkeypatch):

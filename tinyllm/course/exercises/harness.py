@@ -289,6 +289,13 @@ def _numpy(x) -> bool:
     return type(x).__module__ == "numpy"
 
 
+def _plural(name: str) -> str:
+    """A type's name for several of them: 'ints', 'Tensors', 'Nones'."""
+    if name == "NoneType":
+        return "Nones"
+    return name if name.endswith("s") else name + "s"  # 'bytes' stays 'bytes'
+
+
 def shown_type(x) -> str:
     """What a learner returned, in a few words: 'a dict', 'the int 5', 'a list of 3 ints'."""
     try:
@@ -305,6 +312,8 @@ def shown_type(x) -> str:
             return f"the numpy.{type(x).__name__} {x}"
         if isinstance(x, (list, tuple)):
             kinds = sorted({type(e).__name__ for e in x})
+            if len(x) != 1:
+                kinds = [_plural(k) for k in kinds]
             return f"a {type(x).__name__} of {len(x)} {'/'.join(kinds) or 'items'}"
     except Exception:  # a hostile object: its name is all there is to say
         pass

@@ -3,6 +3,7 @@
 import contextlib
 import functools
 import inspect
+import re
 import sys
 
 import torch
@@ -58,6 +59,12 @@ def _same_where(got, want, block_size=None, pos=None) -> str | None:
     i, off = (as_int(x) for x in pair)
     if (i, off) == want:
         return None
+    if pos is not None and (i, off) == _where(pos - 1, block_size):
+        return (
+            f"returned {(i, off)}, expected {want}: that is where position {pos - 1} is. "
+            f"Positions already count from 0: position p is at p // block_size, "
+            f"p % block_size; do not subtract 1"
+        )
     if pos is not None and off == want[1] and i in (-(-pos // block_size), round(pos / block_size)):
         return (
             f"returned table entry {i}, expected {want[0]}: the entry is pos // block_size, "
@@ -122,6 +129,15 @@ def _same_count(got, want, n_positions=None, block_size=None) -> str | None:
         return (
             f"returned {n}, expected {want}: that is the count for another block size. Use "
             f"the block_size argument, not a number of your own"
+        )
+    if (
+        n_positions is not None
+        and n == (n_positions - 1) // block_size != n_positions // block_size
+    ):
+        return (
+            f"returned {n}, expected {want}: that is the table entry of the last position, "
+            f"not a count of blocks. A count is that entry + 1, and 0 positions need 0 "
+            f"blocks: ceil(n / block_size)"
         )
     if n == want - 1:
         return (
@@ -470,6 +486,19 @@ def _explain_loop(error: Exception) -> str | None:
         return (
             "the loop ran past n_steps and filled the cache: replay exactly n_steps times, "
             "for _ in range(n_steps)"
+        )
+    shape = re.search(
+        r"shape \[1, 1\] doesn't match the broadcast shape \[1, 1, (\d+)\]", str(error)
+    )
+    if shape and shape[1] == "1":  # decoder.tok.copy_(logits.argmax(-1, keepdim=True))
+        return (
+            "decoder.tok is (1, 1), and replay() returns logits (1, 1, V): logits.argmax(-1) "
+            "is (1, 1) already, and keepdim=True makes it (1, 1, 1). Drop keepdim=True"
+        )
+    if shape:  # decoder.tok.copy_(logits)
+        return (
+            "decoder.tok is (1, 1), one id a row, and replay() returns logits (1, 1, V): copy "
+            "in the id the step chose, logits.argmax(-1), not the logits"
         )
     return None
 

@@ -414,6 +414,8 @@ def _explain_hand_out(error: Exception) -> str | None:
             "on a request's first token its out is still empty, so req.out[-1] does not "
             "exist: test `req.out and req.out[-1] == eos_id`"
         )
+    if isinstance(error, TypeError) and "'int' object is not iterable" in str(error):
+        return "an id is one int, not a list of them: req.out.append(tok), not extend or +="
     return None
 
 
@@ -529,6 +531,12 @@ def check_hand_out(fn) -> Verdict:
                 f"finish: return each finishing request's rid (req.rid), not its row, "
                 f"expected {sorted(want_finished)}"
             )
+        if rids != sorted(want_finished) and eos not in (0, EOS):  # eos_id 1000
+            return hint(
+                f"on {shown_as}: your function returned finished rids {rids}, expected "
+                f"{sorted(want_finished)}: `is` compares objects, not values: 1000 here is an "
+                f"int of its own, so compare with =="
+            )
         if rids != sorted(want_finished):
             return hint(
                 f"on {shown_as}: your function returned finished rids {rids}, expected "
@@ -611,12 +619,26 @@ def _lattice_problem(u) -> str | None:
     )
 
 
+def _explain_noise(error: Exception) -> str | None:
+    if isinstance(error, RuntimeError) and "must match the size of tensor" in str(error):
+        return (
+            "the hash of (seed, position), h, is one value per row, (B,), and the ids are "
+            "(V,): use h[:, None] for a (B, V) grid"
+        )
+    return None
+
+
+def _noise(fn, args, shown_as):
+    """fn(*args), a learner's noise key, or FAILED after a hint."""
+    return call(fn, args, shown_as, seconds=CALL_SECONDS, explain=_explain_noise)
+
+
 def _shift_problem(fn) -> str | None | object:
     """A key that adds the position (or the seed) to the vocab id shifts one position's
     noise into the next's: (seed, p + 1)'s noise at id i is (seed, p)'s at id i + 1."""
     seed, position = torch.tensor([11, 11]), torch.tensor([5, 6])
     shown_as = "seed 11 at positions 5 and 6"
-    u = call(fn, (seed, position, torch.arange(2), WIDE_V), shown_as, seconds=CALL_SECONDS)
+    u = _noise(fn, (seed, position, torch.arange(2), WIDE_V), shown_as)
     if u is FAILED:
         return FAILED
     if isinstance(u, torch.Tensor) and u.shape == (2, WIDE_V):
@@ -635,13 +657,22 @@ def _collision_problem(fn) -> str | None | object:
     (s, p) and (p, s). A problem, None, or FAILED (hinted)."""
     seed, position = torch.tensor([11, 12, 9, 5]), torch.tensor([6, 5, 5, 9])
     shown_as = "seeds [11, 12, 9, 5] at positions [6, 5, 5, 9]"
-    u = call(fn, (seed, position, torch.arange(4), NOISE_V), shown_as, seconds=CALL_SECONDS)
+    u = _noise(fn, (seed, position, torch.arange(4), NOISE_V), shown_as)
     if u is FAILED:
         return FAILED
     problem = _noise_problem(u, 4)
     if problem:
         return f"on {shown_as} your function {problem}"
     for a, b in ((0, 1), (2, 3)):
+        swapped = seed[[a, b]].tolist() == position[[b, a]].tolist()
+        if torch.equal(u[a], u[b]) and swapped:
+            return (
+                f"(seed {int(seed[a])}, position {int(position[a])}) and (seed "
+                f"{int(seed[b])}, position {int(position[b])}) drew the same noise: the key "
+                f"is symmetric, so (seed s, position p) and (seed p, position s) collide. "
+                f"Hash the seed, then mix the position into that hash and hash again: "
+                f"splitmix64(splitmix64(seed) ^ position), as uniform_noise does"
+            )
         if torch.equal(u[a], u[b]):
             return (
                 f"(seed {int(seed[a])}, position {int(position[a])}) and (seed "
@@ -664,7 +695,7 @@ def _reuse_problem(fn) -> str | None | object:
     seed = torch.arange(100, 108).repeat_interleave(8)
     position = torch.arange(20, 28).repeat(8)
     shown_as = "seeds 100-107 at positions 20-27 (64 requests)"
-    u = call(fn, (seed, position, torch.arange(64), REUSE_V), shown_as, seconds=CALL_SECONDS)
+    u = _noise(fn, (seed, position, torch.arange(64), REUSE_V), shown_as)
     if u is FAILED:
         return FAILED
     problem = _noise_problem(u, 64, REUSE_V)
@@ -697,8 +728,7 @@ def _linear_key_problem(fn) -> str | None | object:
     seed = torch.tensor([100, 101]).repeat_interleave(len(positions))
     position = positions.repeat(2)
     shown_as = "seeds 100 and 101 at positions 0-1099"
-    u = call(fn, (seed, position, torch.arange(len(seed)), NOISE_V), shown_as,
-             seconds=CALL_SECONDS)  # fmt: skip
+    u = _noise(fn, (seed, position, torch.arange(len(seed)), NOISE_V), shown_as)
     if u is FAILED:
         return FAILED
     if _noise_problem(u, len(seed)):
@@ -725,7 +755,7 @@ def _draws(fn, rows: int, vocab: int, gen_seed: int) -> tuple:
     seed = torch.randint(0, 2**40, (rows,), generator=g)
     position = torch.randint(0, 1000, (rows,), generator=g)
     shown_as = f"{rows} requests, vocab_size {vocab}"
-    u = call(fn, (seed, position, torch.arange(rows), vocab), shown_as, seconds=CALL_SECONDS)
+    u = _noise(fn, (seed, position, torch.arange(rows), vocab), shown_as)
     if u is FAILED:
         return FAILED, shown_as
     problem = _noise_problem(u, rows, vocab)
@@ -782,8 +812,7 @@ def _open_interval_problem(fn) -> str | None | object:
     form that never reaches an end (_lattice_problem). A problem, None, or FAILED (hinted)."""
     seed = torch.tensor(ENDS_SEEDS)
     shown_as = f"seeds {list(ENDS_SEEDS)} at position 0, vocab_size {ENDS_V}"
-    u = call(fn, (seed, torch.zeros_like(seed), torch.arange(len(seed)), ENDS_V), shown_as,
-             seconds=CALL_SECONDS)  # fmt: skip
+    u = _noise(fn, (seed, torch.zeros_like(seed), torch.arange(len(seed)), ENDS_V), shown_as)
     if u is FAILED:
         return FAILED
     problem = _noise_problem(u, len(seed), ENDS_V)
@@ -809,7 +838,7 @@ def check_noise_key(fn) -> Verdict:
     shown_as = "4 requests in rows 0-3"
     given = (seed.clone(), position.clone(), row.clone())
     with entered(uniform_noise) as ran:
-        batched = call(fn, (*given, NOISE_V), shown_as, seconds=CALL_SECONDS)
+        batched = _noise(fn, (*given, NOISE_V), shown_as)
     if batched is FAILED:
         return False
     changed = _changed(("seed", "position", "row"), given, (seed, position, row))
@@ -826,9 +855,12 @@ def check_noise_key(fn) -> Verdict:
         return hint(f"on {shown_as} your function {problem}")
     for r in (2, 3):
         shown_r = f"request {r} alone (row 0)"
-        alone = call(fn, (seed[r : r + 1].clone(), position[r : r + 1].clone(),
-                          torch.zeros(1, dtype=torch.long), NOISE_V), shown_r,
-                     seconds=CALL_SECONDS)  # fmt: skip
+        one = (
+            seed[r : r + 1].clone(),
+            position[r : r + 1].clone(),
+            torch.zeros(1, dtype=torch.long),
+        )
+        alone = _noise(fn, (*one, NOISE_V), shown_r)
         if alone is FAILED:
             return False
         problem = _noise_problem(alone, 1)
@@ -841,8 +873,7 @@ def check_noise_key(fn) -> Verdict:
                 f"depend on the row, nor on a generator shared by the batch (torch.rand): "
                 f"hash (seed, position, vocab id), as uniform_noise does"
             )
-    again = call(fn, (seed.clone(), position.clone(), row.clone(), NOISE_V), shown_as,
-                 seconds=CALL_SECONDS)  # fmt: skip
+    again = _noise(fn, (seed.clone(), position.clone(), row.clone(), NOISE_V), shown_as)
     if again is FAILED:
         return False
     if _noise_problem(again, 4) or not torch.equal(again, batched):
@@ -856,8 +887,7 @@ def check_noise_key(fn) -> Verdict:
             "requests 0 and 2 (seeds 11 and 33, both at position 5) drew the same noise: "
             "the key must depend on the seed"
         )
-    moved = call(fn, (seed.clone(), position + 1, row.clone(), NOISE_V), "the next positions",
-                 seconds=CALL_SECONDS)  # fmt: skip
+    moved = _noise(fn, (seed.clone(), position + 1, row.clone(), NOISE_V), "the next positions")
     if moved is FAILED:
         return False
     if _noise_problem(moved, 4) or torch.equal(moved[0], batched[0]):
@@ -874,8 +904,7 @@ def check_noise_key(fn) -> Verdict:
     graph, out = done
     static[1].copy_(position + 7)
     graph.replay()
-    ref_again = call(fn, (seed.clone(), position + 7, row.clone(), NOISE_V), shown_as,
-                     seconds=CALL_SECONDS)  # fmt: skip
+    ref_again = _noise(fn, (seed.clone(), position + 7, row.clone(), NOISE_V), shown_as)
     if ref_again is FAILED:
         return False
     if not isinstance(out, torch.Tensor) or not torch.equal(out, ref_again):
