@@ -83,8 +83,12 @@ def node_floor(ks=(1, 10, 50, 100, 200), replays: int = 200) -> dict:
     return out
 
 
-if __name__ == "__main__":
+if __name__ == "__main__":  # python -m tinyllm.lab.floor results/h200_floor.json
     import json
     import sys
 
-    json.dump(node_floor(), sys.stdout, indent=1)
+    from tinyllm.lab.bench import provenance
+
+    out = {"provenance": provenance(f"python -m tinyllm.lab.floor {sys.argv[1]}"), **node_floor()}
+    with open(sys.argv[1], "w") as f:
+        json.dump(out, f, indent=1)
