@@ -55,6 +55,7 @@ def test_block_of_right(answer, capsys):
         (lambda p, bs: (p // bs + 1, p % bs), ("entries count from 0",)),
         (lambda p, bs: (p % bs, p // bs), ("the table entry first",)),
         (lambda p, bs: (p // bs, p % bs + 1), ("offsets count from 0",)),
+        (lambda p, bs: torch.tensor([p // bs, p % bs]), ("a tensor of two", "Return a tuple")),
         # position == block_size kept in the first block
         (
             lambda p, bs: (p // bs, p % bs) if p != bs else (0, bs),
@@ -166,6 +167,12 @@ def write_one_before(pool, k_new, block_table, lens, block_size):
     pool[blocks, :, pos % block_size] = k_new
 
 
+def write_one_before_with_gather(pool, k_new, block_table, lens, block_size):
+    pos = lens.long() - 1  # row 0, at length 0, asks the table for entry -1: gather raises
+    blocks = block_table.long().gather(1, (pos // block_size)[:, None])[:, 0]
+    pool[blocks, :, pos % block_size] = k_new
+
+
 def write_into_a_copy(pool, k_new, block_table, lens, block_size):
     pool = pool.clone()
     my_paged_write(pool, k_new, block_table, lens, block_size)
@@ -241,6 +248,7 @@ def test_paged_write_right(capsys):
         (write_without_the_table, ("lens=[0, 3, 5]", "the table maps an entry")),
         (write_one_past, ("lens=[0, 3, 5]", "lens[b] + 1, one past", "is lens[b] itself")),
         (write_one_before, ("lens=[0, 3, 5]", "lens[b] - 1, one before", "is lens[b] itself")),
+        (write_one_before_with_gather, ("index of -1", "one before", "lens[b] itself")),
         (write_into_a_copy, ("lens=[0, 3, 5]", "the pool is unchanged", "in place")),
         (write_out_of_place, ("the pool is unchanged", "in place")),
         (write_and_advance, ("changed lens", "Write into pool alone")),
@@ -258,6 +266,7 @@ def test_paged_write_right(capsys):
         "no table",
         "one past",
         "one before",
+        "one before, through gather",
         "into a copy",
         "index_put",
         "advances lens",

@@ -54,6 +54,11 @@ def _same_where(got, want, block_size=None, pos=None) -> str | None:
             f"returned {shown_type(pair[0])} as the table entry: the entry is an int, the "
             f"whole blocks before the position, rounded down. / gives a float"
         )
+    if isinstance(got, torch.Tensor) and got.numel() == 2:
+        return (
+            f"returned {shown_type(got)}: a tensor of two is not a pair of ints. Return a "
+            f"tuple, (table entry, offset)"
+        )
     if pair is None or len(pair) != 2 or any(as_int(x) is None for x in pair):
         return f"returned {shown_type(got)}: return (table entry, offset), two ints"
     i, off = (as_int(x) for x in pair)
@@ -89,10 +94,12 @@ def _same_where(got, want, block_size=None, pos=None) -> str | None:
             f"returned table entry {i}, expected {want[0]}: entries count from 0, so "
             f"positions 0..block_size-1 are entry 0"
         )
-    if off == want[1] + 1 or (want[1] == 0 and i == want[0] - 1):
+    if off == want[1] + 1:
+        return f"returned {(i, off)}, expected {want}: offsets count from 0"
+    if want[1] == 0 and i == want[0] - 1:
         return (
-            f"returned {(i, off)}, expected {want}: offsets count from 0, and the position "
-            f"block_size is the first of the next block"
+            f"returned {(i, off)}, expected {want}: the position block_size is the first of "
+            f"the next block, at offset 0"
         )
     return f"returned {(i, off)}, expected {want}"
 
@@ -264,6 +271,12 @@ def _explain_write(error: Exception) -> str | None:
     if any(m in str(error) for m in ("indices must be long", "as indices must be",
                                      "Expected dtype int32/int64 for index")):  # fmt: skip
         return "indices must be integers: lens // block_size, floor division, not /"
+    if "index -1 is out of bounds" in str(error):
+        return (
+            "an index of -1: position lens[b] - 1 is one before the new key's place. lens[b] "
+            "keys are held already, at positions 0 to lens[b] - 1, so the new key goes at "
+            "lens[b] itself"
+        )
     if "out of bounds" in str(error):
         return (
             "an index past the table or the pool: row b's entry is lens[b] // block_size, "
