@@ -20,7 +20,7 @@ def pages_scene(prompt_lens=(5, 9, 3), block_size: int = 4, steps: int = 0,
                 n_blocks: int | None = None) -> dict:  # fmt: skip
     """A PagedKVCache of one layer and len(prompt_lens) rows after: each row with a
     non-zero prompt length admitted (its prompt's blocks taken), `steps` decode steps of
-    every row (grow(), the step's end_step on the device, advance_host()), then row
+    every row (cache.grow(), the step's end_step on the device, advance_host()), then row
     `release` released, then (compact) each free row below the last request takes it
     (rows.compaction() and rows.move(), as PagedEngine.step does at its start). Returns the
     host and device state, and each block's owner (a row, or None) and how many of its
@@ -34,7 +34,7 @@ def pages_scene(prompt_lens=(5, 9, 3), block_size: int = 4, steps: int = 0,
         rows.take(admitted, lens)
         rows.admit(admitted, lens)
     for _ in range(steps):
-        rows.grow()
+        cache.grow()  # rows.grow(), then rows.flush(): the device's table before the step
         cache.decoding(n_rows).end_step(1)  # what the step does to lens_dev, on the device
         rows.advance_host()
     if release is not None and rows.active[release]:
