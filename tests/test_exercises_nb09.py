@@ -70,6 +70,38 @@ def divides_in_place(logits, temperature, seed, position):
     return torch.where(temperature > 0, scores.argmax(-1), logits.argmax(-1))
 
 
+def _gumbel_of(s, p, vocab_size):
+    return -torch.log(-torch.log(uniform_noise(s, p, vocab_size)))
+
+
+def argmax_over_the_rows(logits, temperature, seed, position):
+    """argmax(0) for argmax(-1): torch.where gets (V,) ids where it wants (B,)."""
+    t = torch.where(temperature > 0, temperature, 1.0)
+    scores = logits / t[:, None] + _gumbel_of(seed, position, logits.shape[-1])
+    return torch.where(temperature > 0, scores.argmax(0), logits.argmax(0))
+
+
+def argmax_over_the_rows_cut_to_b(logits, temperature, seed, position):
+    """argmax(0), cut to B ids so that torch.where runs: row numbers, not vocab ids."""
+    B = logits.shape[0]
+    scores = logits / temperature[:, None] + _gumbel_of(seed, position, logits.shape[-1])
+    return torch.where(temperature > 0, scores.argmax(0)[:B], logits.argmax(0)[:B])
+
+
+def sampling_with_the_notebooks_v(logits, temperature, seed, position):
+    """The notebook's global V = model.cfg.vocab_size (258), not the logits' 64."""
+    t = torch.where(temperature > 0, temperature, 1.0)[:, None]
+    scores = logits / t + _gumbel_of(seed, position, 258)
+    return torch.where(temperature > 0, scores.argmax(-1), logits.argmax(-1))
+
+
+def sampling_with_torch_rand(logits, temperature, seed, position):
+    """Gumbel-max done right, on noise of torch.rand: not the request's (seed, position)."""
+    t = torch.where(temperature > 0, temperature, 1.0)[:, None]
+    scores = logits / t - torch.log(-torch.log(torch.rand(logits.shape)))
+    return torch.where(temperature > 0, scores.argmax(-1), logits.argmax(-1))
+
+
 def test_the_reference_is_the_engines_sampler():
     logits, temperature, seed, position = nb09._sampling_case(0)
     want = sample(logits, temperature, torch.zeros_like(seed), seed, position)
@@ -126,18 +158,37 @@ def test_step_sampling_right(capsys):
         (lambda x, t, s, p: torch.where(t > 0, (x / torch.where(t > 0, t, 1.0)[:, None] - torch.log(
             -torch.log(uniform_noise(s, p, x.shape[0])))).argmax(-1), x.argmax(-1)),
          ("RuntimeError", "logits.shape[-1] = 64", "You passed 8", "is the batch")),
+        (argmax_over_the_rows,
+         ("RuntimeError", "argmax over the vocabulary, dim=-1",
+          "argmax(0) takes it over the rows")),
+        (argmax_over_the_rows_cut_to_b,
+         ("row 0 (temperature 0)", "a row number", "argmax over the vocabulary, dim=-1",
+          "argmax(0) takes it over the rows")),
+        (sampling_with_the_notebooks_v,
+         ("RuntimeError", "You passed 258", "take V from the logits, logits.shape[-1]")),
+        (sampling_with_torch_rand,
+         ("uniform_noise(seed, position, V) was never called", "not the request's")),
     ],
     ids=["if", "item", "tolist", "greedy only", "logits * t", "log(u) for Gumbel",
          "torch.rand", "float", "shape", "list", "the package's own sample", "a boolean mask",
          "zeroes temperature", "bumps the seed", "divides the logits in place",
          "a clamped temperature, noise on greedy rows", "divides by a temperature of 0",
          "a temperature clamped to 1e-6",
-         "no broadcast", "noise of shape (B, B)"],
+         "no broadcast", "noise of shape (B, B)", "argmax(0)", "argmax(0)[:B]",
+         "the notebook's V", "noise of torch.rand"],
 )  # fmt: skip
 def test_step_sampling_wrong(answer, needles, capsys):
     out = assert_hint(check_step_sampling, answer, capsys, *needles)
     if "captured" not in needles[0]:  # a formula's mistake is not blamed on a host read
         assert "host" not in out
+    assert MISBLAMED.get(answer, "\0") not in out, out
+
+
+MISBLAMED = {  # what the old hints blamed for these mistakes
+    argmax_over_the_rows: "temperature[:, None]",
+    argmax_over_the_rows_cut_to_b: "greedy row",
+    sampling_with_the_notebooks_v: "is the batch",
+}
 
 
 def _sampled_with(formula):
@@ -253,6 +304,50 @@ def test_hand_out_right(capsys):
 )  # fmt: skip
 def test_hand_out_wrong(changed, needles, capsys):
     assert_hint(check_hand_out, lambda *a: my_hand_out(*a, **changed), capsys, *needles)
+
+
+def finish_test_after(reqs, ids, eos_id, finishes):
+    """my_hand_out with a finish test of its own on the length: finishes(req), tested after
+    the append (or before it, where finishes is marked so)."""
+    out = []
+    for req, tok in zip(reqs, ids):
+        if req is None:
+            continue
+        if len(req.out) == req.max_new_tokens or (req.out and req.out[-1] == eos_id):
+            continue
+        long_enough = finishes(req) if getattr(finishes, "before", False) else None
+        req.out.append(tok)
+        if long_enough is None:
+            long_enough = finishes(req)
+        if tok == eos_id or long_enough:
+            out.append(req.rid)
+    return out
+
+
+def before_the_append(finishes):
+    finishes.before = True
+    return finishes
+
+
+@pytest.mark.parametrize(
+    "finishes, needles",
+    [
+        (lambda req: len(req.out) > req.max_new_tokens,
+         ("finished rids [1], expected [0, 1]", "request 0's out now holds 4 ids",
+          "its out holds max_new_tokens ids, after appending this one")),
+        (before_the_append(lambda req: len(req.out) >= req.max_new_tokens),
+         ("finished rids [1], expected [0, 1]",
+          "its out holds max_new_tokens ids, after appending this one")),
+        (lambda req: len(req.out) >= req.max_new_tokens - 1,
+         ("finished rids [1], expected []", "one short of its max_new_tokens",
+          "its out holds max_new_tokens ids, after appending this one")),
+    ],
+    ids=["len(out) > max_new_tokens", ">= before the append", "one early"],
+)  # fmt: skip
+def test_hand_out_finish_test_off_by_one_wrong(finishes, needles, capsys):
+    out = assert_hint(check_hand_out, lambda *a: finish_test_after(*a, finishes), capsys,
+                      *needles)  # fmt: skip
+    assert "eos_id's truth" not in out  # EOS is not the mistake here
 
 
 def test_hand_out_that_reads_an_empty_out_gets_a_hint(capsys):
@@ -463,6 +558,25 @@ def other_hash(seed, position, vocab_size):
     return splitmix64(h ^ torch.arange(vocab_size))
 
 
+def id_multiplied(seed, position, row, vocab_size):
+    """The id multiplied into the key: id 0 hashes splitmix64(0) whatever the key."""
+    h = splitmix64(splitmix64(seed) ^ position)[:, None]
+    bits = (splitmix64(h * torch.arange(vocab_size)) >> 41) & (2**23 - 1)
+    return (bits.float() + 0.5) * 2.0**-23
+
+
+def id_hashed_apart(seed, position, row, vocab_size):
+    """The id hashed on its own and xored in after: two ids' bits xor to a constant."""
+    h = splitmix64(splitmix64(seed) ^ position)[:, None]
+    bits = ((h ^ splitmix64(torch.arange(vocab_size))) >> 41) & (2**23 - 1)
+    return (bits.float() + 0.5) * 2.0**-23
+
+
+def bumps_position_in_place(seed, position, row, vocab_size):
+    position += 1
+    return my_noise_key(seed, position, row, vocab_size)
+
+
 def added_position(seed, position, row, vocab_size):
     h = splitmix64(splitmix64(seed)[:, None] ^ (position[:, None] + torch.arange(vocab_size)))
     return (((h >> 41) & (2**23 - 1)).float() + 0.5) * 2.0**-23
@@ -493,6 +607,29 @@ def rarely_at_an_end(seed, position, row, vocab_size):
 def test_noise_key_right(capsys):
     assert_ok(check_noise_key, my_noise_key, capsys)
     assert_ok(check_noise_key, lambda s, p, r, v: my_uniform(s, p, v).double(), capsys)
+
+
+def _from_hash(h, low=False, dtype=torch.float32):
+    bits = (h if low else h >> 41) & (2**23 - 1)
+    return (bits.to(dtype) + 0.5) * 2.0**-23
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        lambda s, p, r, v: _from_hash(my_hash(s, p, v), low=True),
+        lambda s, p, r, v: _from_hash(other_hash(s, p, v)),
+        lambda s, p, r, v: _from_hash(my_hash(s, p, v), dtype=torch.float64),
+        lambda s, p, r, v: _from_hash(
+            splitmix64(splitmix64(splitmix64(s) ^ p)[:, None] + torch.arange(v))),
+        lambda s, p, r, v: _from_hash(
+            splitmix64(splitmix64((s << 32) | p)[:, None] ^ torch.arange(v))),
+    ],
+    ids=["low 23 bits", "position hashed first", "float64", "the id added, then hashed",
+         "(seed << 32) | position"],
+)  # fmt: skip
+def test_noise_key_right_in_other_forms(answer, capsys):
+    assert_ok(check_noise_key, answer, capsys)
 
 
 def test_noise_key_rarely_at_an_end_passes_the_small_draws():
@@ -566,6 +703,12 @@ def test_noise_key_that_exits_gets_a_hint(capsys):
         (lambda s, p, r, v: ((splitmix64(splitmix64(s * 31 + p)[:, None] ^ torch.arange(v))
                               >> 41) & (2**23 - 1)).float().add(0.5) * 2.0**-23,
          ("(seed 100, position 31) and (seed 101, position 0)", "drew the same noise")),
+        (id_multiplied, ("id 0's noise is the same for every request and position",
+                         "before the last hash (h ^ id, then splitmix64)", "not multiplied")),
+        (id_hashed_apart, ("is the same for every request", "hashed apart from the key",
+                           "xored in after", "splitmix64(h ^ id)")),
+        (bumps_position_in_place, ("changed its input position",
+                                   "position + 1, not position.add_(1)")),
     ],
     ids=["seed + row", "position + row", "torch.rand", "no position", "no seed",
          "a generator per row on the host", "shape", "range", "ints", "one per row",
@@ -575,10 +718,12 @@ def test_noise_key_that_exits_gets_a_hint(capsys):
          "the package's own", "bits * 2**-23", "hash / 2**64 + 0.5", "(bits + 1) * 2**-23",
          "24 bits in float32", "another order, bits * 2**-23", "another order, 24 bits",
          "an arithmetic shift", "zeroes the seed", "bumps the position", "position + id",
-         "position * 64 + id", "seed * 31 + position"],
+         "position * 64 + id", "seed * 31 + position", "the id multiplied",
+         "the id hashed apart", "position += 1"],
 )  # fmt: skip
 def test_noise_key_wrong(answer, needles, capsys):
-    assert_hint(check_noise_key, answer, capsys, *needles)
+    out = assert_hint(check_noise_key, answer, capsys, *needles)
+    assert "x.div_(t)" not in out  # exercise 1's example, not this one's
 
 
 def test_noise_key_without_a_column_of_hashes_gets_a_hint(capsys):

@@ -187,7 +187,9 @@ def _divided_by_zero(case, r: int) -> int:
     return int((logits[r] / 0.0 + _gumbel(seed[r : r + 1], position[r : r + 1])[0]).argmax())
 
 
-def _ids_problem(got, want, case, shown_as, fn=None) -> str | None:
+def _ids_problem(got, want, case, shown_as, fn=None, noise_called=True) -> str | None:
+    """What is wrong with ids got (want: the reference's) on case, or None. noise_called:
+    whether the learner's function called uniform_noise."""
     temperature = case[1]
     if not isinstance(got, torch.Tensor):
         return (
@@ -205,6 +207,12 @@ def _ids_problem(got, want, case, shown_as, fn=None) -> str | None:
     r = int((got.long() != want).nonzero()[0])
     t = float(temperature[r])
     logits = case[0]
+    if _over_the_rows(got, case):
+        return (
+            f"on {shown_as} row {r} (temperature {t:g}) got id {int(got[r])}, expected "
+            f"{int(want[r])}: {int(got[r])} is a row number, the row of the largest value in "
+            f"column {r}, as is every wrong id. Take the {OVER_THE_ROWS}"
+        )
     tie = bool((logits[r] == logits[r].max()).sum() > 1)
     near = ("an id that ties with the best logit" if tie
             else f"its runner-up is {NEAR_TIE:g} below the best and")  # fmt: skip
@@ -232,6 +240,11 @@ def _ids_problem(got, want, case, shown_as, fn=None) -> str | None:
             f"wrong id of a sampled row. Every row whose temperature is above 0 samples; only "
             f"temperature 0 is greedy"
         )
+    if slip is None and not noise_called:
+        slip = (
+            "uniform_noise(seed, position, V) was never called, so the noise is not the "
+            "request's: the same (seed, position) must draw the same token on every run"
+        )
     return (
         f"on {shown_as} row {r} (temperature {t:g}) got id {int(got[r])}, expected "
         f"{int(want[r])}: a sampled row takes the argmax of logits / temperature + Gumbel "
@@ -245,10 +258,12 @@ def _case_shown(seed) -> str:
     return f"case {seed} (temperatures [{temperatures}])"
 
 
-READ_ONLY = (
-    "the step reads these buffers at every replay (they are the decoder's own), so a function "
-    "that changes them changes every later step. Make new tensors: x / t, not x.div_(t)"
-)
+def _read_only(example: str) -> str:
+    """Why an input may not be changed in place, with an example fitting the exercise."""
+    return (
+        f"the step reads these buffers at every replay (they are the decoder's own), so a "
+        f"function that changes them changes every later step. Make new tensors: {example}"
+    )
 
 
 def _changed(names, now, before) -> str | None:
@@ -263,16 +278,68 @@ OWN_SAMPLER = (
 )
 
 
-def _explain_sampling(error: Exception, noise_calls=(), vocab_size=None) -> str | None:
+OVER_THE_ROWS = "argmax over the vocabulary, dim=-1: argmax(0) takes it over the rows"
+
+
+def _square_case():
+    """A case of as many rows as vocab ids (B == V): a function that takes the argmax over
+    the rows (argmax(0), shape (V,)) runs on it without an error of shapes."""
+    g = torch.Generator().manual_seed(12)
+    temperature = torch.tensor(TEMPERATURES).repeat(V // len(TEMPERATURES))
+    logits = torch.randn(V, V, generator=g) * 2
+    seed = torch.randint(0, 2**40, (V,), generator=g)
+    position = torch.randint(5, 200, (V,), generator=g)
+    return logits, temperature, seed, position
+
+
+def _over_the_rows(got, case) -> bool:
+    """Whether got's wrong ids (three or more) are, each, the argmax of the logits' or the
+    scores' column of that row's number: an argmax taken over the batch, argmax(0)."""
+    logits, temperature, seed, position = case
+    B = len(temperature)
+    if not isinstance(got, torch.Tensor) or got.shape != (B,) or got.dtype.is_complex:
+        return False
+    want = _reference_sample(*case)
+    wrong = got.long() != want
+    if int(wrong.sum()) < 3 or B > logits.shape[-1]:
+        return False
+    g = _gumbel(seed, position)
+    t = torch.where(temperature > 0, temperature, 1.0)[:, None]
+    raw = temperature[:, None]  # a greedy row's logits / 0 are infinities: its column's pick
+    columns = torch.stack([x.argmax(0) for x in (logits, logits / t + g, logits / raw + g)])
+    return bool(((got.long() == columns[:, :B]).any(0) | ~wrong).all())
+
+
+def _runs_over_the_rows(fn) -> bool:
+    """Whether fn, run on the square case, takes its argmax over the rows."""
+    try:
+        with time_limit(CALL_SECONDS, "too slow"):
+            got = fn(*_square_case())
+    except (Exception, TooSlow, SystemExit):
+        return False
+    return _over_the_rows(got, _square_case())
+
+
+def _explain_sampling(error: Exception, noise_calls=(), shape=None, fn=None) -> str | None:
     """noise_calls: uniform_noise's arguments, one dict a call, as the learner's function made
-    them; vocab_size: V of the case's logits."""
+    them; shape: (B, V) of the case's logits; fn: the learner's function, run again on a
+    square case to tell an argmax over the rows."""
     if isinstance(error, RuntimeError) and "must match the size" in str(error):
-        wrong_v = [c["vocab_size"] for c in noise_calls if c["vocab_size"] != vocab_size]
+        B, vocab_size = shape
+        wrong_v = [c["vocab_size"] for c in noise_calls
+                   if as_int(c["vocab_size"]) != vocab_size]  # fmt: skip
         if wrong_v:
+            which = ("logits.shape[0] is the batch" if as_int(wrong_v[0]) == B
+                     else "take V from the logits, logits.shape[-1], not from a number of "
+                     "your own")  # fmt: skip
             return (
                 f"uniform_noise(seed, position, V) makes one uniform per id of the vocabulary, "
-                f"so V is logits.shape[-1] = {vocab_size}. You passed {wrong_v[0]!r}; "
-                f"logits.shape[0] is the batch"
+                f"so V is logits.shape[-1] = {vocab_size}. You passed {wrong_v[0]!r}; {which}"
+            )
+        if fn is not None and _runs_over_the_rows(fn):
+            return (
+                f"take the {OVER_THE_ROWS}, one id per vocab id (V,), where torch.where "
+                f"wants one per row (B,)"
             )
         return (
             "logits are (B, V) and temperature is (B,): divide by temperature[:, None], shape "
@@ -290,7 +357,7 @@ def _eager_problem(fn, case, shown_as):
 
     def explain(error):
         noise_calls = [args for f, args in calls if f is uniform_noise]
-        return _explain_sampling(error, noise_calls, case[0].shape[-1])
+        return _explain_sampling(error, noise_calls, tuple(case[0].shape), fn)
 
     with entered(sample, uniform_noise, calls=calls) as ran:
         got = call(fn, given, shown_as, seconds=CALL_SECONDS, explain=explain)
@@ -300,8 +367,9 @@ def _eager_problem(fn, case, shown_as):
         return OWN_SAMPLER
     changed = _changed(("logits", "temperature", "seed", "position"), given, case)
     if changed:
-        return f"on {shown_as} your function changed its input {changed}: {READ_ONLY}"
-    return _ids_problem(got, want, case, shown_as, fn)
+        why = _read_only("x / t, not x.div_(t)")
+        return f"on {shown_as} your function changed its input {changed}: {why}"
+    return _ids_problem(got, want, case, shown_as, fn, noise_called=bool(ran[uniform_noise]))
 
 
 @checker
@@ -419,6 +487,26 @@ def _explain_hand_out(error: Exception) -> str | None:
     return None
 
 
+def _length_slip(reqs, ref, rids, want_finished, eos) -> str | None:
+    """When every rid that rids miss or add is a request at its length limit, or one token
+    short of it, with no EOS: what the finish test got wrong (off by one), else None."""
+    missing, extra = set(want_finished) - set(rids), set(rids) - set(want_finished)
+    said = []
+    for r, w in zip(reqs, ref):
+        if r is None or r.rid not in missing | extra:
+            continue
+        n, held = w.max_new_tokens, len(w.out)
+        if w.out[-1:] == [eos] or held != (n if r.rid in missing else n - 1):
+            return None  # finished by EOS, or not near its limit: not the length test
+        said.append(
+            f"request {r.rid}'s out now holds {held} ids, its max_new_tokens, so it finishes now"
+            if r.rid in missing
+            else f"request {r.rid}'s out holds {held} ids, one short of its max_new_tokens "
+            f"{n}, so it runs on"
+        )
+    return said[0] if said and len(said) == len(missing | extra) else None
+
+
 @checker
 def check_hand_out(fn) -> Verdict:
     """fn(reqs, ids, eos_id) appends each row's id (ids[i], an int) to reqs[i].out (an
@@ -530,6 +618,14 @@ def check_hand_out(fn) -> Verdict:
                 f"on {shown_as}: your function returned {rids}, the rows of the requests that "
                 f"finish: return each finishing request's rid (req.rid), not its row, "
                 f"expected {sorted(want_finished)}"
+            )
+        by_length = _length_slip(reqs, ref, rids, want_finished, eos)
+        if by_length:
+            return hint(
+                f"on {shown_as}: your function returned finished rids {rids}, expected "
+                f"{sorted(want_finished)}: {by_length}. A request finishes when its out holds "
+                f"max_new_tokens ids, after appending this one (len(req.out) == "
+                f"req.max_new_tokens)"
             )
         if rids != sorted(want_finished) and eos not in (0, EOS):  # eos_id 1000
             return hint(
@@ -807,6 +903,43 @@ def _spread_problem(fn) -> str | None | object:
     return None
 
 
+TIED_ROWS, TIED_V = 256, 64  # random keys, a few ids each: is an id's noise tied to the key?
+
+
+def _tied_problem(fn) -> str | None | object:
+    """Across many random keys, an id's draw must change with the key, and two ids' draws
+    must not move together. A key that multiplies the hash by the id draws splitmix64(0)
+    for id 0 whatever the key; one that hashes the id apart and mixes it in after
+    (h ^ splitmix64(id), then the top bits) ties two ids: the xor (or the difference) of
+    their bits is the same for every key. Read on the top 23 bits of each uniform. A
+    problem, None, or FAILED (hinted)."""
+    u, shown_as = _draws(fn, TIED_ROWS, TIED_V, 11)
+    if not isinstance(u, torch.Tensor):
+        return u  # FAILED, or the problem
+    same = (u == u[:1]).all(0)
+    if bool(same.any()):
+        i = int(same.nonzero()[0])
+        how = ", not multiplied by it (h * 0 is 0, whatever the key)" if i == 0 else ""
+        return (
+            f"on {shown_as}, id {i}'s noise is the same for every request and position "
+            f"({float(u[0, i]):.4g}): the id must be mixed into the key before the last hash "
+            f"(h ^ id, then splitmix64){how}"
+        )
+    bits = (u.double() * 2.0**23).floor().long()  # the top 23 bits
+    for j in range(1, TIED_V):
+        for mixed, tie in (("xor", bits[:, j] ^ bits[:, 0]),
+                           ("difference", (bits[:, j] - bits[:, 0]) % 2**23)):  # fmt: skip
+            if tie.unique().numel() <= 3:  # an addition's carry moves it by one at most
+                return (
+                    f"on {shown_as}, the {mixed} of id 0's and id {j}'s bits is the same for "
+                    f"every request: the id is hashed apart from the key and "
+                    f"{'xored' if mixed == 'xor' else 'added'} in after, so two ids' noises "
+                    f"are tied for every request. Hash the key and the id together: "
+                    f"splitmix64(h ^ id)"
+                )
+    return None
+
+
 def _open_interval_problem(fn) -> str | None | object:
     """The keys known to reach an end, then many draws: all strictly inside (0, 1), and of a
     form that never reaches an end (_lattice_problem). A problem, None, or FAILED (hinted)."""
@@ -843,7 +976,8 @@ def check_noise_key(fn) -> Verdict:
         return False
     changed = _changed(("seed", "position", "row"), given, (seed, position, row))
     if changed:
-        return hint(f"on {shown_as} your function changed its input {changed}: {READ_ONLY}")
+        why = _read_only("position + 1, not position.add_(1)")
+        return hint(f"on {shown_as} your function changed its input {changed}: {why}")
     if ran[uniform_noise]:
         return hint(
             "your function calls generation.uniform_noise: this exercise is to build the key "
@@ -912,8 +1046,8 @@ def check_noise_key(fn) -> Verdict:
             "captured at positions [5, 9, 5, 17] and replayed at new positions, the noise is "
             "the captured one: compute the key from the position tensor on the device"
         )
-    for find in (_spread_problem, _collision_problem, _shift_problem, _reuse_problem,
-                 _linear_key_problem, _open_interval_problem):  # fmt: skip
+    for find in (_spread_problem, _tied_problem, _collision_problem, _shift_problem,
+                 _reuse_problem, _linear_key_problem, _open_interval_problem):  # fmt: skip
         problem = find(fn)
         if problem is FAILED:
             return False
