@@ -4,6 +4,7 @@ the graphs of K kernels themselves."""
 import pytest
 
 from tinyllm.lab import floor
+from tinyllm.lab.results import load_floor
 
 
 def test_fit_recovers_a_line_and_its_fixed_cost():
@@ -21,3 +22,20 @@ def test_a_graph_of_k_nodes_replays_every_node():
     for name, node in floor.nodes().items():
         us, counted = floor.replay_us(node, 10, replays=20, repeats=2)
         assert counted and us > 0, name
+
+
+def test_the_recorded_floor_is_its_own_fit():
+    """results/h200_floor.json: every node ran, and each way's µs per node and fixed µs are
+    the line fitted through its recorded times from K = 10 on (a changed number fails)."""
+    rec = load_floor()
+    assert rec["provenance"]["gpu"] and rec["provenance"]["commit"]
+    ways = [k for k, v in rec.items() if isinstance(v, dict) and "us" in v]
+    assert ways == ["torch add_", "triton", "triton, PDL"]
+    for way in ways:
+        r = rec[way]
+        fitted = [(k, t) for k, t in zip(rec["ks"], r["us"]) if k >= 10]
+        assert r["counted"] and floor.fit(*zip(*fitted)) == {
+            "us_per_node": r["us_per_node"],
+            "fixed_us": r["fixed_us"],
+        }, way
+    assert rec["triton, PDL"]["us_per_node"] < rec["triton"]["us_per_node"]

@@ -80,6 +80,13 @@ def load_engine(gpu: str = SHIPPED) -> dict | None:
     return _read(path) if path.exists() else None
 
 
+def load_floor(gpu: str = SHIPPED) -> dict | None:
+    """results/<gpu>_floor.json (python -m tinyllm.lab.floor): the µs a graph node costs,
+    launched three ways, and the replay's fixed cost, or None."""
+    path = results_dir() / f"{gpu}_floor.json"
+    return _read(path) if path.exists() else None
+
+
 def load_engine_scale(gpu: str = SHIPPED) -> dict | None:
     """results/<gpu>_engine_scale.json (results/probes/engine_scale.py): PagedEngine at 1 to
     256 rows (lab.engine_time.scale, one row each in "rows") and, where recorded in the same
