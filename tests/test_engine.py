@@ -15,7 +15,7 @@ import signal
 
 import pytest
 import torch
-from conftest import FAULT_REQUESTS
+from conftest import FAULT_EOS, FAULT_REQUESTS, assert_some_finish_by_eos
 
 from tinyllm import Engine, SlotGraphDecoder, SlotKVCache, generate
 from tinyllm import engine as engine_module
@@ -197,14 +197,19 @@ def test_engine_sampling_follows_each_requests_seed(shipped_model, requests):
 
 
 def fault_engine(model, doc_ids):
-    engine = Engine(model, n_slots=3, max_len=64, eos_id=EOS, use_graph=False)
+    engine = Engine(model, n_slots=3, max_len=64, eos_id=FAULT_EOS, use_graph=False)
     rids = [engine.submit(doc_ids[s : s + n], m, **kw) for s, n, m, kw in FAULT_REQUESTS]
     return engine, rids
 
 
 @pytest.fixture(scope="module")
-def uninterrupted(shipped_model, doc_ids):
-    return fault_engine(shipped_model, doc_ids)[0].run()
+def uninterrupted(toy_model, doc_ids):
+    """The fault tables run on the toy model: a faulted run is compared with this run of the
+    same model, so what they test needs no trained weights."""
+    engine, rids = fault_engine(toy_model, doc_ids)
+    out = engine.run()
+    assert_some_finish_by_eos(out, rids)
+    return out
 
 
 class Fault:
@@ -246,7 +251,7 @@ OWN = ("prefill",)  # a request's own prefill, as an Exception
 @pytest.mark.parametrize("point", list(POINTS))
 @pytest.mark.parametrize("error", [KeyboardInterrupt(), RuntimeError("device lost")],
                          ids=["ctrl-c", "runtime"])  # fmt: skip
-def test_a_fault_anywhere_loses_nothing(shipped_model, doc_ids, uninterrupted, point, error,
+def test_a_fault_anywhere_loses_nothing(toy_model, doc_ids, uninterrupted, point, error,
                                         monkeypatch):  # fmt: skip
     """A Ctrl-C (or an error that is not one request's own) at any admission, prefill,
     sample, decode step, release or host advance: run() raises, the positions on host and
@@ -255,7 +260,7 @@ def test_a_fault_anywhere_loses_nothing(shipped_model, doc_ids, uninterrupted, p
     Exception, that request alone is in engine.failed."""
     owner, name, ats = POINTS[point]
     for at in ats:
-        engine, rids = fault_engine(shipped_model, doc_ids)
+        engine, rids = fault_engine(toy_model, doc_ids)
         target = owner(engine)
         fault = Fault(getattr(target, name), at, error)
         monkeypatch.setattr(target, name, fault)
@@ -279,12 +284,12 @@ def test_a_fault_anywhere_loses_nothing(shipped_model, doc_ids, uninterrupted, p
         assert not engine.n_waiting() and not engine.running
 
 
-def test_a_request_whose_sampling_fails_leaves_alone(shipped_model, doc_ids, uninterrupted,
+def test_a_request_whose_sampling_fails_leaves_alone(toy_model, doc_ids, uninterrupted,
                                                      monkeypatch):  # fmt: skip
     """A request's own sampling raises (here: request 5's first token, sampled alone after
     its prefill): it is removed into engine.failed with its error, the error is raised, and
     the others finish as if nothing happened."""
-    engine, rids = fault_engine(shipped_model, doc_ids)
+    engine, rids = fault_engine(toy_model, doc_ids)
     bad = engine.requests[5]
     original = engine.sample_for
 
@@ -303,8 +308,8 @@ def test_a_request_whose_sampling_fails_leaves_alone(shipped_model, doc_ids, uni
     check_positions(engine)
 
 
-def test_results_of_a_run_that_raised_come_with_the_next(shipped_model, doc_ids, monkeypatch):
-    engine, rids = fault_engine(shipped_model, doc_ids)
+def test_results_of_a_run_that_raised_come_with_the_next(toy_model, doc_ids, monkeypatch):
+    engine, rids = fault_engine(toy_model, doc_ids)
     fault = Fault(engine.decoder.step, 7, KeyboardInterrupt())
     monkeypatch.setattr(engine.decoder, "step", fault)
     with pytest.raises(KeyboardInterrupt):
@@ -318,14 +323,14 @@ def test_results_of_a_run_that_raised_come_with_the_next(shipped_model, doc_ids,
 
 
 @pytest.mark.parametrize("point", ["decode step", "sample", "release"])
-def test_a_second_ctrl_c_while_a_move_is_undone_loses_nothing(shipped_model, doc_ids,
+def test_a_second_ctrl_c_while_a_move_is_undone_loses_nothing(toy_model, doc_ids,
                                                               uninterrupted, point,
                                                               monkeypatch):  # fmt: skip
     """A Ctrl-C, then a second one (a real SIGINT) while the engine puts the move back: the
     putting back runs with Ctrl-C held off, so it finishes, the second KeyboardInterrupt comes
     after it, and the next run() returns the tokens of an uninterrupted run."""
     owner, name, _ = POINTS[point]
-    engine, rids = fault_engine(shipped_model, doc_ids)
+    engine, rids = fault_engine(toy_model, doc_ids)
     target = owner(engine)
     fault = Fault(getattr(target, name), 4, KeyboardInterrupt())
     monkeypatch.setattr(target, name, fault)

@@ -91,15 +91,16 @@ def test_static_step_logits_match_eager_decode_step(shipped_model, prompts):
     assert worst > 0  # really different kernels, not the same computation twice
 
 
-def test_one_decoder_serves_two_requests_in_a_row(shipped_model, prompts, doc_ids):
+def test_one_decoder_serves_two_requests_in_a_row(toy_model, prompts, doc_ids):
     """Request B on a decoder that just served A equals B on a fresh decoder: prefill
-    resets the position and the pads, and stale keys of A stay masked."""
+    resets the position and the pads, and stale keys of A stay masked. Both decoders run
+    the same model, bit for bit, so the toy one does: no trained weights needed."""
     a_idx, a_pads = prompts["padded"]
     b_idx = torch.tensor([doc_ids[s : s + 12] for s in (200, 300, 400, 500)])
-    dec = GraphDecoder(shipped_model, 4, max_len=MAX_LEN, buckets=BUCKETS, use_graph=False)
+    dec = GraphDecoder(toy_model, 4, max_len=MAX_LEN, buckets=BUCKETS, use_graph=False)
     first_a = dec.generate(a_idx, 100, pad_lens=a_pads)
     reused = dec.generate(b_idx, 70)
-    fresh_dec = GraphDecoder(shipped_model, 4, max_len=MAX_LEN, buckets=BUCKETS, use_graph=False)
+    fresh_dec = GraphDecoder(toy_model, 4, max_len=MAX_LEN, buckets=BUCKETS, use_graph=False)
     fresh = fresh_dec.generate(b_idx, 70)
     assert torch.equal(reused, fresh)
     assert dec.cache.n == fresh_dec.cache.n == 12 + 69

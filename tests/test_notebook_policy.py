@@ -24,6 +24,7 @@
 """
 
 import ast
+import functools
 import importlib.util
 import inspect
 import json
@@ -226,15 +227,17 @@ def test_a_notebook_without_the_caveats_is_found():
 # --- no second copy of package code ---------------------------------------------------------
 
 
-def package_names() -> set[str]:
-    """Every function, method and class name defined anywhere in tinyllm (dunders aside)."""
+@functools.cache
+def package_names() -> frozenset[str]:
+    """Every function, method and class name defined anywhere in tinyllm (dunders aside).
+    Parsed once: every notebook's test reads the same names."""
     names = set()
     for py in PACKAGE.rglob("*.py"):
         for node in ast.walk(ast.parse(py.read_text(encoding="utf-8"))):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 if not (node.name.startswith("__") and node.name.endswith("__")):
                     names.add(node.name)
-    return names
+    return frozenset(names)
 
 
 def defined_names(tree: ast.AST, inside_mine: bool = False):

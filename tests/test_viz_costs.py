@@ -121,8 +121,9 @@ def test_cost_model_figure_draws_the_fit_and_the_floor(res):
 
 def drawn_at(ax, line, x):
     """Where `line` is drawn at data x, read as the eye reads it: straight segments between
-    its points in display space (a log axis bends data space), back in data units."""
-    ax.figure.draw_without_rendering()  # the axes' limits, hence its transform
+    its points in display space (a log axis bends data space), back in data units. The
+    figure must have been drawn (draw_without_rendering) since it last changed: its axes'
+    limits, hence its transform."""
     xy = ax.transData.transform(np.column_stack(line.get_data()))
     at = ax.transData.transform((x, 1.0))[0]
     return ax.transData.inverted().transform((at, np.interp(at, xy[:, 0], xy[:, 1])))[1]
@@ -140,6 +141,7 @@ def test_cost_model_line_passes_through_the_fit_at_every_points_kernels(recordin
     assert ax.get_yscale() == "log"
     fit = res["cost_model"]["fit"]
     line = ax.lines[0]
+    ax.figure.draw_without_rendering()  # once: reading where the line is changes nothing
     for p in res["cost_model"]["points"]:
         k = p["kernels"]
         want = fit["a_us"] + fit["b_us_per_kernel"] * k
