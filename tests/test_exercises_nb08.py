@@ -173,6 +173,12 @@ def write_one_before_with_gather(pool, k_new, block_table, lens, block_size):
     pool[blocks, :, pos % block_size] = k_new
 
 
+def write_head_0_only(pool, k_new, block_table, lens, block_size):
+    pos = lens.long()
+    blocks = block_table.long().gather(1, (pos // block_size)[:, None])[:, 0]
+    pool[blocks, 0, pos % block_size] = k_new[:, 0]
+
+
 def write_into_a_copy(pool, k_new, block_table, lens, block_size):
     pool = pool.clone()
     my_paged_write(pool, k_new, block_table, lens, block_size)
@@ -249,6 +255,7 @@ def test_paged_write_right(capsys):
         (write_one_past, ("lens=[0, 3, 5]", "lens[b] + 1, one past", "is lens[b] itself")),
         (write_one_before, ("lens=[0, 3, 5]", "lens[b] - 1, one before", "is lens[b] itself")),
         (write_one_before_with_gather, ("index of -1", "one before", "lens[b] itself")),
+        (write_head_0_only, ("some heads' new keys", "every K/V head")),
         (write_into_a_copy, ("lens=[0, 3, 5]", "the pool is unchanged", "in place")),
         (write_out_of_place, ("the pool is unchanged", "in place")),
         (write_and_advance, ("changed lens", "Write into pool alone")),
@@ -267,6 +274,7 @@ def test_paged_write_right(capsys):
         "one past",
         "one before",
         "one before, through gather",
+        "head 0 only",
         "into a copy",
         "index_put",
         "advances lens",

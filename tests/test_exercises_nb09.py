@@ -699,7 +699,7 @@ def test_noise_key_that_exits_gets_a_hint(capsys):
         (added_position, ("shifted by one vocab id",)),
         (lambda s, p, r, v: ((splitmix64(splitmix64(s)[:, None] + p[:, None] * 64
                                          + torch.arange(v)) >> 41) & (2**23 - 1)).float()
-         .add(0.5) * 2.0**-23, ("share 448 of their 512 draws",)),
+         .add(0.5) * 2.0**-23, ("share 449 of their 512 draws",)),
         (lambda s, p, r, v: ((splitmix64(splitmix64(s * 31 + p)[:, None] ^ torch.arange(v))
                               >> 41) & (2**23 - 1)).float().add(0.5) * 2.0**-23,
          ("(seed 100, position 31) and (seed 101, position 0)", "drew the same noise")),
@@ -769,3 +769,15 @@ def test_a_patched_uniform_noise_does_not_change_the_reference(capsys, monkeypat
 
     out = assert_hint(check_step_sampling, seed_ignored, capsys, "a sampled row takes")
     assert "calls generation" not in out
+
+
+@pytest.mark.parametrize("stride", [2, 8, 64])
+def test_noise_key_whose_seed_reaches_another_ids_is_refused(stride, capsys):
+    """splitmix64(seed + position * stride + id): (seed + 1, position) draws what (seed,
+    position) draws at id + 1, so neighbouring requests share almost all their draws."""
+
+    def key(s, p, r, v):
+        h = splitmix64(s[:, None] + p[:, None] * stride + torch.arange(v))
+        return ((h >> 41) & (2**23 - 1)).float().add(0.5) * 2.0**-23
+
+    assert_hint(check_noise_key, key, capsys, "share", "of their 512 draws")

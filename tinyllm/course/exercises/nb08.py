@@ -224,6 +224,16 @@ def _write_problem(got_pool, want_pool, places, before=None) -> str | None:
     diff = (got_pool != want_pool).any(dim=-1)  # (n_blocks, heads, block_size)
     block, _, off = (int(x) for x in diff.nonzero()[0])
     on_places = bool(places[:, None, :].expand_as(diff)[diff].all())
+    if on_places and before is not None:
+        kept = (got_pool == before).all(dim=-1) & diff  # wrong because never written
+        written = (got_pool == want_pool).all(dim=-1) & places[:, None, :]
+        heads_apart = (kept.any(dim=1) & (written & ~kept).any(dim=1)).any()
+        if bool(heads_apart):
+            return (
+                f"block {block}, offset {off} holds some heads' new keys and not others': "
+                f"write every K/V head at once, pool[blocks, :, offsets] = k_new, the heads "
+                f"left whole"
+            )
     if on_places and before is not None and torch.equal(got_pool[diff], before[diff]):
         return (
             f"block {block}, offset {off} of the pool was never written: a row's new key is "
