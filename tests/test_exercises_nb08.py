@@ -104,6 +104,10 @@ def test_blocks_for_right(answer, capsys):
             lambda n, bs: int(Rows(1, 64, "cpu", block_size=bs).blocks_for(n)),
             ("calls Rows.blocks_for",),
         ),
+        (  # unbound, as the prose names it: it raises inside the package's own answer
+            lambda n, bs: PagedKVCache.blocks_for(n, bs),
+            ("raised AttributeError", "calls PagedKVCache.blocks_for", "write it"),
+        ),
         (
             lambda n, bs: (n - 1) // bs,
             ("n_positions=0", "table entry of the last position", "0 positions need 0 blocks"),
@@ -117,6 +121,7 @@ def test_blocks_for_right(answer, capsys):
         "round",
         "the cache's own",
         "the rows' own",
+        "the cache's own, unbound",
         "the last position's entry",
     ],
 )

@@ -74,6 +74,12 @@ def _gumbel_of(s, p, vocab_size):
     return -torch.log(-torch.log(uniform_noise(s, p, vocab_size)))
 
 
+def sampling_with_where_swapped(logits, temperature, seed, position):
+    t = torch.where(temperature > 0, temperature, 1.0)[:, None]
+    g = -torch.log(-torch.log(uniform_noise(seed, position, logits.shape[-1])))
+    return torch.where(temperature == 0, (logits / t + g).argmax(-1), logits.argmax(-1))
+
+
 def argmax_over_the_rows(logits, temperature, seed, position):
     """argmax(0) for argmax(-1): torch.where gets (V,) ids where it wants (B,)."""
     t = torch.where(temperature > 0, temperature, 1.0)
@@ -158,6 +164,7 @@ def test_step_sampling_right(capsys):
         (lambda x, t, s, p: torch.where(t > 0, (x / torch.where(t > 0, t, 1.0)[:, None] - torch.log(
             -torch.log(uniform_noise(s, p, x.shape[0])))).argmax(-1), x.argmax(-1)),
          ("RuntimeError", "logits.shape[-1] = 64", "You passed 8", "is the batch")),
+        (sampling_with_where_swapped, ("branches of torch.where are swapped",)),
         (argmax_over_the_rows,
          ("RuntimeError", "argmax over the vocabulary, dim=-1",
           "argmax(0) takes it over the rows")),
@@ -174,7 +181,8 @@ def test_step_sampling_right(capsys):
          "zeroes temperature", "bumps the seed", "divides the logits in place",
          "a clamped temperature, noise on greedy rows", "divides by a temperature of 0",
          "a temperature clamped to 1e-6",
-         "no broadcast", "noise of shape (B, B)", "argmax(0)", "argmax(0)[:B]",
+         "no broadcast", "noise of shape (B, B)", "where's branches swapped", "argmax(0)",
+         "argmax(0)[:B]",
          "the notebook's V", "noise of torch.rand"],
 )  # fmt: skip
 def test_step_sampling_wrong(answer, needles, capsys):

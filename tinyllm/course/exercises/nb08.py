@@ -164,16 +164,21 @@ def _same_count(got, want, n_positions=None, block_size=None) -> str | None:
 def check_blocks_for(fn) -> Verdict:
     """fn(n_positions, block_size) → blocks a row of that length holds (PagedKVCache.blocks_for)."""
     cases = [(0, 4), (1, 4), (4, 4), (5, 4), (8, 4), (16, 16), (17, 16), (37, 16)]
-    with entered(PagedKVCache.blocks_for, Rows.blocks_for) as ran:
-        first = call(fn, (5, 4), "n_positions=5, block_size=4", seconds=CALL_SECONDS)
-    if first is FAILED:
-        return False
-    used = next((f for f in (PagedKVCache.blocks_for, Rows.blocks_for) if ran[f]), None)
-    if used is not None:
-        return hint(
+
+    def own_answer(ran) -> str | None:
+        used = next((f for f in (PagedKVCache.blocks_for, Rows.blocks_for) if ran[f]), None)
+        return None if used is None else (
             f"your function calls {used.__qualname__}, the package's own answer: this "
             f"exercise is to write it. Divide, and round up"
-        )
+        )  # fmt: skip
+
+    with entered(PagedKVCache.blocks_for, Rows.blocks_for) as ran:
+        first = call(fn, (5, 4), "n_positions=5, block_size=4", seconds=CALL_SECONDS,
+                     explain=lambda error: own_answer(ran))  # fmt: skip
+    if first is FAILED:
+        return False
+    if own_answer(ran):
+        return hint(own_answer(ran))
     return check_cases(
         fn,
         [((n, bs), f"n_positions={n}, block_size={bs}") for n, bs in cases],

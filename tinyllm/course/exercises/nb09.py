@@ -187,6 +187,16 @@ def _divided_by_zero(case, r: int) -> int:
     return int((logits[r] / 0.0 + _gumbel(seed[r : r + 1], position[r : r + 1])[0]).argmax())
 
 
+def _swapped(got, case) -> bool:
+    """Whether got is the right answer with torch.where's branches swapped: each greedy row
+    the noisy pick (as at temperature 1), each other row the argmax."""
+    logits, temperature, seed, position = case
+    greedy = temperature == 0
+    t = torch.where(greedy, 1.0, temperature)[:, None]
+    noisy = (logits / t + _gumbel(seed, position)).argmax(-1)
+    return torch.equal(got, torch.where(greedy, noisy, logits.argmax(-1)))
+
+
 def _ids_problem(got, want, case, shown_as, fn=None, noise_called=True) -> str | None:
     """What is wrong with ids got (want: the reference's) on case, or None. noise_called:
     whether the learner's function called uniform_noise."""
@@ -212,6 +222,13 @@ def _ids_problem(got, want, case, shown_as, fn=None, noise_called=True) -> str |
             f"on {shown_as} row {r} (temperature {t:g}) got id {int(got[r])}, expected "
             f"{int(want[r])}: {int(got[r])} is a row number, the row of the largest value in "
             f"column {r}, as is every wrong id. Take the {OVER_THE_ROWS}"
+        )
+    if _swapped(got.long(), case):
+        return (
+            f"on {shown_as} row {r} (temperature {t:g}) got id {int(got[r])}, expected "
+            f"{int(want[r])}: every greedy row took the noisy pick and every other row the "
+            f"argmax. The branches of torch.where are swapped: torch.where(temperature == 0, "
+            f"the argmax, the noisy pick)"
         )
     tie = bool((logits[r] == logits[r].max()).sum() > 1)
     near = ("an id that ties with the best logit" if tie
