@@ -16,9 +16,8 @@ import torch
 def fit(ks, us) -> dict:
     """The least-squares line through (K, µs): µs per node (its slope) and the fixed µs of a
     replay (its value at K = 0)."""
-    mk, mu = statistics.fmean(ks), statistics.fmean(us)
-    slope = sum((k - mk) * (u - mu) for k, u in zip(ks, us)) / sum((k - mk) ** 2 for k in ks)
-    return {"us_per_node": round(slope, 3), "fixed_us": round(mu - slope * mk, 2)}
+    slope, intercept = statistics.linear_regression(ks, us)
+    return {"us_per_node": round(slope, 3), "fixed_us": round(intercept, 2)}
 
 
 def nodes() -> dict:

@@ -145,22 +145,29 @@ def paged_sweep(model, idx, bin_size: int = 16) -> dict:
     return out
 
 
+def _bins(sweep: dict, short, long_from: int) -> tuple[list, list]:
+    """The indices of the sweep's bins that start within `short`, and of those that start at
+    long_from or later."""
+    starts = sweep["positions"]
+    return ([i for i, p in enumerate(starts) if short[0] <= p <= short[1]],
+            [i for i, p in enumerate(starts) if p >= long_from])  # fmt: skip
+
+
 def long_over_short(sweep: dict, name: str, short=(32, 75), long_from: int = 1000) -> float:
     """The median step of the bins that start at long_from or later over the median of those
     that start within `short` (bin_spans gives the positions they cover)."""
-    rows = list(zip(sweep["positions"], sweep[f"{name}_us"]))
-    s = [t for p, t in rows if short[0] <= p <= short[1]]
-    ell = [t for p, t in rows if p >= long_from]
-    return round(statistics.median(ell) / statistics.median(s), 3)
+    s, ell = _bins(sweep, short, long_from)
+    us = sweep[f"{name}_us"]
+    return round(statistics.median(us[i] for i in ell) / statistics.median(us[i] for i in s), 3)
 
 
 def bin_spans(sweep: dict, short=(32, 75), long_from: int = 1000) -> tuple[str, str]:
     """The positions long_over_short's short and long bins cover, as "first-last" each: a
     sweep's bins are named by their first position and hold bin_size positions."""
     size, starts = sweep["bin_size"], sweep["positions"]
-    s = [p for p in starts if short[0] <= p <= short[1]]
-    ell = [p for p in starts if p >= long_from]
-    return f"{s[0]}-{s[-1] + size - 1}", f"{ell[0]}-{ell[-1] + size - 1}"
+    return tuple(
+        f"{starts[b[0]]}-{starts[b[-1]] + size - 1}" for b in _bins(sweep, short, long_from)
+    )
 
 
 def capture_sizes(model, n_slots: int = 32, max_len: int = 512) -> dict:

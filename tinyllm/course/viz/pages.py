@@ -22,7 +22,7 @@ def pages_scene(prompt_lens=(5, 9, 3), block_size: int = 4, steps: int = 0,
     non-zero prompt length admitted (its prompt's blocks taken), `steps` decode steps of
     every row (cache.grow(), the step's end_step on the device, advance_host()), then row
     `release` released, then (compact) each free row below the last request takes it
-    (rows.compaction() and rows.move(), as PagedEngine.step does at its start). Returns the
+    (rows.compaction() and rows.move(), as PagedEngine.step does after its admissions). Returns the
     host and device state, and each block's owner (a row, or None) and how many of its
     positions hold keys."""
     n_rows = len(prompt_lens)
