@@ -201,6 +201,8 @@ class Rows:
         self.tok = torch.zeros(n_rows, 1, dtype=torch.long, device=device)
         self.flat = self.state.view(-1)  # rows 0..k-1 of the state: its first k * width values
         self.upload = Upload(self.flat)  # the host's rows into `state`, one copy a flush
+        self.moves = torch.zeros(2 * n_rows, dtype=torch.long, device=device)  # src, then dst
+        self.upload_moves = Upload(self.moves)
         self.restored_tok: Tensor | None = None  # after restore(): tok as the snapshot held it
 
     # --- the host twins, read ---------------------------------------------------------------
@@ -366,8 +368,11 @@ class Rows:
             self.tok.copy_(self.restored_tok)
             h.dirty[:] = True
             self.restored_tok = None
-        if h.moved.shape[1]:  # tok first: the moved rows' next ids, as the last step sampled them
-            src, dst = to_device(h.moved, self.device)
+        if k := h.moved.shape[
+            1
+        ]:  # tok first: the moved rows' next ids, as the last step sampled them
+            self.upload_moves(h.moved)
+            src, dst = self.moves[:k], self.moves[k : 2 * k]
             self.tok.index_copy_(0, dst, self.tok.index_select(0, src))
             h.moved = h.moved[:, :0]
         r = np.flatnonzero(h.dirty)

@@ -92,13 +92,21 @@ class PagedEngine(Serving):
     prefill_graphs=False prefills eagerly, in chunks; overlap=True reads each step's ids
     while the GPU runs the next one (the same schedule and tokens as overlap=False);
     use_graph=None means graphs when the model is on CUDA; compile is the decoders' (False,
-    True for the course's Inductor settings, or a dict)."""
+    True for the course's Inductor settings, or a dict).
+
+    min_admit: while requests wait, an admission waits for this many free rows, or for as
+    many as wait (default n_rows // 16, at least 1). Each admission is a prefill forward
+    of some hundred kernels, whose time hardly depends on how many prompts it holds: fewer,
+    larger admissions cost the GPU and the host less, for a few rows idle a few steps.
+    Hugging Face's text-generation-inference router waits the same way
+    (waiting_served_ratio)."""
 
     def __init__(self, model: Transformer, n_rows: int, max_len: int | None = None, *,
                  capture_sizes: tuple[int, ...] | None = None,
                  prefill_chunk: int = PREFILL_CHUNK, prefill_graphs: bool = True,
                  overlap: bool = False, use_graph: bool | None = None, compile=False,
-                 graph_api=torch.cuda, eos_id: int | None = None, limits=LIMITS):  # fmt: skip
+                 graph_api=torch.cuda, eos_id: int | None = None, min_admit: int | None = None,
+                 limits=LIMITS):  # fmt: skip
         device, cfg = validate_model(model), model.cfg
         max_len = cfg.max_seq_len if max_len is None else max_len
         validate_int("max_len", max_len, lo=2, hi=cfg.max_seq_len)
@@ -106,11 +114,13 @@ class PagedEngine(Serving):
         validate_int("prefill_chunk", prefill_chunk, hi=validate_limits(limits).seq_len)
         validate_bool("prefill_graphs", prefill_graphs)
         validate_bool("overlap", overlap)
+        min_admit = max(1, n_rows // 16) if min_admit is None else min_admit
+        validate_int("min_admit", min_admit, hi=n_rows)
         validate_compile(compile, device)
         super().__init__(model, max_len, eos_id)
         self.use_graph = validate_use_graph(use_graph, device, graph_api)
         self.device, self.graph_api, self.n_rows = device, graph_api, n_rows
-        self.prefill_chunk, self.overlap = prefill_chunk, overlap
+        self.prefill_chunk, self.overlap, self.min_admit = prefill_chunk, overlap, min_admit
         self.cache = PagedKVCache(cfg.n_layers, n_rows, max_len, device, limits=limits)
         self.cache.allocate(cfg.n_kv_heads, cfg.head_dim, activation_dtype(model))
         self.rows = self.cache.rows
@@ -154,13 +164,16 @@ class PagedEngine(Serving):
 
     @torch.no_grad()
     def admit(self) -> None:
-        """As many queued requests as there are free rows, prefilled together into the
-        lowest free rows, their first ids sampled into the next step's input (rows.tok).
+        """As many queued requests as there are free rows, once min_admit rows are free (or
+        as many as wait), prefilled together into the lowest free rows, their first ids
+        sampled into the next step's input (rows.tok).
         The host reads those ids with the next step's. Each step() admits first, inside its
         own move; called alone, admit() is a move of its own."""
         self.captured()
         t0, waiting = time.perf_counter(), self.n_waiting()
-        while self.n_waiting() and len(free := self.rows.free_rows()):
+        while self.n_waiting() and len(free := self.rows.free_rows()) >= min(
+            self.n_waiting(), self.min_admit
+        ):
             reqs = self.waiting[self.head : self.head + len(free)]
             rows = free[: len(reqs)]
             with self.transaction(self.cache, sync=False):  # rows.settle(): no flush

@@ -261,31 +261,34 @@ def replay_alone_us(engine: PagedEngine, key: int, n: int = 200) -> float:
 
 
 def scale(model, n_rows: int, n_requests: int = 2048, compile=False, overlap: bool = True,
-          max_len: int = 512, seed: int = 0) -> dict:  # fmt: skip
+          max_len: int = 512, seed: int = 0, min_admit: int | None = None) -> dict:  # fmt: skip
     """PagedEngine(overlap=True) with n_rows rows on the bench's request distribution
     (workload(n_requests)): capture() first (timed), then two runs of the whole workload,
     each timed (the first must not capture: within 10 % of the second), the second also with
     every replay between CUDA events. Returns tok_s of each run, capture_s, the host's µs
-    per step (median, p90), the all-rows graph replayed alone, GPU busy by events."""
+    per step (median, p90), the all-rows graph replayed alone, GPU busy by events, and the
+    GPU's mean µs per decode step and per admission's prefill (the same events)."""
     prompts, news = workload(n_requests, seed)
-    engine = PagedEngine(model, n_rows, max_len=max_len, overlap=overlap, compile=compile)
+    engine = PagedEngine(model, n_rows, max_len=max_len, overlap=overlap, compile=compile,
+                         min_admit=min_admit)  # fmt: skip
     t0 = time.perf_counter()
     capture_s = engine.capture()
     first_s = time.perf_counter() - t0
     done1, s1 = serve(engine, prompts, news)
-    pairs: list = []
-    engine.decode_graphs.record_events(pairs)
-    engine.fill_graphs.record_events(pairs)
+    decodes, fills = [], []
+    engine.decode_graphs.record_events(decodes)
+    engine.fill_graphs.record_events(fills)
     t_start = time.perf_counter()
     done2, s2 = serve(engine, prompts, news)
     engine.decode_graphs.record_events(None)
     engine.fill_graphs.record_events(None)
-    gpu_s = sum(a.elapsed_time(b) for a, b in pairs) / 1e3
+    decode_ms, fill_ms = ([a.elapsed_time(b) for a, b in pairs] for pairs in (decodes, fills))
+    gpu_s = (sum(decode_ms) + sum(fill_ms)) / 1e3
     host = sorted(host_per_step(engine, t_start))
     steps = [s for s in engine.stats if s["t0"] >= t_start]
     return {
         "n_rows": n_rows, "n_requests": n_requests, "n_tokens": sum(news),
-        "compile": compile, "overlap": overlap,
+        "compile": compile, "overlap": overlap, "min_admit": engine.min_admit,
         "capture_s": capture_s, "capture_and_compile_s": round(first_s, 3),
         "graphs": len(engine.decode_graphs) + len(engine.fill_graphs),
         "first_run_tok_s": round(sum(news) / s1, 1), "tok_s": round(sum(news) / s2, 1),
@@ -294,6 +297,9 @@ def scale(model, n_rows: int, n_requests: int = 2048, compile=False, overlap: bo
         "host_us_per_step_p90": round(host[int(0.9 * len(host))] * 1e6, 1),
         "replay_alone_us": round(replay_alone_us(engine, n_rows), 1),
         "gpu_busy_share": round(gpu_s / s2, 4),
+        "gpu_us_per_step": round(sum(decode_ms) / len(decode_ms) * 1e3, 1),
+        "fills": len(fill_ms),
+        "gpu_us_per_fill": round(sum(fill_ms) / max(len(fill_ms), 1) * 1e3, 1),
         "tokens_identical_across_runs": [done1[r] for r in sorted(done1)]
         == [done2[r] for r in sorted(done2)],
     }  # fmt: skip
