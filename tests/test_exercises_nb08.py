@@ -8,6 +8,7 @@ never a traceback, never a false [OK].
 
 import copy
 import ctypes
+import functools
 
 import pytest
 import torch
@@ -55,7 +56,6 @@ def test_block_of_right(answer, capsys):
         (lambda p, bs: (p // bs + 1, p % bs), ("entries count from 0",)),
         (lambda p, bs: (p % bs, p // bs), ("the table entry first",)),
         (lambda p, bs: (p // bs, p % bs + 1), ("offsets count from 0",)),
-        (lambda p, bs: torch.tensor([p // bs, p % bs]), ("a tensor of two", "Return a tuple")),
         # position == block_size kept in the first block
         (
             lambda p, bs: (p // bs, p % bs) if p != bs else (0, bs),
@@ -644,3 +644,119 @@ def test_replay_loop_that_runs_past_n_steps_gets_a_hint(capsys):
         return my_replay_loop(decoder, tok, 10**6)
 
     assert_hint(check_replay_loop, forever, capsys, "ran past n_steps", "range(n_steps)")
+
+
+# --- the seventh read: copies to the host, stray writes, the loop's key and order -----------
+
+
+def write_through_to_cpu(pool, k_new, block_table, lens, block_size):
+    pos = lens.to("cpu").long()  # right on a CPU; on a GPU, a copy to the host in capture
+    pool[block_table.to("cpu")[torch.arange(len(pos)), pos // block_size], :, pos % block_size] = (
+        k_new
+    )
+
+
+def write_with_a_cpu_arange(pool, k_new, block_table, lens, block_size):
+    pos = lens.long()  # torch.arange without device=: a CPU index into the device's table
+    pool[block_table.long()[torch.arange(len(pos)), pos // block_size], :, pos % block_size] = k_new
+
+
+@pytest.mark.parametrize(
+    "answer, needles",
+    [
+        (write_through_to_cpu, ("copies a tensor to the host", '.to("cpu")')),
+        (lambda pool, k, t, lens, bs: my_paged_write(
+            pool, k, t, lens.to(torch.device("cpu"), non_blocking=False), bs),
+         ("copies a tensor to the host",)),
+        (lambda pool, k, t, lens, bs: my_paged_write(pool, k, t.to(device="cpu"), lens, bs),
+         ("copies a tensor to the host",)),
+        (write_with_a_cpu_arange, ("a tensor on the CPU (without device=)", "device=lens.device")),
+    ],
+    ids=['.to("cpu")', ".to(torch.device)", ".to(device=)", "a device-less arange"],
+)  # fmt: skip
+def test_paged_write_that_leaves_the_device_gets_a_hint(answer, needles, capsys):
+    assert_hint(check_paged_write, answer, capsys, *needles)
+
+
+def test_paged_write_made_on_the_inputs_device_passes(capsys):
+    def with_rows(pool, k_new, block_table, lens, block_size):
+        pos, rows = lens.long(), torch.arange(len(lens), device=lens.device)
+        pool[block_table.long()[rows, pos // block_size], :, pos % block_size] = k_new
+
+    assert_ok(check_paged_write, with_rows, capsys)
+
+
+def write_the_whole_block(pool, k_new, block_table, lens, block_size):
+    pos = lens.long()
+    blocks = block_table.long().gather(1, (pos // block_size)[:, None])[:, 0]
+    pool[blocks] = k_new[:, :, None, :].expand(-1, -1, block_size, -1)
+
+
+def write_one_more_before(pool, k_new, block_table, lens, block_size):
+    my_paged_write(pool, k_new, block_table, lens, block_size)
+    pos = lens.long()
+    blocks = block_table.long().gather(1, (pos // block_size)[:, None])[:, 0]
+    pool[blocks, :, pos % block_size - 1] = k_new  # a second, stray write
+
+
+@pytest.mark.parametrize("answer", [write_the_whole_block, write_one_more_before],
+                         ids=["the whole block", "one more before"])  # fmt: skip
+def test_paged_write_that_overwrites_held_keys_is_told_so(answer, capsys):
+    out = assert_hint(check_paged_write, answer, capsys, "overwrote", "held already")
+    assert "goes to block" not in out  # the place of the new key was right
+
+
+def test_block_of_returning_a_bool_is_told_a_bool_is_not_an_int(capsys):
+    assert_hint(check_block_of, lambda p, bs: (p >= bs, p % bs), capsys,
+                "table entry False is a bool", "not an int")  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [lambda p, bs: torch.tensor([p // bs, p % bs]),
+     lambda p, bs: (torch.tensor(p) // bs, torch.tensor(p) % bs)],
+    ids=["a tensor of two", "two 0-d tensors"],
+)  # fmt: skip
+def test_block_of_takes_every_form_of_a_pair(answer, capsys):
+    """The prose asks for "a pair (i, offset)": any pair of integers, as the harness's one
+    rule for numbers reads them."""
+    assert_ok(check_block_of, answer, capsys)
+
+
+def loop_varied(decoder, tok, n_steps, key=None, dim=-1, advance_first=False):
+    """The right loop, with one thing changed: a key of its own (not graph_key()), the
+    argmax over another dim, or advance_host() before the replay."""
+    cache, out = decoder.cache, []
+    for _ in range(n_steps):
+        step_key = decoder.graph_key() if key is None else key
+        decoder.tok.copy_(tok)
+        cache.grow()
+        if advance_first:  # the host counts a step the device has not run yet
+            cache.advance_host()
+        tok = decoder.replay(step_key).argmax(dim)
+        if not advance_first:
+            cache.advance_host()
+        out.append(int(tok[0, 0]))
+    return out
+
+
+@pytest.mark.parametrize(
+    "changed, needles",
+    [
+        ({"key": 2}, ("KeyError", "decoder.graph_key()")),
+        ({"dim": 1}, ("argmax over dim 0 or dim 1", "logits.argmax(-1)")),
+        ({"dim": 0}, ("argmax over dim 0 or dim 1",)),
+        ({"advance_first": True}, ("before the replay", "after decoder.replay(key)")),
+    ],
+    ids=["replay(2)", "argmax(1)", "argmax(0)", "advance_host before replay"],
+)
+def test_replay_loop_seventh_read_wrong(changed, needles, toy_model, capsys):
+    answer = functools.partial(loop_varied, **changed)
+    assert_hint(lambda fn: check_replay_loop(fn, toy_model), answer, capsys, *needles)
+
+
+def test_replay_loop_ok_names_the_steps_in_the_exercises_order(toy_model, capsys):
+    assert check_replay_loop(my_replay_loop, toy_model)
+    out = capsys.readouterr().out
+    order = [out.find(w) for w in ("copy the token in", "grow", "replay", "advance_host")]
+    assert -1 not in order and order == sorted(order), out

@@ -29,6 +29,8 @@ import sys
 import threading
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
 
 FAILED = object()
 CALL_SECONDS = 10.0  # check_cases' limit on one call of a learner's function
@@ -205,6 +207,71 @@ def entered(*functions, calls=None):
         yield counts
     finally:
         sys.setprofile(previous)
+
+
+class _MadeOnTheHost(BaseException):
+    """A tensor made on the CPU met the device's tensors in an op (see _OnTheDevice). Not an
+    Exception, as TooSlow is not: a learner's `except Exception` cannot swallow it."""
+
+
+_COPIES = (torch.ops.aten._to_copy.default, torch.ops.aten.copy_.default)
+
+
+class _OnTheDevice(TorchDispatchMode):
+    """While a learner's function runs on the meta device: refuses an op that hands it a
+    tensor made on the CPU. Meta, like CUDA when it runs eagerly, takes a CPU tensor as an
+    index; CUDA under capture refuses that copy to the device. A 0-d CPU tensor is a number
+    (Python's scalars reach an op so), except when it is copied."""
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        given = [t for t in tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
+        host = [t for t in given if t.device.type == "cpu" and (t.dim() or func in _COPIES)]
+        out = func(*args, **kwargs)
+        made = [t for t in tree_leaves(out) if isinstance(t, torch.Tensor)]
+        if host and any(t.is_meta for t in given + made):
+            raise _MadeOnTheHost(func.name())
+        return out
+
+
+HOST_COPY = (
+    'copies a tensor to the host (.to("cpu"), .cpu(), .numpy(), .tolist()): on a GPU a '
+    "graph cannot capture that copy, nor would the copy follow the values at replay. Keep "
+    "every tensor on the device its inputs are on"
+)
+
+
+def off_device(fn, args, device: str) -> str | None:
+    """What fn does with its tensors on a device other than the CPU, where a CPU run cannot
+    tell `.to("cpu")` from `.to(x.device)`: fn(*args) is run with every tensor moved to the
+    meta device (shapes without values), as a GPU's tensors are to the host. Says (after
+    "your function ") that fn copies one to the host, or makes one on the CPU (without
+    device=) and uses it with theirs or returns it; `device` names the device to make it on
+    ("seed.device"). None if neither is seen: an error of another kind is not the learner's
+    (meta lacks a few ops), nor is running out of time. Never raises."""
+    made = (
+        "makes a tensor on the CPU (without device=) and {}: on a GPU that mixes devices, "
+        "and a graph cannot capture the copy between them. Make it on the inputs' device, "
+        f"torch.arange(n, device={device}) say"
+    )
+    try:
+        moved = tuple(a.to("meta") if isinstance(a, torch.Tensor) else a for a in args)
+        with time_limit(CALL_SECONDS, "too slow"), _OnTheDevice():
+            out = fn(*moved)
+        leaves = [t for t in tree_leaves(out) if isinstance(t, torch.Tensor)]
+    except _MadeOnTheHost as e:
+        return made.format(f"uses it with tensors on the device (in {e})")
+    except (Exception, TooSlow, SystemExit) as e:
+        text = str(e)
+        if any(m in text for m in ("copy out of meta", "meta device type tensor to numpy",
+                                   "on meta tensors")):  # fmt: skip
+            return HOST_COPY
+        if "expected device" in text or "same device" in text:
+            return made.format("uses it with tensors on the device")
+        return None
+    if any(t.device.type != "meta" for t in leaves):
+        return made.format("returns it")
+    return None
 
 
 def exited(shown: str) -> str:

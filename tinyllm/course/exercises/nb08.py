@@ -21,6 +21,7 @@ from tinyllm.course.exercises.harness import (
     equal,
     hint,
     items,
+    off_device,
     ok,
     shown_type,
     time_limit,
@@ -47,17 +48,39 @@ def _is_float(x) -> bool:
     return isinstance(x, float) or (isinstance(x, torch.Tensor) and x.is_floating_point())
 
 
-def _same_where(got, want, block_size=None, pos=None) -> str | None:
+def _is_bool(x) -> bool:
+    return isinstance(x, bool) or str(getattr(x, "dtype", "")) in ("torch.bool", "bool")
+
+
+def _pair(got) -> list | None:
+    """The two values of a pair, in any form the prose's "a pair (i, offset)" allows: a tuple
+    or list, or a tensor or numpy array of two (its elements). None if got is none of those."""
     pair = items(got)
+    if pair is None and isinstance(getattr(got, "shape", None), tuple):  # torch.Size is one
+        try:
+            pair = list(got) if tuple(got.shape) == (2,) else None
+        except Exception:  # a hostile object
+            return None
+    return pair
+
+
+def _same_where(got, want, block_size=None, pos=None) -> str | None:
+    pair = _pair(got)
     if pair is not None and len(pair) == 2 and _is_float(pair[0]):
         return (
             f"returned {shown_type(pair[0])} as the table entry: the entry is an int, the "
             f"whole blocks before the position, rounded down. / gives a float"
         )
-    if isinstance(got, torch.Tensor) and got.numel() == 2:
+    flag = next((i for i, x in enumerate(pair or ()) if _is_bool(x)), None)
+    if pair is not None and len(pair) == 2 and flag is not None:
+        which, what = (
+            ("table entry", "pos // block_size, the whole blocks before the position")
+            if flag == 0
+            else ("offset", "pos % block_size, its place in the block")
+        )
         return (
-            f"returned {shown_type(got)}: a tensor of two is not a pair of ints. Return a "
-            f"tuple, (table entry, offset)"
+            f"returned {shown_type(got)}: its {which} {bool(pair[flag])} is a bool, the answer "
+            f"of a comparison, and a bool is not an int. The {which} counts: {what}"
         )
     if pair is None or len(pair) != 2 or any(as_int(x) is None for x in pair):
         return f"returned {shown_type(got)}: return (table entry, offset), two ints"
@@ -251,6 +274,16 @@ def _write_problem(got_pool, want_pool, places, before=None) -> str | None:
             f"is, shape (kv_heads, D), at row b's block and offset: not another row's key, "
             f"not reordered, not scaled"
         )
+    stray = diff & ~places[:, None, :]  # changed where the reference writes nothing
+    placed = (got_pool == want_pool).all(dim=-1) | ~places[:, None, :]
+    if before is not None and bool(placed.all()) and bool(stray.any()):
+        block, _, off = (int(x) for x in stray.nonzero()[0])
+        return (
+            f"every row's new key is in its place, but your function also overwrote block "
+            f"{block}, offset {off}, a key held already (an earlier position of a row, "
+            f"another row's, or a free block's): write one place a row, pool[blocks, :, "
+            f"offsets] = k_new, and leave every other key as it was"
+        )
     return (
         f"block {block}, offset {off} of the pool holds the wrong values: row b's new key "
         f"goes to block block_table[b, lens[b] // block_size] (the table maps an entry to a "
@@ -413,6 +446,9 @@ def check_paged_write(fn) -> Verdict:
                 f"wrong place: the graph replays the block and offset it captured. Compute "
                 f"them from lens on the device (tensor ops), never from a Python number"
             )
+    away = off_device(fn, _write_case([2, 6, 9], seed=1), "lens.device")
+    if away:
+        return hint(f"on lens=[2, 6, 9], with every tensor on the device, your function {away}")
     return ok("the write reads lens and the table on the device: one capture serves every length")
 
 
@@ -489,27 +525,53 @@ def _device_behind(rows) -> bool:
         return False
 
 
+def _lens_at(rows) -> tuple[int, int] | None:
+    """Row 0's (host, device) lengths; None if they cannot be read (never raises, as
+    _device_behind)."""
+    try:
+        return int(rows.lens[0]), int(rows.lens_dev[0])
+    except Exception:
+        return None
+
+
 @contextlib.contextmanager
 def _tables_at_replay(rows):
-    """While the block runs, at the start of each graph replay: _device_behind(rows), one
-    flag a replay, in a list. Chained to the profile hook set before it (harness.entered's),
-    which goes on counting."""
-    behind, previous, code = [], sys.getprofile(), simgraph.CUDAGraph.replay.__code__
+    """While the block runs, at the start of each graph replay: _device_behind(rows) and
+    row 0's lengths (_lens_at), one of each a replay, in two lists. Chained to the profile
+    hook set before it (harness.entered's), which goes on counting."""
+    behind, lens, previous = [], [], sys.getprofile()
+    code = simgraph.CUDAGraph.replay.__code__
 
     def profile(frame, event, arg):
         if previous is not None:
             previous(frame, event, arg)
         if event == "call" and frame.f_code is code:
             behind.append(_device_behind(rows))
+            lens.append(_lens_at(rows))
 
     sys.setprofile(profile)
     try:
-        yield behind
+        yield behind, lens
     finally:
         sys.setprofile(previous)
 
 
-def _explain_loop(error: Exception) -> str | None:
+def _holds(graphs, key: tuple) -> bool:
+    """Whether graphs holds key[0]; False for no key, or one that cannot be a key."""
+    try:
+        return bool(key) and key[0] in graphs
+    except Exception:
+        return False
+
+
+def _explain_loop(error: Exception, decoder) -> str | None:
+    if isinstance(error, KeyError) and not _holds(decoder.graphs, error.args[:1]):
+        return (
+            f"decoder.replay(key) finds its graph by key, and this decoder holds graphs for "
+            f"the keys {sorted(decoder.graphs)} only. Take the key from decoder.graph_key() "
+            f"at each step (the capture size that holds the rows in use), not a number of "
+            f"your own"
+        )
     if isinstance(error, ValueError) and "full" in str(error):
         return (
             "the loop ran past n_steps and filled the cache: replay exactly n_steps times, "
@@ -527,6 +589,12 @@ def _explain_loop(error: Exception) -> str | None:
         return (
             "decoder.tok is (1, 1), one id a row, and replay() returns logits (1, 1, V): copy "
             "in the id the step chose, logits.argmax(-1), not the logits"
+        )
+    if re.search(r"shape \[1, 1\] doesn't match the broadcast shape \[1, \d+\]", str(error)):
+        return (  # logits.argmax(1) or argmax(0): the axis of size 1, the vocabulary's kept
+            "decoder.tok is (1, 1), and replay() returns logits (1, 1, V): an argmax over dim "
+            "0 or dim 1, each of size 1, leaves a (1, V) tensor of zeros. Take the argmax "
+            "over the vocabulary, the last dim: logits.argmax(-1), of shape (1, 1)"
         )
     return None
 
@@ -550,9 +618,9 @@ def _loop_problem(fn, model, T: int, n_steps: int) -> str | None | object:
     dec = _decoder(model, prompt)
     tok_buffer = dec.tok
     watched = (Decoder.step, Decoder.capture_graph, simgraph.CUDAGraph.replay)
-    with entered(*watched) as ran, _tables_at_replay(dec.cache.rows) as behind:
+    with entered(*watched) as ran, _tables_at_replay(dec.cache.rows) as (behind, lens_at):
         got = call(fn, (dec, prompt[:, -1:].clone(), n_steps), shown_as, seconds=CAPTURE_SECONDS,
-                   explain=_explain_loop)  # fmt: skip
+                   explain=lambda error: _explain_loop(error, dec))  # fmt: skip
     if got is FAILED:
         return FAILED
     if inspect.isgenerator(got):
@@ -634,6 +702,14 @@ def _loop_problem(fn, model, T: int, n_steps: int) -> str | None | object:
             f"that wrote it ran on another token. Feed each step the id the step before chose "
             f"(the argmax of the logits replay() returned), copied into decoder.tok"
         )
+    ahead = next((at for at in lens_at if at is not None and at[0] > at[1]), None)
+    if ahead is not None:
+        return (
+            f"cache.advance_host() ran before the replay: when the graph ran, row 0's host "
+            f"length was {ahead[0]} and the device's {ahead[1]}. The host twin follows the "
+            f"device: advance it after decoder.replay(key), once the step it counts has run "
+            f"(a replay that failed would leave the host counting a step never taken)"
+        )
     ids = items(got)
     if ids is None or len(ids) != n_steps or any(type(x) is not int for x in ids):
         return (
@@ -659,8 +735,8 @@ def _loop_problem(fn, model, T: int, n_steps: int) -> str | None | object:
 @checker
 def check_replay_loop(fn, model=None) -> Verdict:
     """fn(decoder, tok, n_steps) → the n_steps greedy next ids of row 0 (Python ints),
-    replaying the decoder's one paged graph itself: each step hands out the blocks it writes
-    (grow), copies the token in, replays, then advances the host lengths (advance_host), as
+    replaying the decoder's one paged graph itself: each step copies the token in, hands out
+    the blocks it writes (grow), replays, then advances the host lengths (advance_host), as
     Decoder.step does, without calling it. Two prompts: 14 tokens, where the third step
     writes position 16, the first of a new block; then 16, where the first step does. What
     the learner's loop ran is counted by code object (harness.entered): decoder.step,
@@ -672,4 +748,4 @@ def check_replay_loop(fn, model=None) -> Verdict:
             return False
         if problem:
             return hint(problem)
-    return ok("grow, copy the token in, replay, advance_host: the graph serves every length")
+    return ok("copy the token in, grow, replay, advance_host: the graph serves every length")
