@@ -534,7 +534,7 @@ def test_hand_out_that_exits_gets_a_hint(capsys):
 
 def my_uniform(seed, position, vocab_size):
     """uniform_noise written from splitmix64, as the exercise asks and the solution does."""
-    ids = torch.arange(vocab_size)
+    ids = torch.arange(vocab_size, device=seed.device)
     h = splitmix64(splitmix64(seed) ^ position)[:, None]
     bits = (splitmix64(h ^ ids) >> 41) & (2**23 - 1)
     return (bits.float() + 0.5) * 2.0**-23
@@ -547,7 +547,7 @@ def my_noise_key(seed, position, row, vocab_size):
 def my_hash(seed, position, vocab_size):
     """The 64-bit hash my_uniform takes its top 23 bits from: (B, vocab_size) int64."""
     h = splitmix64(splitmix64(seed) ^ position)[:, None]
-    return splitmix64(h ^ torch.arange(vocab_size))
+    return splitmix64(h ^ torch.arange(vocab_size, device=seed.device))
 
 
 def top_bits_times_ulp(seed, position, row, vocab_size):
@@ -563,7 +563,7 @@ def hash_over_two_to_the_64(seed, position, row, vocab_size):
 def other_hash(seed, position, vocab_size):
     """The key in another order: the position hashed first, then the seed, then the id."""
     h = splitmix64(splitmix64(position) ^ seed)[:, None]
-    return splitmix64(h ^ torch.arange(vocab_size))
+    return splitmix64(h ^ torch.arange(vocab_size, device=seed.device))
 
 
 def id_multiplied(seed, position, row, vocab_size):
@@ -629,9 +629,9 @@ def _from_hash(h, low=False, dtype=torch.float32):
         lambda s, p, r, v: _from_hash(other_hash(s, p, v)),
         lambda s, p, r, v: _from_hash(my_hash(s, p, v), dtype=torch.float64),
         lambda s, p, r, v: _from_hash(
-            splitmix64(splitmix64(splitmix64(s) ^ p)[:, None] + torch.arange(v))),
+            splitmix64(splitmix64(splitmix64(s) ^ p)[:, None] + torch.arange(v, device=s.device))),
         lambda s, p, r, v: _from_hash(
-            splitmix64(splitmix64((s << 32) | p)[:, None] ^ torch.arange(v))),
+            splitmix64(splitmix64((s << 32) | p)[:, None] ^ torch.arange(v, device=s.device))),
     ],
     ids=["low 23 bits", "position hashed first", "float64", "the id added, then hashed",
          "(seed << 32) | position"],
@@ -789,3 +789,79 @@ def test_noise_key_whose_seed_reaches_another_ids_is_refused(stride, capsys):
         return ((h >> 41) & (2**23 - 1)).float().add(0.5) * 2.0**-23
 
     assert_hint(check_noise_key, key, capsys, "share", "of their 512 draws")
+
+
+# --- the seventh read: copies to the host, tensors off the device, the real slip named -------
+
+
+def sampling_on_host_copies(logits, temperature, seed, position):
+    t, s, p = temperature.to("cpu"), seed.to("cpu"), position.to("cpu")  # right on a CPU
+    return my_step_sampling(logits, t, s, p)
+
+
+def sampling_without_the_temperature(logits, temperature, seed, position):
+    g = _gumbel_of(seed, position, logits.shape[-1])
+    return torch.where(temperature > 0, (logits + g).argmax(-1), logits.argmax(-1))
+
+
+def sampling_with_an_if_then_dividing_by_0(logits, temperature, seed, position):
+    if (temperature == 0).all():  # a Python if on a tensor; then every row divided
+        return logits.argmax(-1)
+    return (logits / temperature[:, None] + _gumbel_of(seed, position, logits.shape[-1])).argmax(-1)
+
+
+def test_step_sampling_on_host_copies_gets_a_hint(capsys):
+    assert_hint(check_step_sampling, sampling_on_host_copies, capsys,
+                "copies a tensor to the host", '.to("cpu")')  # fmt: skip
+
+
+def test_step_sampling_without_the_temperature_is_told_so(capsys):
+    assert_hint(check_step_sampling, sampling_without_the_temperature, capsys,
+                "the temperature changed nothing")  # fmt: skip
+
+
+def test_step_sampling_with_an_if_names_the_if_first(capsys):
+    out = assert_hint(check_step_sampling, sampling_with_an_if_then_dividing_by_0, capsys,
+                      "Python `if` on a tensor", "divided by its temperature of 0")  # fmt: skip
+    assert out.index("`if`") < out.index("divided by its temperature of 0"), out
+
+
+def test_hand_out_returning_its_list_twice_is_not_told_of_two_ends(capsys):
+    def doubled(reqs, ids, eos_id):
+        finished = my_hand_out(reqs, ids, eos_id)
+        return finished + finished
+
+    out = assert_hint(check_hand_out, doubled, capsys, "more than once", "[0, 0, 1, 1]")
+    assert "two ways" not in out  # neither request ends two ways in that case
+
+
+def noise_from_host_copies(seed, position, row, vocab_size):
+    seed, position = seed.to("cpu"), position.to("cpu")  # right on a CPU
+    return my_noise_key(seed, position, row, vocab_size)
+
+
+def noise_with_a_cpu_arange(seed, position, row, vocab_size):
+    h = splitmix64(splitmix64(seed) ^ position)[:, None]
+    bits = (splitmix64(h ^ torch.arange(vocab_size)) >> 41) & (2**23 - 1)  # no device=
+    return (bits.float() + 0.5) * 2.0**-23
+
+
+@pytest.mark.parametrize(
+    "answer, needles",
+    [
+        (noise_from_host_copies, ("copies a tensor to the host",)),
+        (noise_with_a_cpu_arange, ("a tensor on the CPU (without device=)", "device=seed.device")),
+    ],
+    ids=['.to("cpu")', "a device-less arange"],
+)
+def test_noise_key_off_the_device_gets_a_hint(answer, needles, capsys):
+    assert_hint(check_noise_key, answer, capsys, *needles)
+
+
+def test_noise_key_quantised_to_few_values_is_told_so(capsys):
+    def thousand_levels(seed, position, row, vocab_size):
+        return ((my_hash(seed, position, vocab_size) % 1000).float() + 0.5) / 1000
+
+    out = assert_hint(check_noise_key, thousand_levels, capsys, "1000 distinct values",
+                      "every request", "top 23 bits")  # fmt: skip
+    assert "mix the id in" not in out  # the id is mixed in: that is not the mistake

@@ -18,6 +18,7 @@ from tinyllm.course.exercises.harness import (
     exited,
     hint,
     items,
+    off_device,
     ok,
     shown_type,
     time_limit,
@@ -49,6 +50,20 @@ def _warm_simulator() -> None:
     x, y = torch.zeros(2), torch.ones(2)
     with simgraph.graph(simgraph.CUDAGraph()):
         x.add_(y)
+
+
+def _host_read(fn, args) -> str | None:
+    """The simulator's refusal, its first sentence, if fn captured on args reads a tensor's
+    value on the host (.item(), int(t), `if t:`, ...); else None, whatever else happens."""
+    _warm_simulator()
+    try:
+        with time_limit(CAPTURE_SECONDS, "too slow"), simgraph.graph(simgraph.CUDAGraph()):
+            fn(*(t.clone() for t in args))
+    except (Exception, TooSlow, SystemExit) as e:
+        text = str(e).split("\n")[0]
+        if "not permitted when stream is capturing" in text and "on the host" in text:
+            return f"{type(e).__name__}: {text.split('. ')[0]}"
+    return None
 
 
 def _captured(fn, args, shown_as: str, what: str):
@@ -144,10 +159,12 @@ SLIPS = {  # what a learner's sampled rows may be instead, and what it says
         lambda x, t, s, p: x * t + _gumbel(s, p),
         "divide the logits by the temperature, not multiply: logits / temperature + g",
     ),
-    "the noise divided too": (
-        lambda x, t, s, p: (x + _gumbel(s, p)) / t,
-        "(logits + g) / temperature picks the ids of logits + g, as if every temperature "
-        "were 1: divide the logits alone, then add the noise, logits / temperature + g",
+    "the temperature not applied": (  # or (logits + g) / temperature: the same argmax
+        lambda x, t, s, p: x + _gumbel(s, p),
+        "the temperature changed nothing: these are the ids of logits + g, as if every "
+        "temperature were 1. It was left out, or it divides logits + g as a whole, which "
+        "moves no argmax. Divide the logits alone, then add the noise: logits / temperature "
+        "+ g",
     ),
     "seed and position swapped": (
         lambda x, t, s, p: x / t + _gumbel(p, s),
@@ -400,6 +417,13 @@ def check_step_sampling(fn) -> Verdict:
         problem = _eager_problem(fn, _sampling_case(seed), _case_shown(seed))
         if problem is FAILED:
             return False
+        wrong_ids = isinstance(problem, str) and problem.startswith(f"on {_case_shown(seed)} row")
+        read = _host_read(fn, _sampling_case(seed)) if wrong_ids else None
+        if read:  # the host read first: it is what capture refuses, whatever the formula
+            return hint(
+                f"captured on {_case_shown(seed)}, your function failed ({read}): {HOST_READ}. "
+                f"Its ids are wrong too: {problem.removeprefix(f'on {_case_shown(seed)} ')}"
+            )
         if problem:
             return hint(problem)
     static = [t.clone() for t in _sampling_case(CAPTURE_CASE)]
@@ -431,6 +455,10 @@ def check_step_sampling(fn) -> Verdict:
             f"replays what was read on the host. Compute every row's choice with tensor ops "
             f"from the buffers"
         )
+    away = off_device(fn, _sampling_case(CAPTURE_CASE), "logits.device")
+    if away:
+        on = _case_shown(CAPTURE_CASE)
+        return hint(f"on {on}, with every tensor on the device, your function {away}")
     return ok("greedy and sampled rows chosen on the device: the step captures and replays")
 
 
@@ -623,11 +651,18 @@ def check_hand_out(fn) -> Verdict:
             )
         rids = sorted(as_int(x) for x in rids)
         twice = sorted({r for r in rids if rids.count(r) > 1})
+        two_ways = [w.rid for w in ref if w is not None and w.rid in want_finished
+                    and w.out[-1:] == [eos] and len(w.out) == w.max_new_tokens]  # fmt: skip
         if twice:
+            why = (  # a rid twice: a request ending two ways counted twice, or a list doubled
+                "a request that ends two ways at once, EOS as its last allowed token, finishes once"
+                if twice[0] in two_ways
+                else "a request finishes once, so its rid is listed once (was the list added to "
+                "itself, or a rid appended in two places?)"
+            )
             return hint(
                 f"on {shown_as}: your function returned request {twice[0]} more than once "
-                f"({rids}): a request that ends two ways at once, EOS as its last allowed "
-                f"token, finishes once. Return each finished rid once"
+                f"({rids}): {why}. Return each finished rid once"
             )
         rows = sorted(i for i, r in enumerate(reqs) if r is not None and r.rid in want_finished)
         if rids != sorted(want_finished) and rids == rows:
@@ -879,6 +914,15 @@ def _spread_problem(fn) -> str | None | object:
     if not isinstance(u, torch.Tensor):
         return u  # FAILED, or the problem
     u = u.double()
+    levels = int(u.unique().numel())
+    per_row = max(int(u[r].unique().numel()) for r in range(WIDE_ROWS))
+    if levels < u.numel() // 2 and levels < 4 * per_row:  # the same few values in every row
+        return (
+            f"on {shown_as}, the {u.numel()} uniforms hold only {levels} distinct values, the "
+            f"same few in every request: the hash was cut down to a few values (h % n, or a "
+            f"few of its bits) before it became a float, so many ids draw the same noise. "
+            f"Keep the hash's top 23 bits, (bits + 0.5) * 2**-23, as uniform_noise does"
+        )
     for r in range(WIDE_ROWS):
         row = u[r]
         distinct = int(row.unique().numel())
@@ -1067,4 +1111,7 @@ def check_noise_key(fn) -> Verdict:
             return False
         if problem:
             return hint(problem)
+    away = off_device(fn, (seed, position, row, NOISE_V), "seed.device")
+    if away:
+        return hint(f"on {shown_as}, with every tensor on the device, your function {away}")
     return ok("the noise is keyed by (seed, position) alone: the same draw alone or batched")
