@@ -271,9 +271,8 @@ def scale_section(rec: dict) -> list[str]:
     if rec.get("before"):
         lines += [
             "",
-            "The engine it replaced, in the same run: "
-            f"{rec['before'][0]['engine']} at commit {rec['before'][0]['commit']}, warmed on "
-            "the same requests (it captures while serving).",
+            f"The engine before, in the same run: {rec['before'][0]['engine']} at commit "
+            f"{rec['before'][0]['commit']}.",
             "",
             "| rows | requests | tokens/s | host per step (median) |",
             "| --- | --- | --- | --- |",

@@ -90,7 +90,7 @@ def load_floor(gpu: str = SHIPPED) -> dict | None:
 def load_engine_scale(gpu: str = SHIPPED) -> dict | None:
     """results/<gpu>_engine_scale.json (results/probes/engine_scale.py): PagedEngine at 1 to
     256 rows (lab.engine_time.scale, one row each in "rows") and, where recorded in the same
-    run, the engine it replaced at 32 to 256 rows ("before"), or None."""
+    run, the engine before at 32 to 256 rows ("before", each row naming it), or None."""
     path = results_dir() / f"{gpu}_engine_scale.json"
     return _read(path) if path.exists() else None
 

@@ -134,8 +134,8 @@ SCALE_COLORS = {"host": "#000000", "replay": SECTION_COLORS["gpu"], "tok_s": "#0
 def scale_figure(rec: dict):
     """results/<gpu>_engine_scale.json against the rows, on a log2 axis. Left: the host's
     µs per step (median, engine_time.HOST_PER_STEP) and the all-rows decode graph replayed
-    alone; right: tok/s. The engine before the rewrite ("before": the same keys but the
-    replay alone) is drawn dashed in grey where the recording holds it, and only then. The
+    alone; right: tok/s. The engine before ("before", the recording names it: the same keys
+    but the replay alone) is drawn dashed in grey where the recording holds it, and only then. The
     title gives the tok/s from the fewest rows to the most, and at the most rows the host's
     µs per step over the replay's, read from the data."""
     rows = sorted(rec["rows"], key=lambda r: r["n_rows"])
