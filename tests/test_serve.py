@@ -92,8 +92,12 @@ def serve_in_waves(engine, reqs):
 
 @pytest.mark.parametrize(
     "kw",
-    [{"prefill_graphs": False}, {}, {"use_graph": True, "graph_api": simgraph, "overlap": True}],
-    ids=["chunks", "prefill forward", "graphs, overlap"],
+    [
+        {"prefill_graphs": False},
+        {},
+        {"use_graph": True, "graph_api": simgraph, "overlap": True, "min_admit": 3},
+    ],
+    ids=["chunks", "prefill forward", "graphs, overlap, min_admit 3"],
 )
 def test_each_request_gets_its_tokens_alone(shipped_model, waves, kw):
     """Prefilled in batches (chunks of 8 positions, or the prefill graphs' forward, eager or
@@ -118,6 +122,21 @@ def test_each_request_gets_its_tokens_alone(shipped_model, waves, kw):
 
 
 TOY_EOS = 198  # a byte the toy model emits in some of the waves' requests, not all
+
+
+def test_an_admission_waits_for_min_admit_free_rows(toy_model, waves):
+    """While requests wait, each admission takes at least min_admit of them, the last as
+    many as are left; the tokens are those of admitting whenever a row is free."""
+    runs = {}
+    for k in (1, 3):
+        engine = PagedEngine(toy_model, 6, max_len=64, eos_id=TOY_EOS, use_graph=False,
+                             min_admit=k)  # fmt: skip
+        rids = [engine.submit(p, n, **kw) for p, n, kw in waves]
+        out = engine.run()
+        runs[k] = [out[r] for r in rids], [a["n"] for a in engine.admissions]
+    (tokens1, admitted1), (tokens3, admitted3) = runs[1], runs[3]
+    assert tokens3 == tokens1
+    assert min(admitted1) == 1 and min(admitted3[:-1]) >= 3 and len(admitted3) < len(admitted1)
 
 
 def test_overlap_changes_when_the_host_works_not_what_runs(toy_model, waves):
@@ -194,6 +213,7 @@ VARIANTS = {  # chunks of 4 positions: every prompt takes 2 or 3 forwards, share
         "graph_api": simgraph,
         "overlap": True,
         "prefill_chunk": 16,
+        "min_admit": 2,  # an admission waits for 2 free rows of the 3
     },  # one bucket of positions: few graphs to capture
 }
 
