@@ -368,9 +368,7 @@ class Rows:
             self.tok.copy_(self.restored_tok)
             h.dirty[:] = True
             self.restored_tok = None
-        if k := h.moved.shape[
-            1
-        ]:  # tok first: the moved rows' next ids, as the last step sampled them
+        if k := h.moved.shape[1]:  # tok first: the moved rows' ids, as the last step sampled
             self.upload_moves(h.moved)
             src, dst = self.moves[:k], self.moves[k : 2 * k]
             self.tok.index_copy_(0, dst, self.tok.index_select(0, src))
