@@ -6,6 +6,7 @@ import re
 from pathlib import Path
 
 from tinyllm.course.viz.style import MIB, batch_index, sig3
+from tinyllm.lab.pages import bin_spans
 from tinyllm.lab.peers import reused_compile, strongest_gptfast
 
 README = Path(__file__).resolve().parents[2] / "README.md"
@@ -133,6 +134,7 @@ def paged_section(rec: dict) -> list[str]:
     extra = ", ".join(f"{k}={v}" for k, v in pg["gpt_fast_extra"].items())
     att, cap, ex = pg["attention"], pg["capture"], pg["exactness"]
     lo, hi = pg["positions"]
+    short, long = bin_spans(pg["sweep"])  # the positions paged_long_over_short's bins cover
     lines = [
         f"Pages and peers on equal footing, from `results/h200_paged.json` (`{p['command']}` "
         f"on one {p['gpu']}, torch {p['torch']}, {p['date']}, commit {p['commit']}"
@@ -152,7 +154,7 @@ def paged_section(rec: dict) -> list[str]:
         f"{h['fused_over_gptfast_ideal']:.3f}× (`fused_over_gptfast_ideal`) |",
         f"| the paged fused step over gpt-fast with `{extra}` | "
         f"{h['paged_over_gptfast_ideal']:.3f}× (`paged_over_gptfast_ideal`) |",
-        f"| the paged fused step at positions ≥ 1000 over positions {lo}-{hi} | "
+        f"| the paged fused step at positions {long} over positions {short} | "
         f"{h['paged_long_over_short']:.3f}× (`paged_long_over_short`) |",
         *(
             f"| one attention call, batch {b}, at {', '.join(map(str, att['lengths']))} keys | "
