@@ -303,11 +303,11 @@ def test_hand_out_right(capsys):
     "changed, needles",
     [
         ({"drop": False}, ("finished at max_new_tokens 4", "extra token must be dropped")),
-        ({"eos_seen": False}, ("emitted EOS (3) in the move before", "extra token")),
+        ({"eos_seen": False}, ("emitted EOS (3) in the step before", "extra token")),
         ({"early": True}, ("request 0 reaches max_new_tokens now", "keep it")),
         ({"finished": False}, ("finished rids []", "expected [0, 1]")),
     ],
-    ids=["extra token kept", "EOS of the move before missed", "real token dropped",
+    ids=["extra token kept", "EOS of the step before missed", "real token dropped",
          "no finished rids"],
 )  # fmt: skip
 def test_hand_out_wrong(changed, needles, capsys):

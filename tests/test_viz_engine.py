@@ -140,11 +140,11 @@ def test_scale_figure_draws_the_recorded_rows_and_before_only_when_recorded():
 
     keys = ("n_rows", "tok_s", "host_us_per_step")
     old = [{k: r[k] / (2 if k != "n_rows" else 1) for k in keys} for r in rows[2:]]
-    with_before = scale_figure(dict(rec, before=old))
+    with_before = scale_figure(dict(rec, before=old, before_label="min_admit=1"))
     lines = {line.get_label(): line for ax in with_before.axes[:2] for line in ax.get_lines()}
-    host_before = lines["host, the engine before"]
+    host_before = lines["host, min_admit=1"]
     assert list(host_before.get_ydata()) == [r["host_us_per_step"] for r in old]
-    assert list(lines["the engine before"].get_ydata()) == [r["tok_s"] for r in old]
+    assert list(lines["min_admit=1"].get_ydata()) == [r["tok_s"] for r in old]
     assert len(with_before.axes[0].get_lines()) == 3
 
 

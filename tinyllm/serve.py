@@ -171,9 +171,10 @@ class PagedEngine(Serving):
         own move; called alone, admit() is a move of its own."""
         self.captured()
         t0, waiting = time.perf_counter(), self.n_waiting()
-        while self.n_waiting() and len(free := self.rows.free_rows()) >= min(
-            self.n_waiting(), self.min_admit
-        ):
+        while self.n_waiting():
+            free = self.rows.free_rows()
+            if len(free) < min(self.n_waiting(), self.min_admit):
+                break  # too few rows free yet: fewer, larger admissions
             reqs = self.waiting[self.head : self.head + len(free)]
             rows = free[: len(reqs)]
             with self.transaction(self.cache, sync=False):  # rows.settle(): no flush

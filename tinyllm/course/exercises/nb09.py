@@ -462,13 +462,13 @@ def check_step_sampling(fn) -> Verdict:
     return ok("greedy and sampled rows chosen on the device: the step captures and replays")
 
 
-# --- exercise 2: handing one late-read move's ids to their requests ---------------------------
+# --- exercise 2: handing one late-read step's ids to their requests ---------------------------
 
 EOS = 3
 
 
 def _requests():
-    """Rows of one move, read a step late: each case's (reqs, ids) and what it tests. In the
+    """Rows of one step, read a step late: each case's (reqs, ids) and what it tests. In the
     last, the request that finishes is not in the row of its rid: returning rows is seen."""
 
     def req(rid, out, max_new):
@@ -480,9 +480,9 @@ def _requests():
         ([req(0, [7, 8, 9], 4), req(1, [8], 4)], [5, EOS],
          "request 0 reaches max_new_tokens now, request 1 emits EOS now"),
         ([req(0, [7, 8, 9, 10], 4), req(1, [8], 4)], [5, 6],
-         "request 0 finished at max_new_tokens 4 in the move before"),
+         "request 0 finished at max_new_tokens 4 in the step before"),
         ([req(0, [7, EOS], 9), req(1, [8], 4)], [5, 6],
-         "request 0 emitted EOS (3) in the move before"),
+         "request 0 emitted EOS (3) in the step before"),
         ([req(1, [], 2), None, req(0, [4], 2)], [9, 13, 17],
          "a request's first token, a pad row between two requests"),
         ([req(2, [7], 4), req(0, [8], 4), req(1, [9], 4)], [20, 21, EOS],
@@ -557,7 +557,7 @@ def check_hand_out(fn) -> Verdict:
     """fn(reqs, ids, eos_id) appends each row's id (ids[i], an int) to reqs[i].out (an
     engine Request; None: a padded row) unless that request had finished already (its end
     seen one step late: the extra token is dropped), and returns the rids of the requests
-    that finish with this move, as PagedEngine.hand_out does."""
+    that finish with this step, as PagedEngine.hand_out does."""
     for reqs, ids, shown_as in _requests():
         eos = {"eos_id 0": 0, "eos_id 1000": int("1000")}.get(shown_as.split(":")[0], EOS)
         ref = [None if r is None else Request(r.rid, r.prompt, r.max_new_tokens, out=list(r.out))
@@ -578,7 +578,7 @@ def check_hand_out(fn) -> Verdict:
         if given != ids:
             return hint(
                 f"on {shown_as}: your function changed its input ids, from {ids} to {given}: "
-                f"the ids are the move's, and other code reads them too. Read ids[i], never "
+                f"the ids are the step's, and other code reads them too. Read ids[i], never "
                 f"pop or change the list"
             )
         if inspect.isgenerator(got):
@@ -605,7 +605,7 @@ def check_hand_out(fn) -> Verdict:
                 got_out = shown_type(r.out) if not isinstance(r.out, list) else r.out
                 if isinstance(r.out, list) and len(r.out) > len(w.out):
                     why = (
-                        f"request {r.rid} had finished in the move before (its end is seen "
+                        f"request {r.rid} had finished in the step before (its end is seen "
                         f"one step late), so its row ran once more: that extra token must be "
                         f"dropped"
                     )
@@ -647,7 +647,7 @@ def check_hand_out(fn) -> Verdict:
         if rids is None or any(as_int(x) is None for x in rids):
             return hint(
                 f"on {shown_as}: your function returned {shown_type(got)}: return the rids of "
-                f"the requests that finish with this move, as a list of ints"
+                f"the requests that finish with this step, as a list of ints"
             )
         rids = sorted(as_int(x) for x in rids)
         twice = sorted({r for r in rids if rids.count(r) > 1})

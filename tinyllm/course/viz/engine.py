@@ -134,7 +134,7 @@ SCALE_COLORS = {"host": "#000000", "replay": SECTION_COLORS["gpu"], "tok_s": "#0
 def scale_figure(rec: dict):
     """results/<gpu>_engine_scale.json against the rows, on a log2 axis. Left: the host's
     µs per step (median, engine_time.HOST_PER_STEP) and the all-rows decode graph replayed
-    alone; right: tok/s. The engine before ("before", the recording names it: the same keys
+    alone; right: tok/s. The engine before ("before", named by "before_label": the same keys
     but the replay alone) is drawn dashed in grey where the recording holds it, and only then. The
     title gives the tok/s from the fewest rows to the most, and at the most rows the host's
     µs per step over the replay's, read from the data."""
@@ -149,11 +149,11 @@ def scale_figure(rec: dict):
     right.plot(n, [r["tok_s"] for r in rows], "o-", color=SCALE_COLORS["tok_s"],
                label="PagedEngine")  # fmt: skip
     if before:
-        nb = [r["n_rows"] for r in before]
+        nb, name = [r["n_rows"] for r in before], rec.get("before_label", "the engine before")
         left.plot(nb, [r["host_us_per_step"] for r in before], "o--",
-                  color=SCALE_COLORS["before"], label="host, the engine before")  # fmt: skip
+                  color=SCALE_COLORS["before"], label=f"host, {name}")  # fmt: skip
         right.plot(nb, [r["tok_s"] for r in before], "o--", color=SCALE_COLORS["before"],
-                   label="the engine before")  # fmt: skip
+                   label=name)  # fmt: skip
     ticks = sorted({*n, *(r["n_rows"] for r in before)})
     for ax in (left, right):
         ax.set_xscale("log", base=2)
