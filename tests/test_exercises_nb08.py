@@ -324,7 +324,7 @@ def my_replay_loop(decoder, tok, n_steps, grow=True, advance=True, replay=True, 
         if grow and i >= grow_from:
             cache.grow()
         logits = decoder.replay(key) if replay else decoder.graphs[key][1]
-        if advance:
+        for _ in range(advance):  # True: once; 2: twice a step
             cache.advance_host()
         tok = logits.argmax(-1)
         out.append(int(tok[0, 0]))
@@ -500,6 +500,9 @@ def keeps_the_dim(decoder, tok, n_steps):
         (lambda d, t, n: [torch.tensor(x) for x in my_replay_loop(d, t, n)], ("Python ints",)),
         (lambda d, t, n: my_replay_loop(d, t, n)[:-1], ("a list of 5 ints", "6 Python ints")),
         (advances_twice, ("ran ahead", "once after each replay")),
+        (lambda d, t, n: my_replay_loop(d, t, n, advance=2),  # lens_dev [21]: flushed by grow
+         ("advance_host() 12 times for 6 replays", "ran ahead", "took it to [21], not [20]",
+          "once after each replay")),
         (takes_one_short, ("position 16", "scratch block", "row 0 had no block for it")),
         (loop_as_a_generator, ("generator",)),
         (adds_to_lens_dev, ("expected [20]", "Don't add to it yourself")),
@@ -510,6 +513,7 @@ def keeps_the_dim(decoder, tok, n_steps):
     ids=["decoder.step", "the class's step", "eager forward", "no replay", "a step short",
          "no advance_host", "stale length copied in", "no grow", "grow after", "rebound tok",
          "not fed back", "same token", "0-d tensors", "one id short", "advance_host twice",
+         "advance_host twice a step",
          "a block one short", "a generator", "lens_dev += 1", "argmax after the loop",
          "argmax keepdim"],
 )  # fmt: skip

@@ -217,8 +217,14 @@ def _sampled_with(formula):
         (lambda x, t, s, p, g: x / t - torch.log(-torch.log(uniform_noise(p, s, x.shape[-1]))),
          "(seed, position, vocab_size), in that order"),
         (lambda x, t, s, p, g: (x + g) / t, "as if every temperature were 1"),
+        (lambda x, t, s, p, g: x / t - torch.log(-torch.log(
+            uniform_noise(s, torch.arange(len(s), device=s.device), x.shape[-1]))),
+         "Here: the noise is keyed by the row"),
+        (lambda x, t, s, p, g: x / t - torch.log(uniform_noise(s, p, x.shape[-1])),
+         "Here: the noise is -log(u)"),
     ],
-    ids=["noise subtracted", "position + 1", "seed and position swapped", "noise divided too"],
+    ids=["noise subtracted", "position + 1", "seed and position swapped", "noise divided too",
+         "the row's noise", "one log"],
 )  # fmt: skip
 def test_step_sampling_slips_are_named(formula, needle, capsys):
     assert_hint(check_step_sampling, _sampled_with(formula), capsys, needle)

@@ -617,7 +617,7 @@ def _loop_problem(fn, model, T: int, n_steps: int) -> str | None | object:
         want.append(int(tok[0, 0]))
     dec = _decoder(model, prompt)
     tok_buffer = dec.tok
-    watched = (Decoder.step, Decoder.capture_graph, simgraph.CUDAGraph.replay)
+    watched = (Decoder.step, Decoder.capture_graph, simgraph.CUDAGraph.replay, Rows.advance_host)
     with entered(*watched) as ran, _tables_at_replay(dec.cache.rows) as (behind, lens_at):
         got = call(fn, (dec, prompt[:, -1:].clone(), n_steps), shown_as, seconds=CAPTURE_SECONDS,
                    explain=lambda error: _explain_loop(error, dec))  # fmt: skip
@@ -654,6 +654,19 @@ def _loop_problem(fn, model, T: int, n_steps: int) -> str | None | object:
         )
     c = dec.cache
     host, device = c.lens[0], int(c.lens_dev[0])
+    if ran[Rows.advance_host] > replays:  # the host counted more steps than the device ran
+        flushed = (
+            f" (and a grow() flushed a host length run ahead into lens_dev: that took it to "
+            f"[{device}], not [{T + n_steps}])"
+            if device > T + n_steps
+            else ""
+        )
+        return (
+            f"your loop called cache.advance_host() {ran[Rows.advance_host]} times for "
+            f"{replays} replays: each call counts one step on the host, so cache.lens ran "
+            f"ahead of the device's lens_dev, [{host}] against [{device}]{flushed}. Call it "
+            f"once after each replay, not more"
+        )
 
     def in_scratch(pos: int) -> str:  # the step that wrote pos was the (pos - T)-th replay
         return _scratch_problem(pos, 0 <= pos - T < len(behind) and behind[pos - T])
@@ -740,7 +753,7 @@ def check_replay_loop(fn, model=None) -> Verdict:
     Decoder.step does, without calling it. Two prompts: 14 tokens, where the third step
     writes position 16, the first of a new block; then 16, where the first step does. What
     the learner's loop ran is counted by code object (harness.entered): decoder.step,
-    captures, and each graph replay."""
+    captures, each graph replay, and each advance_host."""
     model = _toy_model() if model is None else model
     for T, n_steps in ((14, 6), (16, 3)):
         problem = _loop_problem(fn, model, T, n_steps)

@@ -170,6 +170,16 @@ SLIPS = {  # what a learner's sampled rows may be instead, and what it says
         lambda x, t, s, p: x / t + _gumbel(p, s),
         "uniform_noise takes (seed, position, vocab_size), in that order",
     ),
+    "the row's noise": (
+        lambda x, t, s, p: x / t + _gumbel(s, torch.arange(len(s))),
+        "the noise is keyed by the row, torch.arange(B), not by the token's position: a row "
+        "would draw the same noise at every step, and a request moved to another row other "
+        "noise. Draw it at `position` as given",
+    ),
+    "one log": (
+        lambda x, t, s, p: x / t - torch.log(_uniform_noise(s, p, V)),
+        "the noise is -log(u), one log, where Gumbel noise takes two: g = -log(-log(u))",
+    ),
 }
 
 
