@@ -107,3 +107,13 @@ def test_engine_explorer_offers_the_recorded_runs_only(capsys):
     control(w, "n_slots").value = "8"
     assert w.result["tok_s"] == detail["8"]["slots"]["tok_s"]
     assert "not profiled in this recording" in capsys.readouterr().out
+
+
+def test_admission_explorer_counts_fewer_admissions_as_min_admit_grows(toy_model, capsys):
+    w = widgets.admission_explorer(toy_model, n_rows=8, n_requests=24)
+    one = w.result
+    control(w, "min_admit").value = 8
+    eight = w.result
+    assert one["min_admit"] == 1 and eight["min_admit"] == 8
+    assert eight["admissions"] < one["admissions"] and eight["rows_a_step"] < one["rows_a_step"]
+    assert "admissions" in capsys.readouterr().out

@@ -26,7 +26,9 @@ from tinyllm.course.viz import (
 )
 from tinyllm.graphs import bucket_for, default_buckets, wasted_share
 from tinyllm.kv_cache import window_mask
+from tinyllm.lab.engine_time import workload
 from tinyllm.lab.results import capture_cost, provenance_label
+from tinyllm.serve import PagedEngine
 
 
 def _slider(cls, value, lo, hi, description, step=1):
@@ -243,3 +245,28 @@ def engine_explorer(rec: dict):
             options=variants, value=variants[-1], description="engine", style=style
         ),  # fmt: skip
     )
+
+
+def admission_explorer(model, n_rows: int = 16, n_requests: int = 48):
+    """PagedEngine's min_admit, live: the bench's workload (engine_time.workload), cut short
+    for a CPU, served eagerly through n_rows rows at the min_admit picked. Prints the
+    admissions (one prefill each), the decode steps and the rows a step ran on average:
+    counts, the same on any machine."""
+    prompts, news = workload(n_requests, seed=0)
+    prompts, news = [p[:16] for p in prompts], [n // 16 for n in news]  # 2-16 new tokens
+
+    def show(min_admit):
+        engine = PagedEngine(model, n_rows, max_len=64, use_graph=False, min_admit=min_admit)
+        for prompt, n in zip(prompts, news):
+            engine.submit(prompt, n)
+        engine.run()
+        steps = engine.stats
+        rows_a_step = sum(s["n_active"] for s in steps) / len(steps)
+        out = {"min_admit": min_admit, "admissions": len(engine.admissions),
+               "steps": len(steps), "rows_a_step": rows_a_step}  # fmt: skip
+        print(f"{n_requests} requests through {n_rows} rows, min_admit {min_admit}: "
+              f"{out['admissions']} admissions, {out['steps']} decode steps, "
+              f"{out['rows_a_step']:.1f} rows a step on average")  # fmt: skip
+        return out
+
+    return _show(show, min_admit=_slider(W.IntSlider, 1, 1, n_rows, "min_admit"))
