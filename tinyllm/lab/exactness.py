@@ -5,6 +5,8 @@ SDPA returns for a row with no key to attend to (notebooks 02 and 06).
 compare_eager_static runs on any device; compare_replay needs CUDA.
 """
 
+import contextlib
+
 import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -68,6 +70,20 @@ def compare_replay(
         out["reference_deterministic"] = first_twin is None
         out["reference_first_difference"] = first_twin
     return out
+
+
+@contextlib.contextmanager
+def without_onednn():
+    """PyTorch's own CPU kernels inside the block, not oneDNN's. oneDNN picks its bf16 matrix
+    products by the CPU (its AMX units where it has them), so a bf16 run's differences and
+    flips change from one CPU to another. (torch.backends.mkldnn.flags does the same, with a
+    warning on CPU builds.)"""
+    was = torch.backends.mkldnn.enabled
+    torch.backends.mkldnn.enabled = False
+    try:
+        yield
+    finally:
+        torch.backends.mkldnn.enabled = was
 
 
 @torch.no_grad()
