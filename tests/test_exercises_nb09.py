@@ -535,6 +535,46 @@ def test_hand_out_that_exits_gets_a_hint(capsys):
     assert_hint(check_hand_out, lambda *a: sys.exit("done"), capsys, "SystemExit")
 
 
+def eos_finishes(reqs, ids, eos_id, finishes=lambda tok, eos_id: tok == eos_id, stop=()):
+    """A hand-out whose EOS test is finishes(tok, eos_id); stop: where `continue` became
+    `break` ("done": after a finished request, "pad": at a None row)."""
+    out = []
+    for req, tok in zip(reqs, ids):
+        if req is None:
+            if "pad" in stop:
+                break
+            continue
+        if len(req.out) >= req.max_new_tokens or (req.out and req.out[-1] == eos_id):
+            if "done" in stop:
+                break
+            continue
+        req.out.append(tok)
+        if finishes(tok, eos_id) or len(req.out) == req.max_new_tokens:
+            out.append(req.rid)
+    return out
+
+
+@pytest.mark.parametrize(
+    "finishes, needles",
+    [
+        (lambda tok, eos_id: tok == int(eos_id), ("eos_id None", "raised TypeError", "int(")),
+        (lambda tok, eos_id: tok == eos_id or eos_id is None,
+         ("eos_id None", "finished rids [0, 1], expected [0]", "no EOS")),
+    ],
+    ids=["int(eos_id)", "eos_id is None finishes"],
+)  # fmt: skip
+def test_hand_out_without_an_eos_gets_a_hint(finishes, needles, capsys):
+    """The engine's default eos_id is None: no request finishes by EOS."""
+    assert_hint(check_hand_out, lambda *a: eos_finishes(*a, finishes), capsys, *needles)
+
+
+@pytest.mark.parametrize("stop", ["done", "pad"])
+def test_hand_out_that_breaks_instead_of_continuing_gets_a_hint(stop, capsys):
+    out = assert_hint(check_hand_out, lambda *a: eos_finishes(*a, stop=(stop,)), capsys,
+                      "the loop stopped early", "use continue")  # fmt: skip
+    assert "req.out itself" not in out and "keep it" not in out
+
+
 # --- exercise 3: the noise key ----------------------------------------------------------------
 
 
@@ -738,6 +778,24 @@ def test_noise_key_that_exits_gets_a_hint(capsys):
 def test_noise_key_wrong(answer, needles, capsys):
     out = assert_hint(check_noise_key, answer, capsys, *needles)
     assert "x.div_(t)" not in out  # exercise 1's example, not this one's
+
+
+def test_noise_key_of_a_width_of_its_own_is_told_the_columns(capsys):
+    def own_width(seed, position, row, vocab_size):
+        return my_uniform(seed, position, 258)
+
+    out = assert_hint(check_noise_key, own_width, capsys, "(4, 258)", "vocab_size columns",
+                      "not a number of your own")  # fmt: skip
+    assert "one row of uniforms per request" not in out
+
+
+def test_noise_key_of_the_signed_hash_unshifted_is_not_told_of_a_shift(capsys):
+    def signed(seed, position, row, vocab_size):
+        return my_hash(seed, position, vocab_size).double().div(2**63).float()
+
+    out = assert_hint(check_noise_key, signed, capsys, "negative", "signed int64",
+                      "(h >> 41) & (2**23 - 1)", "(bits + 0.5) * 2**-23")  # fmt: skip
+    assert "copies the sign bit" not in out
 
 
 def test_noise_key_without_a_column_of_hashes_gets_a_hint(capsys):

@@ -502,6 +502,9 @@ def _requests():
          "request 0 emits EOS as its last allowed token"),
         ([req(0, [7], 4), req(1, [8], 4)], [5, int("1000")],
          "eos_id 1000: request 1 emits it now"),  # an int of its own: `is` is not ==
+        ([req(0, [7, 8, 9], 4), req(1, [8], 4)], [5, EOS],
+         "eos_id None: no EOS (the engine's default), request 0 reaches max_new_tokens now, "
+         "request 1's id 3 ends nothing"),
     ]  # fmt: skip
 
 
@@ -519,7 +522,13 @@ def _reference_hand_out(reqs, ids, eos_id):
     return finished
 
 
-def _explain_hand_out(error: Exception) -> str | None:
+def _explain_hand_out(error: Exception, eos_id=EOS) -> str | None:
+    if isinstance(error, TypeError) and eos_id is None and "NoneType" in str(error):
+        return (
+            "eos_id is None, the engine's default when it has no EOS: then no request "
+            "finishes by EOS. Compare tok == eos_id, which is False for None; never convert "
+            "eos_id (int(eos_id)) or order it"
+        )
     if isinstance(error, AttributeError) and "'int' object has no attribute" in str(error):
         return (
             "an id is an int, and a request is reqs[i]: take them in that order, "
@@ -562,6 +571,23 @@ def _length_slip(reqs, ref, rids, want_finished, eos) -> str | None:
     return said[0] if said and len(said) == len(missing | extra) else None
 
 
+def _stopped_early(reqs, ref, before) -> bool:
+    """Whether the loop stopped (break) at a padded row or a request finished before: every
+    row before it as the reference has it, every request after it unchanged, though one of
+    them should have changed."""
+    for j, (w, b) in enumerate(zip(ref, before)):
+        if w is not None and w.out != b:
+            continue
+        try:
+            done = all(r is None or r.out == w.out for r, w in zip(reqs[:j], ref[:j]))
+            after = [(r.out, w.out, b) for r, w, b in zip(reqs[j + 1 :], ref[j + 1 :],
+                     before[j + 1 :]) if r is not None]  # fmt: skip
+            return done and all(o == b for o, _, b in after) and any(w != b for _, w, b in after)
+        except Exception:  # an out that cannot be compared
+            return False
+    return False
+
+
 @checker
 def check_hand_out(fn) -> Verdict:
     """fn(reqs, ids, eos_id) appends each row's id (ids[i], an int) to reqs[i].out (an
@@ -569,14 +595,15 @@ def check_hand_out(fn) -> Verdict:
     seen one step late: the extra token is dropped), and returns the rids of the requests
     that finish with this step, as PagedEngine.hand_out does."""
     for reqs, ids, shown_as in _requests():
-        eos = {"eos_id 0": 0, "eos_id 1000": int("1000")}.get(shown_as.split(":")[0], EOS)
+        eos = {"eos_id 0": 0, "eos_id 1000": int("1000"), "eos_id None": None}
+        eos = eos.get(shown_as.split(":")[0], EOS)
         ref = [None if r is None else Request(r.rid, r.prompt, r.max_new_tokens, out=list(r.out))
                for r in reqs]  # fmt: skip
         want_finished = _reference_hand_out(ref, ids, eos)
         before = [None if r is None else list(r.out) for r in reqs]
         given, given_reqs = list(ids), list(reqs)
         got = call(fn, (given_reqs, given, eos), shown_as, none_ok=True, seconds=CALL_SECONDS,
-                   explain=_explain_hand_out)  # fmt: skip
+                   explain=lambda e, eos=eos: _explain_hand_out(e, eos))  # fmt: skip
         if got is FAILED:
             return False
         if len(given_reqs) != len(reqs) or any(a is not b for a, b in zip(given_reqs, reqs)):
@@ -618,6 +645,11 @@ def check_hand_out(fn) -> Verdict:
                         f"request {r.rid} had finished in the step before (its end is seen "
                         f"one step late), so its row ran once more: that extra token must be "
                         f"dropped"
+                    )
+                elif _stopped_early(reqs, ref, before):
+                    why = (
+                        "the loop stopped early: rows after a done request (or a padded row) "
+                        "were skipped; use continue, not break, to pass over one row"
                     )
                 elif (
                     isinstance(r.out, list)
@@ -689,6 +721,13 @@ def check_hand_out(fn) -> Verdict:
                 f"max_new_tokens ids, after appending this one (len(req.out) == "
                 f"req.max_new_tokens)"
             )
+        if rids != sorted(want_finished) and eos is None:
+            return hint(
+                f"on {shown_as}: your function returned finished rids {rids}, expected "
+                f"{sorted(want_finished)}: eos_id None means no EOS, so no request finishes by "
+                f"EOS, only when its out holds max_new_tokens ids (tok == eos_id is False for "
+                f"every id): eos_id being None finishes nothing"
+            )
         if rids != sorted(want_finished) and eos not in (0, EOS):  # eos_id 1000
             return hint(
                 f"on {shown_as}: your function returned finished rids {rids}, expected "
@@ -728,15 +767,18 @@ def _noise_problem(u, B, V=NOISE_V) -> str | None:
     if not isinstance(u, torch.Tensor):
         return f"returned {shown_type(u)}: return a float tensor (B, vocab_size)"
     if tuple(u.shape) != (B, V):
-        return (
-            f"returned shape {tuple(u.shape)}, expected {(B, V)}: one row of uniforms per request"
-        )
+        columns = u.ndim == 2 and u.shape[0] == B
+        why = ("vocab_size columns: take the width from vocab_size, not a number of your own"
+               if columns else "one row of uniforms per request")  # fmt: skip
+        return f"returned shape {tuple(u.shape)}, expected {(B, V)}: {why}"
     if not u.dtype.is_floating_point:
         return f"returned a {u.dtype} tensor: return uniforms in (0, 1), floats"
     if bool((u < 0).any()):
         return (
-            "returned negative values: torch's >> on int64 copies the sign bit, so shifted bits "
-            "can be negative. Mask the bits you keep: (h >> 41) & (2**23 - 1)"
+            "returned negative values, outside (0, 1): the hash is a signed int64, so its bits "
+            "taken as they are can be negative (and >> keeps the sign). "
+            "Mask the bits you keep to 23 non-negative ones, e.g. (h >> 41) & (2**23 - 1), then "
+            "(bits + 0.5) * 2**-23"
         )
     if not bool(((u >= 0) & (u <= 1)).all()):  # NaN too
         return (
