@@ -140,6 +140,13 @@ def my_paged_write(pool, k_new, block_table, lens, block_size):
     pool[blocks, :, pos % block_size] = k_new
 
 
+def test_paged_write_of_another_dtype_is_told_to_keep_the_pools(capsys):
+    def half(pool, k_new, block_table, lens, block_size):
+        my_paged_write(pool, k_new.half(), block_table, lens, block_size)
+
+    assert_hint(check_paged_write, half, capsys, "dtypes match", "the pool's dtype")
+
+
 def write_on_the_host(pool, k_new, block_table, lens, block_size):
     for b in range(len(lens)):  # right eagerly: each length read with int()
         n = int(lens[b])
@@ -647,7 +654,8 @@ def test_replay_loop_that_runs_past_n_steps_gets_a_hint(capsys):
     def forever(decoder, tok, n_steps):
         return my_replay_loop(decoder, tok, 10**6)
 
-    assert_hint(check_replay_loop, forever, capsys, "ran past n_steps", "range(n_steps)")
+    assert_hint(check_replay_loop, forever, capsys, "range(n_steps)",
+                "your loop replayed more than n_steps times (it did not stop)")  # fmt: skip
 
 
 # --- the seventh read: copies to the host, stray writes, the loop's key and order -----------
@@ -727,9 +735,10 @@ def test_block_of_takes_every_form_of_a_pair(answer, capsys):
     assert_ok(check_block_of, answer, capsys)
 
 
-def loop_varied(decoder, tok, n_steps, key=None, dim=-1, advance_first=False):
+def loop_varied(decoder, tok, n_steps, key=None, dim=-1, advance_first=False, whole=False):
     """The right loop, with one thing changed: a key of its own (not graph_key()), the
-    argmax over another dim, or advance_host() before the replay."""
+    argmax over another dim, advance_host() before the replay, or the id read as int(tok)
+    (whole)."""
     cache, out = decoder.cache, []
     for _ in range(n_steps):
         step_key = decoder.graph_key() if key is None else key
@@ -740,7 +749,7 @@ def loop_varied(decoder, tok, n_steps, key=None, dim=-1, advance_first=False):
         tok = decoder.replay(step_key).argmax(dim)
         if not advance_first:
             cache.advance_host()
-        out.append(int(tok[0, 0]))
+        out.append(int(tok) if whole else int(tok[0, 0]))
     return out
 
 
@@ -751,8 +760,15 @@ def loop_varied(decoder, tok, n_steps, key=None, dim=-1, advance_first=False):
         ({"dim": 1}, ("argmax over dim 0 or dim 1", "logits.argmax(-1)")),
         ({"dim": 0}, ("argmax over dim 0 or dim 1",)),
         ({"advance_first": True}, ("before the replay", "after decoder.replay(key)")),
+        ({"dim": 1, "whole": True}, ("only one element", "argmax over dim 0 or dim 1")),
     ],
-    ids=["replay(2)", "argmax(1)", "argmax(0)", "advance_host before replay"],
+    ids=[
+        "replay(2)",
+        "argmax(1)",
+        "argmax(0)",
+        "advance_host before replay",
+        "argmax(1), int(tok)",
+    ],  # fmt: skip
 )
 def test_replay_loop_seventh_read_wrong(changed, needles, toy_model, capsys):
     answer = functools.partial(loop_varied, **changed)

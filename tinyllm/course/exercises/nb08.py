@@ -325,6 +325,11 @@ def _explain_write(error: Exception) -> str | None:
             "keys are held already, at positions 0 to lens[b] - 1, so the new key goes at "
             "lens[b] itself"
         )
+    if "dtypes match" in str(error) or "expected scalar type" in str(error):
+        return (
+            "the key written must have the pool's dtype: write k_new as it comes (or "
+            "k_new.to(pool.dtype)), not a copy converted to another dtype (.half(), .float())"
+        )
     if "out of bounds" in str(error):
         return (
             "an index past the table or the pool: row b's entry is lens[b] // block_size, "
@@ -564,6 +569,30 @@ def _holds(graphs, key: tuple) -> bool:
         return False
 
 
+ARGMAX_DIM = (  # logits.argmax(1) or argmax(0): the axis of size 1, the vocabulary's kept
+    "decoder.tok is (1, 1), and replay() returns logits (1, 1, V): an argmax over dim "
+    "0 or dim 1, each of size 1, leaves a (1, V) tensor of zeros. Take the argmax "
+    "over the vocabulary, the last dim: logits.argmax(-1), of shape (1, 1)"
+)
+
+
+def _argmax_kept_the_vocab(error: Exception, decoder) -> bool:
+    """Whether a frame the error passed through holds an integer tensor whose last dim is
+    the vocabulary's: an argmax over dim 0 or 1 of the (1, 1, V) logits."""
+    try:
+        V = next(iter(decoder.graphs.values()))[1].shape[-1]
+        tb = error.__traceback__
+        while tb is not None:
+            for x in list(tb.tb_frame.f_locals.values()):
+                if (isinstance(x, torch.Tensor) and x.dim() >= 1 and x.shape[-1] == V > 1
+                        and not x.dtype.is_floating_point and x.dtype != torch.bool):  # fmt: skip
+                    return True
+            tb = tb.tb_next
+    except Exception:  # no graph, or a frame that cannot be read
+        return False
+    return False
+
+
 def _explain_loop(error: Exception, decoder) -> str | None:
     if isinstance(error, KeyError) and not _holds(decoder.graphs, error.args[:1]):
         return (
@@ -572,6 +601,8 @@ def _explain_loop(error: Exception, decoder) -> str | None:
             f"at each step (the capture size that holds the rows in use), not a number of "
             f"your own"
         )
+    if _argmax_kept_the_vocab(error, decoder):
+        return ARGMAX_DIM
     if isinstance(error, ValueError) and "full" in str(error):
         return (
             "the loop ran past n_steps and filled the cache: replay exactly n_steps times, "
@@ -591,11 +622,7 @@ def _explain_loop(error: Exception, decoder) -> str | None:
             "in the id the step chose, logits.argmax(-1), not the logits"
         )
     if re.search(r"shape \[1, 1\] doesn't match the broadcast shape \[1, \d+\]", str(error)):
-        return (  # logits.argmax(1) or argmax(0): the axis of size 1, the vocabulary's kept
-            "decoder.tok is (1, 1), and replay() returns logits (1, 1, V): an argmax over dim "
-            "0 or dim 1, each of size 1, leaves a (1, V) tensor of zeros. Take the argmax "
-            "over the vocabulary, the last dim: logits.argmax(-1), of shape (1, 1)"
-        )
+        return ARGMAX_DIM
     return None
 
 
@@ -618,11 +645,31 @@ def _loop_problem(fn, model, T: int, n_steps: int) -> str | None | object:
     dec = _decoder(model, prompt)
     tok_buffer = dec.tok
     watched = (Decoder.step, Decoder.capture_graph, simgraph.CUDAGraph.replay, Rows.advance_host)
+    ran_on = []  # the error a loop raised after more than n_steps replays
+
+    def loop(*args):
+        try:
+            return fn(*args)
+        except Exception as e:
+            if ran[simgraph.CUDAGraph.replay] <= n_steps:
+                raise
+            ran_on.append(e)
+            return ran_on
+
     with entered(*watched) as ran, _tables_at_replay(dec.cache.rows) as (behind, lens_at):
-        got = call(fn, (dec, prompt[:, -1:].clone(), n_steps), shown_as, seconds=CAPTURE_SECONDS,
+        got = call(loop if callable(fn) else fn, (dec, prompt[:, -1:].clone(), n_steps),
+                   shown_as, seconds=CAPTURE_SECONDS,
                    explain=lambda error: _explain_loop(error, dec))  # fmt: skip
     if got is FAILED:
         return FAILED
+    if ran_on:
+        e = ran_on[0]
+        return (
+            f"your loop replayed more than n_steps times (it did not stop): on {shown_as} it "
+            f"replayed {ran[simgraph.CUDAGraph.replay]} times, then raised "
+            f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}. Replay exactly "
+            f"n_steps times, for _ in range(n_steps), and return the ids"
+        )
     if inspect.isgenerator(got):
         return (
             "your function is a generator (it yields), so its loop never ran: take the "
