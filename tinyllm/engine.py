@@ -13,7 +13,7 @@ and the slot is free for the next one at once.
 
 Serving is what this engine shares with the paged one of notebooks 08-09 (serve.PagedEngine):
 the requests handed in (submit) and handed back (run's result), and the transaction that
-makes each move (an admission, a decode step) whole.
+makes each turn (an admission, a decode step) whole.
 """
 
 import contextlib
@@ -53,7 +53,7 @@ class Serving:
     """What both engines share: requests handed in and handed back, and the transaction.
 
     submit() checks a request and queues it; run() serves the queue and returns what
-    finished. Nothing is lost when run() raises (Ctrl-C included): each move runs as one
+    finished. Nothing is lost when run() raises (Ctrl-C included): each turn runs as one
     transaction, undone whole if it does not finish, so the next run() returns the results
     finished so far with the rest, the same tokens as an uninterrupted run."""
 
@@ -67,7 +67,7 @@ class Serving:
         self.stats: list[dict] = []  # one entry per decode step (times: time.perf_counter)
         self.admissions: list[dict] = []  # one entry per admission of run()
         self.next_rid = 0
-        self.moving = False  # inside a move's transaction
+        self.moving = False  # inside a turn's transaction
 
     def submit(self, prompt_ids, max_new_tokens: int, *, temperature: float = 0.0,
                top_k: int | None = None, seed: int | None = None) -> int:  # fmt: skip
@@ -108,19 +108,19 @@ class Serving:
 
     @contextlib.contextmanager
     def transaction(self, cache, sync: bool = True):
-        """One move (an admission, a decode step) as a whole. Before it: the device brought
-        in step if an undo left it behind (cache.sync()), then what the move may change
+        """One turn (an admission, a decode step) as a whole. Before it: the device brought
+        in step if an undo left it behind (cache.sync()), then what the turn may change
         saved, O(what it changes): the rows (cache.rows.snapshot()), how far the queue has
-        been read, how many results are kept, the moves in flight. A move appends each token
-        it hands out to self.appended. If the block does not finish (an exception, Ctrl-C, a
-        timer), the undo is assignments alone, which cannot raise, then a rewrite of the
-        device that may fail without harm (the next move's sync does it). Ctrl-C and timer
-        signals are held off for the whole move: one that arrives is raised once it has
+        been read, how many results are kept, and what saved_state() returns. A turn appends
+        each token it hands out to self.appended. If the block does not finish (an exception,
+        Ctrl-C, a timer), the undo is assignments alone, which cannot raise, then a rewrite of the
+        device that may fail without harm (the next turn's sync does it). Ctrl-C and timer
+        signals are held off for the whole turn: one that arrives is raised once it has
         finished or been undone. K/V are not saved: what an undone step wrote lies past every
-        length. sync=False, for a move that flushes the rows itself before its first device
+        length. sync=False, for a turn that flushes the rows itself before its first device
         work (the paged step) or writes only its own rows (an admission's prefill graph):
-        rows.settle() instead, which flushes only what an undo or a move of tok left. A move
-        inside a move (the paged step's admission) is part of it: undone with it."""
+        rows.settle() instead, which flushes only what an undo or a move of tok left. A turn
+        inside a turn (the paged step's admission) is part of it: undone with it."""
         if self.moving:
             yield
             return
@@ -145,7 +145,7 @@ class Serving:
                 self.moving = False
 
     def saved_state(self):
-        """What else a move of this engine may change (the slot engine: who holds which slot)."""
+        """What else a turn of this engine may change (the slot engine: who holds which slot)."""
         return None
 
     def put_back(self, state) -> None:
@@ -154,9 +154,9 @@ class Serving:
 
 class Engine(Serving):
     """Continuous batching over n_slots slots. submit() queues a request, run() serves them
-    all; admit() and step() are its two moves, public for the lessons. A request whose own
+    all; admit() and step() are its two turns, public for the lessons. A request whose own
     prefill or first sampling raises leaves alone, into `failed` (rid → the exception), and
-    that exception is raised once the move is done; the others go on. A decode step samples
+    that exception is raised once the turn is done; the others go on. A decode step samples
     every slot in one call, so a failure there is the step's: undone."""
 
     def __init__(self, model: Transformer, n_slots: int, max_len: int | None = None,

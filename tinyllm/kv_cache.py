@@ -225,7 +225,7 @@ class FixedCache:
 
     @contextlib.contextmanager
     def transaction(self):
-        """A step as one move: if the block does not finish (an exception, Ctrl-C), the
+        """A step as one turn: if the block does not finish (an exception, Ctrl-C), the
         positions go back to what they were before it (restore(snapshot())). The block runs
         with Ctrl-C held off, so a second one cannot interrupt the putting back; one that
         arrives is raised when the block has finished or been undone. A transaction opened

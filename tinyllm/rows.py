@@ -19,7 +19,7 @@ Every device buffer but tok is a column of one int64 tensor, `state`, and every 
 rid, held, left, n_out and free a column of its numpy twin, `host.state`: a row's whole state
 is one row.
 
-A *move* changes rows: admit (rows take requests), grow (rows about to cross into a new block
+A *change* of the rows: admit (rows take requests), grow (rows about to cross into a new block
 take one), release (rows give their blocks back), move (requests go to other rows),
 advance_host (the host lengths follow a step). Each is vectorised numpy on the host, and marks
 the rows it changed. flush() then brings the device in step: one upload, through pinned memory,
@@ -29,9 +29,9 @@ replay, do not grow with the rows. vLLM V1's persistent batch (InputBatch) is th
 the batch's inputs live in fixed arrays, updated in place as requests come, go and move,
 never rebuilt.
 
-The host is the truth between moves. snapshot() copies it (and `tok`, the one input only the
+The host is the truth between turns. snapshot() copies it (and `tok`, the one input only the
 device holds); restore() puts a copy back with one assignment, which cannot fail, and marks
-the whole device out of step; the next flush() rewrites it. So a move that does not finish is
+the whole device out of step; the next flush() rewrites it. So a turn that does not finish is
 undone by one assignment, and nothing that goes wrong while undoing it (an exception, Ctrl-C,
 a timer) leaves host and device apart.
 """
@@ -123,7 +123,7 @@ LEN, ACTIVE, TOP_K, SEED, TEMPERATURE, TABLE = 0, 1, 2, 3, 4, 5  # TABLE.. : its
 
 @dataclass(eq=False)
 class Host:
-    """The host twins, one value: a move's undo puts a whole copy back in one assignment."""
+    """The host twins, one value: a turn's undo puts a whole copy back in one assignment."""
 
     state: np.ndarray  # (n_rows, 5 + max_blocks) int64: the device state's twin, column by column
     rid: np.ndarray  # (n_rows,) int64, -1: no request
@@ -132,8 +132,8 @@ class Host:
     held: np.ndarray  # (n_rows,) int64: blocks each row holds
     dirty: np.ndarray  # (n_rows,) bool: changed since the last flush
     moved: np.ndarray  # (2, k) int64: (src, dst) of the moves since the last flush, for tok
-    free: np.ndarray  # the blocks no row holds, a stack: moves take from its end
-    # moved and free are never written in place (a move binds a new array), so a copy shares them
+    free: np.ndarray  # the blocks no row holds, a stack: changes take from its end
+    # moved and free are never written in place (a change binds a new array), so a copy shares them
 
     def copy(self) -> "Host":
         return Host(self.state.copy(), self.rid.copy(), self.left.copy(), self.n_out.copy(),
@@ -298,7 +298,7 @@ class Rows:
             raise ValueError(f"length {int(bad[0])} outside [{lo}, max_len {self.max_len}]")
         return n
 
-    # --- the moves --------------------------------------------------------------------------
+    # --- the changes --------------------------------------------------------------------------
 
     def take(self, rows, n_positions, *, check: bool = True) -> None:
         """Hand each of `rows` the blocks it lacks for n_positions[i] positions, from the
@@ -464,7 +464,7 @@ class Rows:
         self.host, self.restored_tok = saved.host, saved.tok
 
     def settle(self) -> None:
-        """Before a move that writes tok itself (an admission's prefill graph): flush now if
+        """Before a turn that writes tok itself (an admission's prefill graph): flush now if
         tok is not as the host expects, after a restore() or with tok moves pending.
         Otherwise nothing: the rows' changes wait for the next flush."""
         if self.restored_tok is not None or self.host.moved.shape[1]:

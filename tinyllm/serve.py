@@ -9,7 +9,7 @@ What it adds to the slot engine of notebook 06, each measured in notebook 09:
   a graph per bucket of (rows, positions) when their prompts fit one chunk, else eagerly in
   chunks of prefill_chunk positions;
 - sampling on the device, inside each graph, keyed by (seed, position) (generation.sample);
-- the ids read one step late: step t reads the ids the moves before it sampled, from
+- the ids read one step late: step t reads the ids the turns before it sampled, from
   rows.tok; they are copied to the host, step t is launched, then they are handed to their
   requests. overlap=True does that while the GPU runs step t;
 - every graph captured before serving (capture()): run() never captures.
@@ -19,7 +19,7 @@ graph replays, then the ids it read are handed out and the finished rows release
 holes go to the next admission first; the next step moves the last requests into what is
 left, so a request moves only when no new one takes its place.
 Rows (rows.py) owns every input a step reads for each row, on the device and on the host,
-and its moves are vectorised: the host's work per step does not grow with the rows, but for
+and its changes are vectorised: the host's work per step does not grow with the rows, but for
 handing each request its token.
 
     engine = PagedEngine(model, n_rows=32)
@@ -62,7 +62,7 @@ PREFILL_CHUNK = 512  # positions of each prompt per prefill forward
 
 
 class Sections:
-    """The host's time in each section of a move (time.perf_counter), beside the recipe:
+    """The host's time in each section of a turn (time.perf_counter), beside the recipe:
     `with sections("launch"):` adds the block's seconds to sections.seconds["launch"]."""
 
     def __init__(self):
@@ -85,9 +85,9 @@ class Sections:
 class PagedEngine(Serving):
     """Continuous batching over n_rows rows of a PagedKVCache, every step a graph replay.
     submit() queues a request, run() serves them all; capture() records every graph first.
-    step() is its move: it admits what fits, then decodes (admit() alone is a move too). Each
-    forward and sampling call is shared by the move's requests, so any failure in a move is
-    the move's, undone whole.
+    step() is its turn: it admits what fits, then decodes (admit() alone is a turn too). Each
+    forward and sampling call is shared by the turn's requests, so any failure in a turn is
+    the turn's, undone whole.
 
     prefill_graphs=False prefills eagerly, in chunks; overlap=True reads each step's ids
     while the GPU runs the next one (the same schedule and tokens as overlap=False);
@@ -145,7 +145,7 @@ class PagedEngine(Serving):
         self.upload_fill = Upload(self.fill_ints)
         self.download = Download(n_rows, device)  # each step's ids, to the host
         # each row's request's ids so far, its first rows.host.n_out[row] entries; those past
-        # them are stale, so an undone move leaves nothing to take back here
+        # them are stale, so an undone turn leaves nothing to take back here
         self.out_ids = np.zeros((n_rows, max_len), np.int64)
         self.capture_s: float | None = None  # capture()'s seconds, once it has run
 
@@ -156,10 +156,10 @@ class PagedEngine(Serving):
         every request finished since the last run() returned. With graphs, capture() runs
         first if it has not: never while serving."""
         self.captured()
-        with signals_held:  # held once for the run; each move's own hold nests inside it
+        with signals_held:  # held once for the run; each turn's own hold nests inside it
             while self.n_waiting() or self.rows.active.any():
                 self.step()
-                signals_held.deliver()  # a Ctrl-C or a timer that came during a move: here
+                signals_held.deliver()  # a Ctrl-C or a timer that came during a turn: here
         return self.hand_back()
 
     @torch.no_grad()
@@ -168,7 +168,7 @@ class PagedEngine(Serving):
         as many as wait), prefilled together into the lowest free rows, their first ids
         sampled into the next step's input (rows.tok).
         The host reads those ids with the next step's. Each step() admits first, inside its
-        own move; called alone, admit() is a move of its own."""
+        own turn; called alone, admit() is a turn of its own."""
         self.captured()
         t0, waiting = time.perf_counter(), self.n_waiting()
         while self.n_waiting():
@@ -190,8 +190,8 @@ class PagedEngine(Serving):
 
     @torch.no_grad()
     def step(self) -> None:
-        """One move: the queued requests that fit are admitted, then decode step t runs for
-        the rows in use. It reads each row's id from rows.tok, where the moves before it
+        """One turn: the queued requests that fit are admitted, then decode step t runs for
+        the rows in use. It reads each row's id from rows.tok, where the turns before it
         sampled them, and samples the next id into the same place. The ids it reads are
         copied to the host first, then its graph is launched. The host hands them to their
         requests while the GPU runs step t (overlap=True), or after it (overlap=False). The
@@ -199,7 +199,7 @@ class PagedEngine(Serving):
         here ran in step t too: that token is dropped."""
         self.captured()
         with self.transaction(self.cache, sync=False):  # the step flushes before its replay
-            self.admit()  # the queued requests that fit, first: one move with the step
+            self.admit()  # the queued requests that fit, first: one turn with the step
             t = Sections()
             src, dst = self.rows.compaction()  # the holes admissions left: the last rows in
             if len(src):
@@ -374,7 +374,7 @@ class PagedEngine(Serving):
     # --- graphs ---------------------------------------------------------------------------
 
     def captured(self) -> None:
-        """With graphs, every graph before the first move: capture() if it has not run."""
+        """With graphs, every graph before the first turn: capture() if it has not run."""
         if self.use_graph and self.capture_s is None:
             self.capture()
 

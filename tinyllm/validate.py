@@ -383,11 +383,11 @@ HELD_SIGNALS = (signal.SIGINT, signal.SIGALRM)  # Ctrl-C, and timers (setitimer,
 class SignalsHeld:
     """Hold off Ctrl-C and timer signals for a block: `with signals_held:`. One that arrives
     inside it is recorded, and delivered to the handler that was in place when the block
-    ends (as KeyboardInterrupt, or what a timer's handler raises). A move that must be whole
+    ends (as KeyboardInterrupt, or what a timer's handler raises). A turn that must be whole
     runs inside, so nothing but its own code can stop it halfway or interrupt its undo.
 
-    Blocks nest: only the outermost installs and restores the handlers, so a move inside a
-    held loop costs nothing here. Such a loop calls deliver() between its moves: what arrived
+    Blocks nest: only the outermost installs and restores the handlers, so a turn inside a
+    held loop costs nothing here. Such a loop calls deliver() between its turns: what arrived
     is delivered there, as if the hold had ended, and the hold goes on. Only the main thread
     receives signals, so elsewhere this does nothing."""
 
@@ -421,7 +421,7 @@ class SignalsHeld:
             signal.raise_signal(sig)
 
     def deliver(self) -> None:
-        """Between two moves of the outermost block: deliver what arrived, then hold again."""
+        """Between two turns of the outermost block: deliver what arrived, then hold again."""
         if self.caught and self.depth == 1:
             self.release()  # a handler that raises stops the loop (nothing left to restore)
             self.previous = {sig: signal.signal(sig, self.catch) for sig in HELD_SIGNALS}

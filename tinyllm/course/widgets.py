@@ -179,7 +179,7 @@ def slot_timeline_explorer(stats: list[dict], n_slots: int):
 
 
 def pages_explorer(prompt_lens=(5, 9, 3), max_len: int = 32):
-    """The paged cache's host moves on the book's PagedKVCache (viz.pages_scene): admit rows
+    """The paged cache's host changes on the book's PagedKVCache (viz.pages_scene): admit rows
     with their prompts, take decode steps, release a row, compact; the block table and the
     pool after them. Prompts and steps go up to max_len / 2 each, so no row passes max_len."""
 

@@ -118,7 +118,7 @@ def workload(n_requests: int = 256, seed: int = 0) -> tuple[list[int], list[int]
 def occupancy(news, n_slots: int) -> list[int]:
     """Rows in use at each decode step when PagedEngine(eos_id=None) serves requests
     of news[i] new tokens, submitted in order: before each step every free slot takes the
-    next queued request (FIFO). The host reads each move's ids one step late, so a request
+    next queued request (FIFO). The host reads each step's ids one step late, so a request
     of n new tokens runs in n steps: its prefill gives the first, n - 1 steps the rest, and
     one more step runs before its end is seen (that token is dropped); then its row is free.
     Compaction keeps the requests in the first rows, so the rows in use are the running

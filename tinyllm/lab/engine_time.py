@@ -68,7 +68,7 @@ def serve(engine: Serving, prompts, news, **sampling) -> tuple[dict, float]:
 
 def host_sections(engine: Serving, t_start: float, wall: float) -> dict:
     """Each section's share of a run's wall time, from the engine's own records (stats and
-    admissions, perf_counter times) of the moves since t_start; "other host" is the rest."""
+    admissions, perf_counter times) of the turns since t_start; "other host" is the rest."""
     steps = [s for s in engine.stats if s["t0"] >= t_start]
     seconds = {
         "admission": sum(a["admit_s"] for a in engine.admissions if a["t0"] >= t_start),
@@ -81,7 +81,7 @@ def host_sections(engine: Serving, t_start: float, wall: float) -> dict:
 
 
 def host_spans(engine: Serving, t_start: float) -> dict:
-    """The host's sections of the moves since t_start as (start, end) seconds from t_start:
+    """The host's sections of the turns since t_start as (start, end) seconds from t_start:
     each admission, each step's launch, and its reads drawn right after the launch (where
     they happen, give or take the bookkeeping between)."""
     steps = [s for s in engine.stats if s["t0"] >= t_start]
@@ -333,7 +333,7 @@ def outside_replays(model, n_rows: int, n_requests: int | None = None, seed: int
 
 
 def _steps(engine: PagedEngine, around) -> None:
-    """Serve what is queued, move by move; around(step) runs each decode step."""
+    """Serve what is queued, turn by turn; around(step) runs each decode step."""
     while engine.n_waiting() or engine.rows.active.any():
         engine.admit()
         if engine.rows.active.any():

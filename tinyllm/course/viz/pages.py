@@ -43,7 +43,7 @@ def pages_scene(prompt_lens=(5, 9, 3), block_size: int = 4, steps: int = 0,
         src, dst = rows.compaction()
         if len(src):
             rows.move(src, dst)
-    rows.flush()  # the device in step: what a step after these moves would read
+    rows.flush()  # the device in step: what a step after these changes would read
     owner, filled = [None] * cache.n_blocks, [0] * cache.n_blocks
     for row, table in enumerate(cache.tables):
         for i, block in enumerate(table):
