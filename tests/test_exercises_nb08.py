@@ -62,9 +62,9 @@ def test_block_of_right(answer, capsys):
             ("pos=4, block_size=4", "offset 0 of the next entry"),
         ),
         (lambda p, bs: (-(-p // bs), p % bs), ("pos=3, block_size=4",)),  # ceil, not floor
-        (lambda p, bs: p // bs, ("two ints",)),
+        (lambda p, bs: p // bs, ("each an int",)),
         (lambda p, bs: (p / bs, p % bs), ("a float", "rounded down")),
-        (lambda p, bs: ("0", "1"), ("two ints",)),
+        (lambda p, bs: ("0", "1"), ("each an int",)),
         (lambda p, bs: (p // 16, p % 16), ("another block size", "block_size argument")),
         # the answer for pos - 1: positions taken to count from 1
         (

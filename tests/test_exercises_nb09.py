@@ -436,7 +436,13 @@ def test_hand_out_that_changes_the_list_of_requests_gets_a_hint(capsys):
 
 
 def test_hand_out_returning_junk_rids_gets_a_hint(capsys):
-    assert_hint(check_hand_out, lambda *a: (my_hand_out(*a), "x")[1], capsys, "list of ints")
+    assert_hint(
+        check_hand_out,
+        lambda *a: (my_hand_out(*a), "x")[1],
+        capsys,
+        "rids of the requests",
+        "as ints",
+    )
 
 
 def test_a_case_has_a_finishing_request_whose_rid_is_not_its_row():

@@ -83,7 +83,7 @@ def _same_where(got, want, block_size=None, pos=None) -> str | None:
             f"of a comparison, and a bool is not an int. The {which} counts: {what}"
         )
     if pair is None or len(pair) != 2 or any(as_int(x) is None for x in pair):
-        return f"returned {shown_type(got)}: return (table entry, offset), two ints"
+        return f"returned {shown_type(got)}: return the pair (table entry, offset), each an int"
     i, off = (as_int(x) for x in pair)
     if (i, off) == want:
         return None

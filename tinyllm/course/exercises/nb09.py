@@ -689,7 +689,7 @@ def check_hand_out(fn) -> Verdict:
         if rids is None or any(as_int(x) is None for x in rids):
             return hint(
                 f"on {shown_as}: your function returned {shown_type(got)}: return the rids of "
-                f"the requests that finish with this step, as a list of ints"
+                f"the requests that finish with this step, as ints"
             )
         rids = sorted(as_int(x) for x in rids)
         twice = sorted({r for r in rids if rids.count(r) > 1})
