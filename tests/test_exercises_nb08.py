@@ -112,6 +112,10 @@ def test_blocks_for_right(answer, capsys):
             lambda n, bs: (n - 1) // bs,
             ("n_positions=0", "table entry of the last position", "0 positions need 0 blocks"),
         ),
+        (  # only n=0 is wrong: the hint leads with it
+            lambda n, bs: max(1, -(-n // bs)),
+            ("n_positions=0", "returned 1, expected 0: 0 positions need 0 blocks"),
+        ),
     ],
     ids=[
         "floor",
@@ -123,6 +127,7 @@ def test_blocks_for_right(answer, capsys):
         "the rows' own",
         "the cache's own, unbound",
         "the last position's entry",
+        "at least one block",
     ],
 )
 def test_blocks_for_wrong(answer, needles, capsys):

@@ -320,6 +320,24 @@ def test_hand_out_wrong(changed, needles, capsys):
     assert_hint(check_hand_out, lambda *a: my_hand_out(*a, **changed), capsys, *needles)
 
 
+def inverted_done_test(reqs, ids, eos_id):
+    """Appends only to the requests that are already done: the done test inverted."""
+    out = []
+    for req, tok in zip(reqs, ids):
+        if req is None:
+            continue
+        if not (len(req.out) >= req.max_new_tokens or (req.out and req.out[-1] == eos_id)):
+            continue
+        req.out.append(tok)
+    return out
+
+
+def test_hand_out_inverted_done_test(capsys):
+    out = assert_hint(check_hand_out, inverted_done_test, capsys,
+                      "running requests got no token while done ones did", "inverted")  # fmt: skip
+    assert "a copy is lost" not in out
+
+
 def finish_test_after(reqs, ids, eos_id, finishes):
     """my_hand_out with a finish test of its own on the length: finishes(req), tested after
     the append (or before it, where finishes is marked so)."""
@@ -600,6 +618,13 @@ def my_hash(seed, position, vocab_size):
     """The 64-bit hash my_uniform takes its top 23 bits from: (B, vocab_size) int64."""
     h = splitmix64(splitmix64(seed) ^ position)[:, None]
     return splitmix64(h ^ torch.arange(vocab_size, device=seed.device))
+
+
+def test_noise_key_divides_by_2_to_the_64(capsys):
+    """2**64 overflows a tensor op's int64: the hint says how to keep 23 bits instead."""
+    answer = lambda s, p, r, v: my_hash(s, p, v).float() / 2**64 + 0.5  # noqa: E731
+    assert_hint(check_noise_key, answer, capsys, "OverflowError", "2**64 does not",
+                "mask", "(bits + 0.5) * 2**-23")  # fmt: skip
 
 
 def top_bits_times_ulp(seed, position, row, vocab_size):

@@ -202,12 +202,34 @@ def check_blocks_for(fn) -> Verdict:
         return False
     if own_answer(ran):
         return hint(own_answer(ran))
+
+    def only_zero_wrong() -> bool:
+        """Whether fn answers every case but 0 positions right (a max(1, ...) floor)."""
+        try:
+            with time_limit(CALL_SECONDS, "too slow"):
+                return all(
+                    not _is_float(got := fn(n, bs)) and as_int(got) == -(-n // bs)
+                    for n, bs in cases
+                    if n
+                )
+        except (Exception, TooSlow):
+            return False
+
+    def same(got, want, n_positions, block_size) -> str | None:
+        if n_positions == 0 and not _is_float(got) and as_int(got) == 1 and only_zero_wrong():
+            return (
+                "returned 1, expected 0: 0 positions need 0 blocks. Every other length is "
+                "right: a row with no positions holds no block, so no count is raised to "
+                "at least 1"
+            )
+        return _same_count(got, want, n_positions, block_size)
+
     return check_cases(
         fn,
         [((n, bs), f"n_positions={n}, block_size={bs}") for n, bs in cases],
         lambda n, bs: -(-n // bs),
         "a row of n positions holds ceil(n / block_size) blocks",
-        _same_count,
+        same,
         with_args=True,
     )
 

@@ -588,6 +588,18 @@ def _stopped_early(reqs, ref, before) -> bool:
     return False
 
 
+def _appends_to_done_only(fn) -> bool:
+    """Whether fn, on a fresh step where request 0 finished the step before and request 1
+    runs, appends to request 0 alone: its test for a done request is inverted."""
+    reqs = [Request(0, [1, 2], 4, out=[7, 8, 9, 10]), Request(1, [1, 2], 4, out=[8])]
+    try:
+        with time_limit(CALL_SECONDS, "too slow"):
+            fn(reqs, [5, 6], EOS)
+        return reqs[0].out == [7, 8, 9, 10, 5] and reqs[1].out == [8]
+    except (Exception, TooSlow):
+        return False
+
+
 @checker
 def check_hand_out(fn) -> Verdict:
     """fn(reqs, ids, eos_id) appends each row's id (ids[i], an int) to reqs[i].out (an
@@ -650,6 +662,17 @@ def check_hand_out(fn) -> Verdict:
                     why = (
                         "the loop stopped early: rows after a done request (or a padded row) "
                         "were skipped; use continue, not break, to pass over one row"
+                    )
+                elif (
+                    isinstance(r.out, list)
+                    and r.out == b
+                    and all(x is None or x.out == y for x, y in zip(reqs, before))
+                    and _appends_to_done_only(fn)
+                ):
+                    why = (
+                        "running requests got no token while done ones did: the done test is "
+                        "inverted. Skip (continue) a request that has finished, reached "
+                        "max_new_tokens or ended with eos_id, and append to every other"
                     )
                 elif (
                     isinstance(r.out, list)
@@ -824,6 +847,12 @@ def _explain_noise(error: Exception) -> str | None:
         return (
             "the hash of (seed, position), h, is one value per row, (B,), and the ids are "
             "(V,): use h[:, None] for a (B, V) grid"
+        )
+    if isinstance(error, OverflowError):
+        return (
+            "a tensor operation takes a Python int only where it fits an int64, and 2**64 "
+            "does not (nor does 2**63). Keep 23 bits of the hash with a mask, "
+            "(h >> 41) & (2**23 - 1), then (bits + 0.5) * 2**-23, a float in (0, 1)"
         )
     return None
 
