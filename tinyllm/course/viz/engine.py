@@ -79,9 +79,9 @@ def sections_figure(groups: dict[str, dict[str, dict]], recording: dict | None =
         names = engine_variants(rows)
         first, last = rows[names[0]]["tok_s"], rows[names[-1]]["tok_s"]
         if all(each_change_cuts_the_largest(r) for r in groups.values()):
-            title = "Each change cuts the host's largest section"
+            title = "Each improvement cuts the host's largest section"
         else:
-            title = "The host's sections of the wall time, change by change"
+            title = "The host's sections of the wall time, improvement by improvement"
         title += f": {sig3(first)} to {sig3(last)} tok/s at {label}"
     fig.suptitle(title, fontsize=10)
     return label_source(fig, recording)
