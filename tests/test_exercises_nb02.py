@@ -287,6 +287,10 @@ def to_host(cache_k, k_new, pos):
     cache_k.index_copy_(2, pos.cpu(), k_new)
 
 
+def to_cpu_and_back(cache_k, k_new, pos):  # on a CPU the same tensor: only meta tells
+    cache_k.index_copy_(2, pos.to("cpu").to(cache_k.device), k_new)
+
+
 def host_arange(cache_k, k_new, pos):
     at = torch.arange(cache_k.shape[2]) == pos  # made on the CPU: on a GPU, two devices
     cache_k.copy_(torch.where(at[:, None], k_new, cache_k))
@@ -305,6 +309,7 @@ def host_arange(cache_k, k_new, pos):
         (printed, "reads pos on the host (printing or formatting pos)"),
         (caught_read, "reads pos on the host"),
         (to_host, "pos.cpu(), a copy to the host"),
+        (to_cpu_and_back, 'copies a tensor to the host (.to("cpu")'),
         (host_arange, "device=cache_k.device"),
     ],
     ids=lambda x: getattr(x, "__name__", "")[:20] if callable(x) else "",

@@ -14,6 +14,7 @@ from tinyllm.course.exercises.harness import (
     checker,
     exited,
     hint,
+    off_device,
     ok,
     same_mask,
     shown_type,
@@ -199,8 +200,8 @@ def _host_read(error: BaseException) -> str | None:
     return next((how for key, how in HOST_READS if key in text), "a host read")
 
 
-def _explain(e: BaseException, shown: str, where: str) -> bool:
-    """The hint for what fn raised on `where` (capture, cpu or meta); returns False."""
+def _explain(e: BaseException, shown: str) -> bool:
+    """The hint for what fn raised (in capture, or run on the CPU); returns False."""
     if isinstance(e, TooSlow):
         return hint(f"on {shown}: {e}")
     how = _host_read(e)
@@ -210,19 +211,12 @@ def _explain(e: BaseException, shown: str, where: str) -> bool:
             f"GPU work only, and would replay the position it saw at capture. Pass the "
             f"tensor pos itself to a tensor op, as index_copy_ does"
         )
-    if where == "meta":  # no data on the meta device: .cpu() and .tolist() fail there
-        return hint(
-            f"on {shown}, with every tensor on the device, your function raised "
-            f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}. Make new "
-            f"tensors on cache_k's device (device=cache_k.device) and copy none to the host "
-            f"(.cpu(), .tolist()): that waits for the GPU, which a graph cannot"
-        )
     if isinstance(e, NotImplementedError):
         return hint("not solved yet: replace `raise NotImplementedError` with your code")
     return hint(f"on {shown} your function raised {type(e).__name__}: {e}")
 
 
-def _run(fn, args, shown: str, where: str):
+def _run(fn, args, shown: str):
     """fn(*args): None if it returned, else False after a hint."""
     try:
         with time_limit(5.0, "your function did not finish within 5 s"):
@@ -230,7 +224,7 @@ def _run(fn, args, shown: str, where: str):
     except SystemExit:  # exit() or sys.exit(): a hint, not the end of the notebook
         return hint(exited(shown))
     except (TooSlow, Exception) as e:
-        return _explain(e, shown, where)
+        return _explain(e, shown)
     return None
 
 
@@ -256,15 +250,15 @@ def check_static_write(fn) -> Verdict:
         graph, problem = simgraph.CUDAGraph(), None
         try:
             with simgraph.graph(graph):
-                problem = _run(fn, (cap_k, cap_new, cap_pos), f"{shown}, in capture", "capture")
+                problem = _run(fn, (cap_k, cap_new, cap_pos), f"{shown}, in capture")
         except RuntimeError as e:  # a refused host read, which the function caught itself
-            problem = problem if problem is not None else _explain(e, shown, "capture")
+            problem = problem if problem is not None else _explain(e, shown)
         if problem is not None:
             return False
         # 2. eagerly, on the CPU: the values, written in place
         cache_k, k_new, pos = _tensors(p, seed)
         before = cache_k.clone()
-        if _run(fn, (cache_k, k_new, pos), shown, "cpu") is not None:
+        if _run(fn, (cache_k, k_new, pos), shown) is not None:
             return False
         if not torch.equal(pos, torch.tensor([p])):
             return hint(
@@ -299,7 +293,8 @@ def check_static_write(fn) -> Verdict:
                 f"wrote at {_changed(cap_k, before)}, not at [{q}]: the position must reach "
                 f"the kernels as the tensor pos, read when the graph runs"
             )
-        # 4. on the meta device: tensors without data, so any copy to the host fails
-        if _run(fn, _tensors(p, seed, "meta"), f"{shown} on the device", "meta") is not None:
-            return False
+        # 4. on the meta device, as a GPU's tensors are to the host (harness.off_device)
+        away = off_device(fn, _tensors(p, seed), "cache_k.device")
+        if away:
+            return hint(f"on {shown}, with every tensor on the device, your function {away}")
     return ok("k_new lands at pos, in place, and a graph of your write follows pos at replay")
