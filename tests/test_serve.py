@@ -197,10 +197,11 @@ def test_sampling_follows_each_requests_seed(shipped_model, doc_ids):
 
 def test_the_ops_a_step_issues_outside_its_replay_do_not_grow_with_the_rows(toy_model):
     """Through the simulator: a decode step issues at most the same few torch ops outside its
-    replay at 8 rows and at 64 (Rows' moves are vectorised, one flush a step, of any number
-    of rows). More of the steps at 64 rows have rows to change, so the mean is higher."""
+    replay at 8 rows and at 64 (Rows' changes are vectorised, one upload a step, of any number
+    of rows and moves). More of the steps at 64 rows have rows to change, so the mean is
+    higher."""
     ops = {n: engine_time.outside_replays(toy_model, n, measures=("ops",))["ops"] for n in (8, 64)}
-    assert max(ops[64]) <= max(ops[8]) + 1 <= 7, ops  # + 1: a step that moves rows
+    assert max(ops[64]) <= max(ops[8]) <= 5, ops
 
 
 # --- failure paths: nothing lost ------------------------------------------------------------

@@ -289,3 +289,14 @@ def test_the_course_decode_step_replays_like_its_eager_reference(toy_model):
     assert all(
         torch.equal(a, b) for a, b in zip(sim.cache.k + sim.cache.v, ref.cache.k + ref.cache.v)
     )
+
+
+def test_inside_launches_only_a_replay_changes_nothing_and_after_it_runs_again():
+    x = torch.zeros(3)
+    g, _ = captured(lambda: add_(x))
+    with pytest.raises(KeyError), api.launches_only():
+        g.replay()
+        assert torch.equal(x, torch.zeros(3))  # skipped: only the launch
+        raise KeyError  # the block ends with an error: replays run again after it
+    g.replay()
+    assert torch.equal(x, torch.ones(3))

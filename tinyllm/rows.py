@@ -23,8 +23,9 @@ A *change* of the rows: admit (rows take requests), grow (rows about to cross in
 take one), release (rows give their blocks back), move (requests go to other rows),
 advance_host (the host lengths follow a step). Each is vectorised numpy on the host, and marks
 the rows it changed. flush() then brings the device in step: one upload, through pinned memory,
-of rows 0 to the last row changed since the last flush, however many changed. A step flushes
-once, before its replay. So the host's work per step, and the torch ops it issues outside its
+of rows 0 to the last row changed since the last flush, however many changed, together with
+the moves since then (their ids follow them on the device). A step flushes once, before its
+replay. So the host's work per step, and the torch ops it issues outside its
 replay, do not grow with the rows. vLLM V1's persistent batch (InputBatch) is the same idea:
 the batch's inputs live in fixed arrays, updated in place as requests come, go and move,
 never rebuilt.
@@ -193,16 +194,18 @@ class Rows:
             moved=np.zeros((2, 0), np.int64),
             free=np.arange(1, self.n_blocks, dtype=np.int64),
         )  # fmt: skip
-        self.state = torch.zeros(n_rows, width, dtype=torch.long, device=device)
+        # one int64 buffer on the device, so that a flush is one copy: the moves since the
+        # last flush (their sources, then their destinations: 2 * n_rows values), then the state
+        self.buffer = torch.zeros(2 * n_rows + n_rows * width, dtype=torch.long, device=device)
+        self.moves = self.buffer[: 2 * n_rows]
+        self.state = self.buffer[2 * n_rows :].view(n_rows, width)
         self.lens_dev, self.active_dev = self.state[:, LEN], self.state[:, ACTIVE]
         self.top_k, self.seed = self.state[:, TOP_K], self.state[:, SEED]
         self.temperature = self.state[:, TEMPERATURE].view(torch.float64)
         self.block_table = self.state[:, TABLE:]
         self.tok = torch.zeros(n_rows, 1, dtype=torch.long, device=device)
-        self.flat = self.state.view(-1)  # rows 0..k-1 of the state: its first k * width values
-        self.upload = Upload(self.flat)  # the host's rows into `state`, one copy a flush
-        self.moves = torch.zeros(2 * n_rows, dtype=torch.long, device=device)  # src, then dst
-        self.upload_moves = Upload(self.moves)
+        self.upload = Upload(self.buffer)  # the moves, then rows 0..k-1 of the state
+        self.unmoved = np.zeros(2 * n_rows, np.int64)  # the rest of the moves, when k move
         self.restored_tok: Tensor | None = None  # after restore(): tok as the snapshot held it
 
     # --- the host twins, read ---------------------------------------------------------------
@@ -358,26 +361,27 @@ class Rows:
 
     def flush(self) -> None:
         """Bring the device in step with the host: rows 0 to the last row changed since the
-        last flush written from their host twins, with one upload (self.upload) straight
-        into the state, whatever the number of rows; each moved row's tok moved with it.
-        After a restore(), every row, and tok as the snapshot held it. The host must be in
-        step for every row it writes (advance_host after a step): a row that has not changed
-        is written with the values the device holds already."""
+        last flush written from their host twins, and the moves since then, with one upload
+        (self.upload) straight into the buffer, whatever the number of rows; then each moved
+        row's tok moved with it. After a restore(), every row, and tok as the snapshot held
+        it. The host must be in step for every row it writes (advance_host after a step): a
+        row that has not changed is written with the values the device holds already."""
         h = self.host
         if self.restored_tok is not None:
             self.tok.copy_(self.restored_tok)
             h.dirty[:] = True
             self.restored_tok = None
-        if k := h.moved.shape[1]:  # tok first: the moved rows' ids, as the last step sampled
-            self.upload_moves(h.moved)
+        changed = np.flatnonzero(h.dirty)  # a move marks its rows too
+        if len(changed) == 0:
+            return
+        k, last = h.moved.shape[1], int(changed[-1]) + 1
+        self.upload(np.concatenate([h.moved.ravel(), self.unmoved[2 * k :],
+                                    h.state[:last].ravel()]))  # fmt: skip
+        h.dirty[:last] = False
+        if k:  # the moved rows' ids, as the last step sampled them
             src, dst = self.moves[:k], self.moves[k : 2 * k]
             self.tok.index_copy_(0, dst, self.tok.index_select(0, src))
             h.moved = h.moved[:, :0]
-        r = np.flatnonzero(h.dirty)
-        if len(r):
-            last = int(r[-1]) + 1
-            self.upload(h.state[:last])
-            h.dirty[:last] = False
 
     def grow(self) -> None:
         """Before a decode step: every active row whose next position starts a new block
