@@ -12,4 +12,6 @@ only the book's public names.
   bench's engine workload, and their graphs' capture time and pool on a GPU;
 - gptfast: gpt-fast's decode recipe on the course's weights, the peer the course measures
   itself against.
+- hf: the course's model to and from a transformers Llama (to_hf, from_hf), transformers an
+  optional extra; it never downloads.
 """
