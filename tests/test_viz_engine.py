@@ -29,19 +29,19 @@ def test_variants_follow_the_engines_order_and_keep_a_new_one(rec):
 
 def test_sections_figure_stacks_each_recorded_share(rec):
     groups = viz.recorded_groups(rec)
-    assert list(groups) == ["32 slots", "8 slots"]
+    assert list(groups) == ["32 rows", "8 rows"]
     fig = viz.sections_figure(groups, rec)
     assert isinstance(fig, Figure)
     for ax, rows in zip(fig.axes, groups.values()):
         heights = [p.get_height() for p in ax.patches]
         want = [100 * max(0.0, rows[v]["sections"][s]) for v in rows for s in SECTIONS]
         assert heights == pytest.approx(want)
-    rows = groups["32 slots"]
+    rows = groups["32 rows"]
     first, last = rows["slots"]["tok_s"], rows["paged_overlap"]["tok_s"]
     title = fig.get_suptitle()
-    # at 8 slots not every improvement cut the largest section
+    # at 8 rows not every improvement cut the largest section
     assert title.startswith("The host's sections of the wall time, improvement by improvement")
-    assert f"{viz.sig3(first)} to {viz.sig3(last)} tok/s at 32 slots" in title
+    assert f"{viz.sig3(first)} to {viz.sig3(last)} tok/s at 32 rows" in title
     assert "GPU" not in title  # a profiled run's busy share is another run: not in this figure
     texts = [t.get_text() for ax in fig.axes for t in ax.texts]
     assert not any("busy" in t for t in texts)
@@ -50,18 +50,18 @@ def test_sections_figure_stacks_each_recorded_share(rec):
 
 
 def test_each_change_cuts_the_largest_section_is_read_from_the_rows(rec):
-    """At 32 slots each recorded change cut the largest section before it; at 8 slots the
+    """At 32 rows each recorded change cut the largest section before it; at 8 rows the
     prefill graphs left reading ids, the largest, a larger share. The title claims the rule
     only for rows that bear it out."""
     groups = viz.recorded_groups(rec)
-    assert viz.each_change_cuts_the_largest(groups["32 slots"])
-    assert not viz.each_change_cuts_the_largest(groups["8 slots"])
-    title = viz.sections_figure({"32 slots": groups["32 slots"]}, rec).get_suptitle()
+    assert viz.each_change_cuts_the_largest(groups["32 rows"])
+    assert not viz.each_change_cuts_the_largest(groups["8 rows"])
+    title = viz.sections_figure({"32 rows": groups["32 rows"]}, rec).get_suptitle()
     assert title.startswith("Each improvement cuts the host's largest section")
-    rows = {k: dict(v) for k, v in groups["32 slots"].items()}
+    rows = {k: dict(v) for k, v in groups["32 rows"].items()}
     rows["paged"] = dict(rows["paged"], sections=dict(rows["slots"]["sections"]))
     assert not viz.each_change_cuts_the_largest(rows)
-    title = viz.sections_figure({"32 slots": rows}, rec).get_suptitle()
+    title = viz.sections_figure({"32 rows": rows}, rec).get_suptitle()
     assert title.startswith("The host's sections of the wall time")
 
 

@@ -98,13 +98,14 @@ def test_engine_explorer_offers_the_recorded_runs_only(capsys):
     rec = load_engine()
     detail = rec["engine_paged"]["detail"]
     w = widgets.engine_explorer(rec)
-    assert sorted(control(w, "n_slots").options) == sorted(detail)
+    assert sorted(control(w, "n_rows").options) == sorted(detail)
+    assert control(w, "n_rows").description == "rows"
     assert list(control(w, "variant").options)[0] == "slots"
-    # it opens on the engine with every change, at the most slots: a profiled run
+    # it opens on the engine with every change, at the most rows: a profiled run
     assert w.result["gpu_busy_share"] == detail["32"]["paged_overlap"]["gpu_busy_share"]
-    assert "paged_overlap, 32 slots" in capsys.readouterr().out
+    assert "paged_overlap, 32 rows" in capsys.readouterr().out
     control(w, "variant").value = "slots"
-    control(w, "n_slots").value = "8"
+    control(w, "n_rows").value = "8"
     assert w.result["tok_s"] == detail["8"]["slots"]["tok_s"]
     assert "not profiled in this recording" in capsys.readouterr().out
 

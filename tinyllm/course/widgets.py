@@ -216,31 +216,32 @@ def pages_explorer(prompt_lens=(5, 9, 3), max_len: int = 32):
 
 def engine_explorer(rec: dict):
     """The recorded engine runs (results/<gpu>_engine.json, engine_paged): pick a recorded
-    n_slots and an engine variant; its tok/s, GPU busy share and host sections, and its
-    profiled window (host and GPU lanes). Only the recorded settings are offered."""
+    number of rows (n_slots in the recording) and an engine variant; its tok/s, GPU busy
+    share and host sections, and its profiled window (host and GPU lanes). Only the recorded
+    settings are offered."""
     detail = rec["engine_paged"]["detail"]
     sizes = sorted(detail, key=int, reverse=True)
     variants = engine_variants(detail[sizes[0]])
 
-    def show(n_slots, variant):
-        row = detail[n_slots][variant]
+    def show(n_rows, variant):
+        row = detail[n_rows][variant]
         sections = ", ".join(f"{k} {v:.0%}" for k, v in row["sections"].items())
-        print(f"{variant}, {n_slots} slots, the timed run: {row['tok_s']:.0f} tok/s; "
+        print(f"{variant}, {n_rows} rows, the timed run: {row['tok_s']:.0f} tok/s; "
               f"wall time: {sections}")  # fmt: skip
         if "gpu_busy_share" in row:
             print(f"a profiled run of it: GPU busy {row['gpu_busy_share']:.0%} of a run the "
                   f"profiler slowed to {row['profiled_tok_s']:.0f} tok/s")  # fmt: skip
         print(provenance_label(rec))
         if "timeline" in row:
-            display(overlap_timeline_figure(rec, n_slots, [variant]))
+            display(overlap_timeline_figure(rec, n_rows, [variant]))
         else:
             print("(not profiled in this recording: no host and GPU lanes to draw)")
-        return {"n_slots": n_slots, "variant": variant, **row}
+        return {"n_rows": n_rows, "variant": variant, **row}
 
     style = {"description_width": "initial"}
     return _show(
         show,
-        n_slots=W.Dropdown(options=sizes, value=sizes[0], description="n_slots", style=style),
+        n_rows=W.Dropdown(options=sizes, value=sizes[0], description="rows", style=style),
         variant=W.ToggleButtons(
             options=variants, value=variants[-1], description="engine", style=style
         ),  # fmt: skip

@@ -34,10 +34,11 @@ def engine_variants(detail: dict) -> list[str]:
 
 
 def recorded_groups(rec: dict) -> dict[str, dict[str, dict]]:
-    """engine_paged.detail of a recording as {"<n> slots": {variant: row}}, most slots first."""
+    """engine_paged.detail of a recording as {"<n> rows": {variant: row}}, most rows first (the
+    recording keys each run by n_slots, its number of rows)."""
     detail = rec["engine_paged"]["detail"]
     order = sorted(detail, key=lambda k: -int(k))
-    return {f"{k} slots": {v: detail[k][v] for v in engine_variants(detail[k])} for k in order}
+    return {f"{k} rows": {v: detail[k][v] for v in engine_variants(detail[k])} for k in order}
 
 
 def each_change_cuts_the_largest(rows: dict[str, dict]) -> bool:
@@ -123,7 +124,7 @@ def overlap_timeline_figure(rec: dict, n_slots: str = "8", variants=None):
                 Patch(color=SECTION_COLORS["gpu"], label="gpu")]  # fmt: skip
     axes[0, 0].legend(handles=handles, fontsize=7, ncols=5, loc="lower right",
                       bbox_to_anchor=(1, 1.02))  # fmt: skip
-    fig.suptitle(f"{n_slots} slots, one window, GPU busy: {', '.join(shares)}", fontsize=10)
+    fig.suptitle(f"{n_slots} rows, one window, GPU busy: {', '.join(shares)}", fontsize=10)
     return label_source(fig, rec, "window from the middle of a profiled run of the workload")
 
 
@@ -211,7 +212,7 @@ def capture_policy_figure(cp: dict):
         else ""
     )
     n = cp["padding"]["n_slots"]
-    fig.suptitle(f"{n} slots: {best['preset']} pads least ({best['waste_share']:.2%}){pool}",
+    fig.suptitle(f"{n} rows: {best['preset']} pads least ({best['waste_share']:.2%}){pool}",
                  fontsize=10)  # fmt: skip
     return label_source(fig, cp)
 
