@@ -5,7 +5,7 @@ bit for bit. Marked cuda: skipped where torch sees no GPU."""
 import pytest
 import torch
 
-from tinyllm import GraphDecoder, SlotGraphDecoder, SlotKVCache, load_pretrained
+from tinyllm import GraphDecoder, PagedEngine, SlotGraphDecoder, SlotKVCache, load_pretrained
 from tinyllm.generation import prefill
 
 pytestmark = pytest.mark.cuda
@@ -52,3 +52,19 @@ def test_compiled_slot_replay_equals_the_fused_slot_step(gpu_model):
         assert torch.equal(e, g), f"step {step}"
         assert caches[0].lens == caches[0].lens_dev.tolist() == caches[1].lens
         tok = e[:, -1:].argmax(-1)
+
+
+def test_the_compiled_paged_engine_replays_what_it_runs_eagerly(gpu_model):
+    """compile=True in the engine: one compile with the batch dynamic serves its capture
+    sizes (graphs.ENGINE_COMPILE). Its graphs give the tokens its eager steps give, greedy and
+    seeded, with rows joining and leaving (every capture size met)."""
+    prompts = [list(range(65, 65 + n)) for n in (5, 30, 12, 7, 22, 3, 9, 17, 11, 26)]
+    outs = []
+    for use_graph in (False, True):
+        engine = PagedEngine(gpu_model, 8, max_len=128, use_graph=use_graph, compile=True)
+        rids = [engine.submit(p, 10 + 3 * i, **({"temperature": 0.8, "seed": i} if i % 2 else {}))
+                for i, p in enumerate(prompts)]  # fmt: skip
+        out = engine.run()
+        outs.append([out[r] for r in rids])
+    assert outs[0] == outs[1]
+    assert sorted(engine.decode_graphs) == [1, 2, 4, 8]

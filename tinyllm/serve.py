@@ -37,6 +37,7 @@ from tqdm import tqdm
 from tinyllm.engine import Serving
 from tinyllm.generation import prefill, sample
 from tinyllm.graphs import (
+    ENGINE_COMPILE,
     Graphs,
     bucket_for,
     compile_step,
@@ -91,8 +92,9 @@ class PagedEngine(Serving):
 
     prefill_graphs=False prefills eagerly, in chunks; overlap=True reads each step's ids
     while the GPU runs the next one (the same schedule and tokens as overlap=False);
-    use_graph=None means graphs when the model is on CUDA; compile is the decoders' (False,
-    True for the course's Inductor settings, or a dict).
+    use_graph=None means graphs when the model is on CUDA; compile=True compiles the step with
+    the course's Inductor settings, the batch dynamic, so that one compile serves every
+    capture size (graphs.ENGINE_COMPILE); a dict of torch.compile arguments as the decoders'.
 
     min_admit: while requests wait, an admission waits for this many free rows, or for as
     many as wait (default n_rows // 16, at least 1). Each admission replays a prefill
@@ -127,7 +129,7 @@ class PagedEngine(Serving):
         self.capture_sizes = resolve_capture_sizes(capture_sizes, n_rows)
         self.size_for = [next(c for c in self.capture_sizes if c >= max(n, 1))
                          for n in range(n_rows + 1)]  # fmt: skip
-        self.step_model = compile_step(model, compile)
+        self.step_model = compile_step(model, ENGINE_COMPILE if compile is True else compile)
         self.decode_graphs = Graphs(graph_api)
         self.fill_graphs = Graphs(graph_api, share=self.decode_graphs) if prefill_graphs else None
         # a prefill graph's fixed inputs, for the buckets (rows, positions), in one upload: the
