@@ -197,7 +197,7 @@ def engine_section(rec: dict, busy: dict | None = None) -> list[str]:
         f"every engine with graphs, in one run. Host sections from the engine's own records "
         f"(admission, launch, read ids, the rest); GPU busy: {ep['gpu_busy_share']}.",
         "",
-        "| engine, 32 slots | tokens/s | admission / launch / read ids / other host | GPU busy |",
+        "| engine, 32 rows | tokens/s | admission / launch / read ids / other host | GPU busy |",
         "| --- | --- | --- | --- |",
         *(
             f"| {ENGINE_NAMES.get(name, name)} | {sig3(r['tok_s'])} | "
@@ -210,11 +210,11 @@ def engine_section(rec: dict, busy: dict | None = None) -> list[str]:
         "| `engine_paged` | tokens/s | over the graphed slot engine | GPU busy |",
         "| --- | --- | --- | --- |",
         *(
-            f"| {r['n_slots']} slots | {sig3(r['tok_s'])} | {r['speedup_over_slots']:.2f}× "
+            f"| {r['n_slots']} rows | {sig3(r['tok_s'])} | {r['speedup_over_slots']:.2f}× "
             f"(`speedup_over_slots`) | {r['gpu_busy_share']:.0%} |"
             for r in ep["rows"]
         ),
-        f"| `capture()` of every graph, 32 slots | {sig3(d32['paged_overlap']['capture_s'])} s "
+        f"| `capture()` of every graph, 32 rows | {sig3(d32['paged_overlap']['capture_s'])} s "
         f"with the prefill graphs (`paged_overlap`); {sig3(d32['paged']['capture_s'])} s for "
         f"the decode graphs alone (`paged`, the run's first engine, Triton's compile "
         f"included) |",
@@ -224,7 +224,7 @@ def engine_section(rec: dict, busy: dict | None = None) -> list[str]:
         f"{sig3(eng['eager_tok_s'])} and {sig3(eng['graph_tok_s'])} tokens/s "
         f"({sig3(eng['speedup'])}×; host-bound runs, which move between sections) |",
         *(
-            f"| GPU busy under the profiler, {r['n_slots']} slots | "
+            f"| GPU busy under the profiler, {r['n_slots']} rows | "
             f"{r['gpu_busy_share']:.0%} of a run the profiler slowed to "
             f"{sig3(ep['detail'][str(r['n_slots'])]['paged_overlap']['profiled_tok_s'])} "
             f"tokens/s |"
@@ -241,7 +241,7 @@ def engine_section(rec: dict, busy: dict | None = None) -> list[str]:
             "| paged engine, `overlap=True` | tokens/s | GPU busy (CUDA events) |",
             "| --- | --- | --- |",
             *(
-                f"| {r['n_slots']} slots | {sig3(r['tok_s'])} | {r['gpu_busy_share']:.0%} |"
+                f"| {r['n_slots']} rows | {sig3(r['tok_s'])} | {r['gpu_busy_share']:.0%} |"
                 for r in rows
             ),
         ]
@@ -282,6 +282,54 @@ def scale_section(rec: dict) -> list[str]:
                 f"| {r['n_rows']} | {r['n_requests']} | {sig3(r['tok_s'])} | "
                 f"{sig3(r['host_us_per_step'])} µs |"
                 for r in rec["before"]
+            ),
+        ]
+    if rec.get("repeats"):
+        rows, p = rec["repeats"]["rows"], rec["repeats"]["provenance"]
+        lines += [
+            "",
+            f"The same engine run again and again, at commit {p['commit']} ({p['note']}; "
+            f"`{p['command']}`), each run's min to max:",
+            "",
+            "| rows | runs | tokens/s | host per step (median) | host over the replay alone "
+            "| GPU µs a step | GPU busy |",
+            "| --- | --- | --- | --- | --- | --- | --- |",
+        ]
+        for n in sorted({r["n_rows"] for r in rows}):
+            runs = [r for r in rows if r["n_rows"] == n]
+
+            def span(key, fmt, runs=runs):
+                values = [key(r) for r in runs]
+                return f"{fmt(min(values))} to {fmt(max(values))}"
+
+            lines.append(
+                f"| {n} | {len(runs)} | {span(lambda r: r['tok_s'], sig3)} | "
+                f"{span(lambda r: r['host_us_per_step'], sig3)} µs | "
+                f"{span(lambda r: r['host_us_per_step'] / r['replay_alone_us'], '{:.2f}'.format)}"
+                f" | {span(lambda r: r['gpu_us_per_step'], sig3)} µs | "
+                f"{span(lambda r: r['gpu_busy_share'], '{:.0%}'.format)} |"
+            )
+    if rec.get("compile"):
+        c = rec["compile"]
+        lines += [
+            "",
+            f"`compile=True` beside `compile=False`, from the same calls "
+            f"(commit {c['provenance']['commit']}; tokens/s of the second run, with CUDA events "
+            f"around each replay, and of the first, without):",
+            "",
+            "| rows | compile | tokens/s | first run | host per step (median) | the all-rows "
+            "graph replayed alone | capture and compile |",
+            "| --- | --- | --- | --- | --- | --- | --- |",
+            *(
+                f"| {r['n_rows']} | {r['compile']} | {sig3(r['tok_s'])} | "
+                f"{sig3(r['first_run_tok_s'])} | {sig3(r['host_us_per_step'])} µs | "
+                f"{sig3(r['replay_alone_us'])} µs | {sig3(r['capture_and_compile_s'])} s |"
+                for r in c["rows"]
+            ),
+            *(
+                f"| {u['n_rows']} | True, {u['how']} (commit {u['commit']}) | not finished | | | "
+                f"| still compiling after {u['seconds_compiling_at_least']} s |"
+                for u in c.get("unfinished", [])
             ),
         ]
     return lines
