@@ -267,3 +267,184 @@ if triton is not None:
 @paged_decode_attention.register_fake
 def _(q, k_cache, v_cache, block_table, lens):
     return torch.empty_like(q)
+
+
+# --- one kernel a layer: RoPE, the K/V write and the attention (notebook 10) -----------------
+
+
+def fused_kernel_body(QKV, COS, SIN, K, V, TABLE, LENS, OUT, PART, MAX, SUM, scale,
+                      qkv_row, qkv_head, rope_row, k_block, k_head, k_pos, table_row,
+                      out_row, out_head, part_row, part_head, part_split, max_row, max_head,
+                      H: tl.constexpr, G: tl.constexpr, G_PAD: tl.constexpr, D: tl.constexpr,
+                      BLOCK: tl.constexpr, N_SPLITS: tl.constexpr):  # fmt: skip
+    """Program (b, g, s): the decode step's attention for K/V head g of row b, from the
+    projections before RoPE (QKV: H query heads, H_kv key heads, H_kv value heads). It
+    rotates its G queries and the row's new key (COS, SIN: the widened rows at the row's
+    position), and the program whose share holds the new position writes the new key and
+    value into their block, then attends over its share with them. With one share it writes
+    the output; with more, partials for combine_kernel."""
+    b, g, s = tl.program_id(0), tl.program_id(1), tl.program_id(2)
+    n_old = tl.load(LENS + b)  # the keys before this step: the new one takes position n_old
+    n_keys = n_old + 1
+    n_blocks = tl.cdiv(n_keys, BLOCK)
+    per_split = tl.cdiv(n_blocks, N_SPLITS)
+    first, last = s * per_split, tl.minimum((s + 1) * per_split, n_blocks)
+    d, t = tl.arange(0, D), tl.arange(0, BLOCK)
+    pair = (d + D // 2) % D  # RoPE's partner of each dimension (rotate-half)
+    cos = tl.load(COS + b * rope_row + d).to(tl.float32)
+    sin = tl.load(SIN + b * rope_row + d).to(tl.float32)  # widened: -sin, then sin
+    heads = g * G + tl.arange(0, G_PAD)
+    real = tl.arange(0, G_PAD) < G
+    row = QKV + b * qkv_row
+    q = tl.load(row + heads[:, None] * qkv_head + d[None, :], mask=real[:, None], other=0.0)
+    q_pair = tl.load(row + heads[:, None] * qkv_head + pair[None, :], mask=real[:, None],
+                     other=0.0)  # fmt: skip
+    q = (q.to(tl.float32) * cos[None, :] + q_pair.to(tl.float32) * sin[None, :]) * scale
+    if s == (n_old // BLOCK) // per_split:  # this share holds the new position: write it
+        k_new = tl.load(row + (H + g) * qkv_head + d).to(tl.float32)
+        k_pair = tl.load(row + (H + g) * qkv_head + pair).to(tl.float32)
+        v_new = tl.load(row + (H + H // G + g) * qkv_head + d)
+        block = tl.load(TABLE + b * table_row + n_old // BLOCK)
+        at = block * k_block + g * k_head + (n_old % BLOCK) * k_pos + d
+        tl.store(K + at, (k_new * cos + k_pair * sin).to(K.dtype.element_ty))
+        tl.store(V + at, v_new)
+        tl.debug_barrier()  # the program's loads below see its store
+    m = tl.full([G_PAD], float("-inf"), tl.float32)
+    w = tl.zeros([G_PAD], tl.float32)
+    acc = tl.zeros([G_PAD, D], tl.float32)
+    for i in range(first, last):
+        block = tl.load(TABLE + b * table_row + i)
+        at = block * k_block + g * k_head + t[:, None] * k_pos + d[None, :]
+        k = tl.load(K + at).to(tl.float32)
+        v = tl.load(V + at).to(tl.float32)
+        scores = tl.sum(q[:, None, :] * k[None, :, :], axis=2)
+        scores = tl.where((i * BLOCK + t)[None, :] < n_keys, scores, float("-inf"))
+        m_new = tl.maximum(m, tl.max(scores, axis=1))
+        rescale = tl.exp(m - m_new)
+        p = tl.exp(scores - m_new[:, None])
+        w = w * rescale + tl.sum(p, axis=1)
+        acc = acc * rescale[:, None] + tl.sum(p[:, :, None] * v[None, :, :], axis=1)
+        m = m_new
+    if N_SPLITS == 1:
+        out = OUT + b * out_row + heads[:, None] * out_head + d[None, :]
+        tl.store(out, (acc / w[:, None]).to(OUT.dtype.element_ty), mask=real[:, None])
+    else:
+        out = PART + b * part_row + heads[:, None] * part_head + s * part_split + d[None, :]
+        tl.store(out, acc, mask=real[:, None])
+        tl.store(MAX + b * max_row + heads * max_head + s, m, mask=real)
+        tl.store(SUM + b * max_row + heads * max_head + s, w, mask=real)
+
+
+if triton is not None:
+    fused_kernel = triton.jit(fused_kernel_body)
+
+
+def split_count(B: int, H_kv: int, device) -> int:
+    """The shares of a row's keys, fixed at capture by the batch: enough programs, B·H_kv a
+    share, to give each of the GPU's multiprocessors one (132 on an H200), as a power of two
+    from 1 to N_SPLITS. From 33 rows of 4 K/V heads up, one share: one kernel, no combine."""
+    sms = torch.cuda.get_device_properties(device).multi_processor_count if (
+        torch.device(device).type == "cuda") else 132  # fmt: skip
+    n = max(1, sms // (B * H_kv))
+    return min(N_SPLITS, 1 << (n.bit_length() - 1))
+
+
+def check_step_args(qkv, cos, sin, k_cache, v_cache, block_table, lens, values=False) -> None:
+    """rope_write_attend's door: check_paged_args on the queries (lens + 1 keys, the new one
+    counted, with values=True), and cos and sin (B, head_dim)."""
+    if not isinstance(qkv, Tensor) or qkv.ndim != 3 or not isinstance(k_cache, Tensor):
+        raise ValueError(f"qkv must be a (B, H + 2·H_kv, D) tensor, got {qkv!r:.60}")
+    H = qkv.shape[1] - 2 * k_cache.shape[1] if k_cache.ndim == 4 else 0
+    if H < 1:
+        raise ValueError(f"qkv's {qkv.shape[1]} heads must hold H query heads and the cache's "
+                         f"K/V heads twice")  # fmt: skip
+    check_paged_args(qkv[:, :H], k_cache, v_cache, block_table, lens + 1 if values else lens,
+                     values)  # fmt: skip
+    for name, t in (("cos", cos), ("sin", sin)):
+        if not isinstance(t, Tensor) or t.shape != (qkv.shape[0], qkv.shape[2]):
+            got = tuple(t.shape) if isinstance(t, Tensor) else type(t).__name__
+            raise ValueError(f"{name} must be (B, D) = {(qkv.shape[0], qkv.shape[2])}, got {got}")
+
+
+def reference_rope_write_attend(qkv, cos, sin, k_cache, v_cache, block_table, lens) -> Tensor:
+    """The same step in PyTorch: RoPE on the queries and the new keys (model.apply_rope's
+    formula), the new K/V written at position lens[b] of each row, then attention over the
+    first lens[b] + 1 keys."""
+    H_kv, block_size = k_cache.shape[1], k_cache.shape[2]
+    H = qkv.shape[1] - 2 * H_kv
+    qk = qkv[:, : H + H_kv]
+    x1, x2 = qk.chunk(2, dim=-1)
+    qk = torch.addcmul(qk * cos[:, None], torch.cat([x2, x1], dim=-1), sin[:, None])
+    n = lens.long()
+    blocks = block_table.long().gather(1, (n // block_size)[:, None])[:, 0]
+    k_cache[blocks, :, n % block_size] = qk[:, H:]
+    v_cache[blocks, :, n % block_size] = qkv[:, H + H_kv :]
+    return reference_paged_decode_attention(qk[:, :H], k_cache, v_cache, block_table, n + 1)
+
+
+def triton_rope_write_attend(qkv, cos, sin, k_cache, v_cache, block_table, lens, kernels=None,
+                             n_splits=None, num_warps=NUM_WARPS) -> Tensor:  # fmt: skip
+    """Launch the fused kernel (and combine_kernel when a row's keys are split), after the
+    door. kernels: a (fused, combine) pair, default the compiled ones."""
+    B, _, D = qkv.shape
+    _, H_kv, block_size, _ = k_cache.shape
+    H = qkv.shape[1] - 2 * H_kv
+    check_step_args(qkv, cos, sin, k_cache, v_cache, block_table, lens,
+                    values=CHECK_VALUES or qkv.device.type == "cpu")  # fmt: skip
+    fused, combine = kernels or (fused_kernel, combine_kernel)
+    n_splits = split_count(B, H_kv, qkv.device) if n_splits is None else n_splits
+    G = H // H_kv
+    out = torch.empty(B, H, D, dtype=qkv.dtype, device=qkv.device)
+    part = torch.empty(B, H, n_splits, D, dtype=torch.float32, device=qkv.device)
+    m = torch.empty(B, H, n_splits, dtype=torch.float32, device=qkv.device)
+    w = torch.empty_like(m)
+    fused[(B, H_kv, n_splits)](
+        qkv, cos, sin, k_cache, v_cache, block_table, lens, out, part, m, w, D**-0.5,
+        qkv.stride(0), qkv.stride(1), cos.stride(0), k_cache.stride(0), k_cache.stride(1),
+        k_cache.stride(2), block_table.stride(0), out.stride(0), out.stride(1),
+        part.stride(0), part.stride(1), part.stride(2), m.stride(0), m.stride(1),
+        H=H, G=G, G_PAD=max(2, triton.next_power_of_2(G)), D=D, BLOCK=block_size,
+        N_SPLITS=n_splits, num_warps=num_warps,
+    )  # fmt: skip
+    if n_splits > 1:
+        combine[(B, H)](
+            part, m, w, out, part.stride(0), part.stride(1), part.stride(2), m.stride(0),
+            m.stride(1), out.stride(0), out.stride(1), D=D, N_SPLITS=n_splits, num_warps=1,
+        )  # fmt: skip
+    return out
+
+
+def interpreted_rope_write_attend(*args, n_splits: int = 2) -> Tensor:
+    """The fused kernel run by Triton's interpreter, on CPU tensors."""
+    if triton is None:
+        raise RuntimeError("Triton is not installed here (it installs on Linux): the "
+                           "reference runs instead")  # fmt: skip
+    kernels = (InterpretedFunction(fused_kernel_body), InterpretedFunction(combine_kernel_body))
+    if isinstance(fused_kernel, InterpretedFunction):
+        kernels = None
+    with _library_interpreted():
+        return triton_rope_write_attend(*args, kernels=kernels, n_splits=n_splits)
+
+
+@torch.library.custom_op("tinyllm::rope_write_attend", mutates_args=("k_cache", "v_cache"))
+def rope_write_attend(qkv: Tensor, cos: Tensor, sin: Tensor, k_cache: Tensor, v_cache: Tensor,
+                      block_table: Tensor, lens: Tensor) -> Tensor:  # fmt: skip
+    """One decode step's attention for a layer, from its projections: qkv (B, H + 2·H_kv, D)
+    before RoPE, cos and sin (B, D) the widened rows at each row's position, lens (B,) the
+    keys each row holds before the step. Writes the new K/V into the pools, returns (B, H, D).
+    The reference here, the fused Triton kernel on CUDA."""
+    check_step_args(qkv, cos, sin, k_cache, v_cache, block_table, lens, values=CHECK_VALUES)
+    return reference_rope_write_attend(qkv, cos, sin, k_cache, v_cache, block_table, lens)
+
+
+if triton is not None:
+
+    @rope_write_attend.register_kernel("cuda")
+    def _(qkv, cos, sin, k_cache, v_cache, block_table, lens):
+        return triton_rope_write_attend(qkv, cos, sin, k_cache, v_cache, block_table, lens)
+
+
+@rope_write_attend.register_fake
+def _(qkv, cos, sin, k_cache, v_cache, block_table, lens):
+    H = qkv.shape[1] - 2 * k_cache.shape[1]
+    return qkv.new_empty(qkv.shape[0], H, qkv.shape[2])
