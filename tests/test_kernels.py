@@ -200,3 +200,64 @@ def test_check_values_bounds_the_reference_too(what, args, message, monkeypatch)
     monkeypatch.setattr(kernels, "CHECK_VALUES", True)
     with pytest.raises(ValueError, match=message):
         kernels.paged_decode_attention(*args)
+
+
+# --- rope_write_attend: RoPE, the K/V write and the attention, one kernel a layer -----------
+
+
+def step_inputs(lens, H=4, H_kv=2, D=16, block=16, max_len=64, seed=1):
+    """A layer's projections before RoPE (B, H + 2·H_kv, D), the widened RoPE rows, pools, a
+    table and each row's keys before the step."""
+    q, k, v, table, lens_t = inputs([n + 1 for n in lens], H, H_kv, D, block, max_len, seed)
+    g = torch.Generator().manual_seed(seed + 1)
+    qkv = torch.randn(len(lens), H + 2 * H_kv, D, generator=g)
+    angle = torch.rand(len(lens), D // 2, generator=g) * 6
+    cos, sin = torch.cat([angle.cos()] * 2, -1), torch.cat([-angle.sin(), angle.sin()], -1)
+    return qkv, cos, sin, k, v, table, lens_t - 1
+
+
+def rotate(x, cos, sin):
+    """model.apply_rope's rotation of x (B, heads, D), written out pair by pair."""
+    half = x.shape[-1] // 2
+    c, s = cos[:, None, :half], sin[:, None, half:]
+    x1, x2 = x[..., :half], x[..., half:]
+    return torch.cat([x1 * c - x2 * s, x2 * c + x1 * s], dim=-1)
+
+
+def test_the_fused_reference_rotates_writes_then_attends():
+    qkv, cos, sin, k, v, table, lens = step_inputs([0, 15, 16, 40])
+    H = qkv.shape[1] - 2 * k.shape[1]
+    k2, v2 = k.clone(), v.clone()
+    got = kernels.reference_rope_write_attend(qkv, cos, sin, k, v, table, lens)
+    q, new_k = rotate(qkv[:, :H], cos, sin), rotate(qkv[:, H : H + 2], cos, sin)
+    for b, n in enumerate(lens.tolist()):  # the new key and value at position n of row b
+        block = int(table[b, n // 16])
+        k2[block, :, n % 16], v2[block, :, n % 16] = new_k[b], qkv[b, H + 2 :]
+    torch.testing.assert_close(k, k2, atol=1e-6, rtol=1e-6)
+    assert torch.equal(v, v2)
+    torch.testing.assert_close(got, naive(q, k2, v2, table, lens + 1), atol=1e-5, rtol=1e-5)
+
+
+@triton_needed
+@pytest.mark.parametrize("n_splits", [1, 2, 4])
+def test_the_fused_kernel_computes_the_reference(n_splits):
+    """One share: the kernel writes the output itself; more: partials, then combine."""
+    args = step_inputs([0, 15, 16, 17, 63], H=8, H_kv=2)
+    mine = [a.clone() for a in args]
+    want = kernels.reference_rope_write_attend(*args)
+    got = kernels.interpreted_rope_write_attend(*mine, n_splits=n_splits)
+    assert ((got - want).norm() / want.norm()) < 1e-5
+    torch.testing.assert_close(mine[3], args[3], atol=1e-6, rtol=1e-6)  # the keys written
+    assert torch.equal(mine[4], args[4])  # the values
+
+
+def test_the_split_count_fills_the_gpu_and_is_one_for_large_batches():
+    assert [kernels.split_count(b, 4, "cpu") for b in (1, 8, 33, 256)] == [16, 4, 1, 1]
+
+
+def test_the_fused_op_checks_its_arguments_at_its_door():
+    qkv, cos, sin, k, v, table, lens = step_inputs([3, 9])
+    with pytest.raises(ValueError, match=r"cos must be \(B, D\)"):
+        kernels.rope_write_attend(qkv, cos[:, :8], sin, k, v, table, lens)
+    with pytest.raises(ValueError, match="qkv's 4 heads"):
+        kernels.rope_write_attend(qkv[:, :4], cos, sin, k, v, table, lens)
