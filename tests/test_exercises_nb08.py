@@ -10,6 +10,7 @@ import copy
 import ctypes
 import functools
 
+import numpy as np
 import pytest
 import torch
 from conftest import assert_hint, assert_ok
@@ -79,7 +80,7 @@ def test_block_of_wrong(answer, needles, capsys):
 
 @pytest.mark.parametrize(
     "answer",
-    [my_blocks_for, lambda n, bs: (n + bs - 1) // bs, lambda n, bs: torch.tensor(-(-n // bs))],
+    [my_blocks_for, lambda n, bs: (n + bs - 1) // bs, lambda n, bs: np.int64(-(-n // bs))],
 )
 def test_blocks_for_right(answer, capsys):
     assert_ok(check_blocks_for, answer, capsys)
@@ -734,10 +735,23 @@ def test_block_of_returning_a_bool_is_told_a_bool_is_not_an_int(capsys):
      lambda p, bs: (torch.tensor(p) // bs, torch.tensor(p) % bs)],
     ids=["a tensor of two", "two 0-d tensors"],
 )  # fmt: skip
-def test_block_of_takes_every_form_of_a_pair(answer, capsys):
-    """The prose asks for "a pair (i, offset)": any pair of integers, as the harness's one
-    rule for numbers reads them."""
+def test_block_of_returning_tensors_is_told_to_return_host_ints(answer, capsys):
+    """The host code indexes with the pair: ints, as the hints say, not tensors."""
+    assert_hint(check_block_of, answer, capsys, "host ints", "not tensors")
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [lambda p, bs: [p // bs, p % bs], lambda p, bs: (np.int64(p // bs), np.int64(p % bs))],
+    ids=["a list of two", "numpy ints"],
+)  # fmt: skip
+def test_block_of_takes_a_pair_of_ints_in_any_form(answer, capsys):
     assert_ok(check_block_of, answer, capsys)
+
+
+def test_blocks_for_returning_a_tensor_is_told_to_return_an_int(capsys):
+    assert_hint(check_blocks_for, lambda n, bs: torch.tensor(-(-n // bs)), capsys,
+                "a host int")  # fmt: skip
 
 
 def loop_varied(decoder, tok, n_steps, key=None, dim=-1, advance_first=False, whole=False):

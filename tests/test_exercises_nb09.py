@@ -222,9 +222,11 @@ def _sampled_with(formula):
          "Here: the noise is keyed by the row"),
         (lambda x, t, s, p, g: x / t - torch.log(uniform_noise(s, p, x.shape[-1])),
          "Here: the noise is -log(u)"),
+        (lambda x, t, s, p, g: x / t + uniform_noise(s, p, x.shape[-1]),
+         "Here: the uniforms u themselves were added"),
     ],
     ids=["noise subtracted", "position + 1", "seed and position swapped", "noise divided too",
-         "the row's noise", "one log"],
+         "the row's noise", "one log", "u for g"],
 )  # fmt: skip
 def test_step_sampling_slips_are_named(formula, needle, capsys):
     assert_hint(check_step_sampling, _sampled_with(formula), capsys, needle)

@@ -71,6 +71,12 @@ def _same_where(got, want, block_size=None, pos=None) -> str | None:
             f"returned {shown_type(pair[0])} as the table entry: the entry is an int, the "
             f"whole blocks before the position, rounded down. / gives a float"
         )
+    if isinstance(got, torch.Tensor) or any(isinstance(x, torch.Tensor) for x in pair or ()):
+        return (
+            f"returned {shown_type(got)}: the table entry and the offset are host ints, which "
+            f"the cache's host code indexes with. pos // block_size on ints is an int: return "
+            f"the pair of ints, not tensors"
+        )
     flag = next((i for i, x in enumerate(pair or ()) if _is_bool(x)), None)
     if pair is not None and len(pair) == 2 and flag is not None:
         which, what = (
@@ -147,6 +153,11 @@ def _same_count(got, want, n_positions=None, block_size=None) -> str | None:
             f"returned {shown_type(got)}, expected the int {want}: a row holds a whole number "
             f"of blocks. Return an int, n / block_size rounded up, since the last block may "
             f"be only partly full"
+        )
+    if isinstance(got, torch.Tensor):
+        return (
+            f"returned {shown_type(got)}, expected the int {want}: a count of blocks is a host "
+            f"int, which the free list is handed out by. -(-n // block_size) on ints is an int"
         )
     n = as_int(got)
     if n is None:

@@ -176,6 +176,11 @@ SLIPS = {  # what a learner's sampled rows may be instead, and what it says
         "would draw the same noise at every step, and a request moved to another row other "
         "noise. Draw it at `position` as given",
     ),
+    "the uniforms added": (
+        lambda x, t, s, p: x / t + _uniform_noise(s, p, V),
+        "the uniforms u themselves were added, where the noise is g = -log(-log(u)): u lies "
+        "in (0, 1), too narrow to move most picks off the argmax. Add g",
+    ),
     "one log": (
         lambda x, t, s, p: x / t - torch.log(_uniform_noise(s, p, V)),
         "the noise is -log(u), one log, where Gumbel noise takes two: g = -log(-log(u))",
@@ -856,9 +861,9 @@ def _explain_noise(error: Exception) -> str | None:
     return None
 
 
-def _noise(fn, args, shown_as):
+def _noise(fn, args, shown_as, seconds=CALL_SECONDS):
     """fn(*args), a learner's noise key, or FAILED after a hint."""
-    return call(fn, args, shown_as, seconds=CALL_SECONDS, explain=_explain_noise)
+    return call(fn, args, shown_as, seconds=seconds, explain=_explain_noise)
 
 
 def _shift_problem(fn) -> str | None | object:
@@ -980,7 +985,8 @@ def _draws(fn, rows: int, vocab: int, gen_seed: int) -> tuple:
     seed = torch.randint(0, 2**40, (rows,), generator=g)
     position = torch.randint(0, 1000, (rows,), generator=g)
     shown_as = f"{rows} requests, vocab_size {vocab}"
-    u = _noise(fn, (seed, position, torch.arange(rows), vocab), shown_as)
+    # millions of draws: a busy laptop may take several seconds, so the limit is capture's
+    u = _noise(fn, (seed, position, torch.arange(rows), vocab), shown_as, CAPTURE_SECONDS)
     if u is FAILED:
         return FAILED, shown_as
     problem = _noise_problem(u, rows, vocab)

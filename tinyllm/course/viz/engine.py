@@ -172,7 +172,9 @@ def scale_figure(rec: dict):
     fig.suptitle(f"{sig3(first['tok_s'])} to {sig3(last['tok_s'])} tok/s from {first['n_rows']} "
                  f"to {last['n_rows']} rows; at {last['n_rows']} rows {at_most}",
                  fontsize=10)  # fmt: skip
-    return label_source(fig, rec, "host: median over a run's decode steps, admissions included")
+    commits = ", ".join(sorted({r["commit"] for r in rec["rows"] if "commit" in r}))
+    return label_source(fig, rec, "host: median over a run's decode steps, admissions included",
+                        *([f"the rows ran at commits {commits}"] if commits else []))  # fmt: skip
 
 
 def preset_table(cp: dict) -> list[dict]:
