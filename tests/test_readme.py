@@ -14,6 +14,7 @@ from tinyllm.lab.results import (
     load_diet,
     load_engine,
     load_engine_scale,
+    load_hf,
     load_paged,
     load_results,
 )
@@ -33,7 +34,7 @@ def test_the_readme_section_is_the_recording():
     text = README.read_text()
     section = text[text.index(BEGIN) + len(BEGIN) : text.index(END)].strip()
     recorded = (load_results(), load_diet(), load_paged(), load_engine(), load_busy_events(),
-                load_engine_scale())  # fmt: skip
+                load_engine_scale(), load_hf())  # fmt: skip
     assert section == h200_section(*recorded), (
         "README's H200 section differs from results/: run `make images`"
     )

@@ -23,7 +23,7 @@ def us(cell: dict) -> str:
 
 def h200_section(res: dict, diet: dict | None = None, paged: dict | None = None,
                  engine: dict | None = None, busy_events: dict | None = None,
-                 engine_scale: dict | None = None) -> str:  # fmt: skip
+                 engine_scale: dict | None = None, hf: dict | None = None) -> str:  # fmt: skip
     """The section's markdown: where the numbers come from, then one row per result."""
     p, h, op = res["provenance"], res["headline"], res["operating_point"]
     rows = {r["name"]: r for r in res["fusion"]["rows"]}
@@ -110,6 +110,8 @@ def h200_section(res: dict, diet: dict | None = None, paged: dict | None = None,
         lines += ["", *engine_section(engine, busy_events)]
     if engine_scale:
         lines += ["", *scale_section(engine_scale)]
+    if hf:
+        lines += ["", *hf_section(hf)]
     return "\n".join(lines)
 
 
@@ -335,17 +337,54 @@ def scale_section(rec: dict) -> list[str]:
     return lines
 
 
+def hf_section(rec: dict) -> list[str]:
+    """Hugging Face transformers beside the course on the same weights, and graphs against
+    eager from 3 M to 1.5 B parameters (results/h200_hf.json)."""
+    p = rec["provenance"]
+    gen, eng, sizes = rec["generate"], rec["engine"], rec["sizes"]
+    return [
+        f"Hugging Face transformers {p['transformers']} beside the course, from "
+        f"`results/h200_hf.json` (`{p['command']}`, {p['gpu']}, torch {p['torch']}, "
+        f"{p['date']}, commit {p['commit']}; {p['note']}). generate(): {gen['what']}. The "
+        f"engines: {eng['what']}.",
+        "",
+        "| | µs per token | tokens/s | greedy tokens equal to the course engine's |",
+        "| --- | --- | --- | --- |",
+        *(f"| {r['name']} | {sig3(r['us_per_token'])} µs | | |" for r in gen["rows"]),
+        *(
+            f"| {r['name']} | | "
+            + (f"{sig3(r['tok_s'])} |" if "tok_s" in r else f"{r['error']} |")
+            + (
+                f" {r['greedy_share_equal_course']:.0%} |"
+                if "greedy_share_equal_course" in r
+                else " |"
+            )  # fmt: skip
+            for r in eng["rows"]
+        ),
+        "",
+        f"Graphs against eager as the model grows: {sizes['what']}.",
+        "",
+        "| configuration | parameters | with graphs | eager | graphs' gain | bandwidth floor |",
+        "| --- | --- | --- | --- | --- | --- |",
+        *(
+            f"| {r['name']} | {sig3(r['params'] / 1e6)} M | {sig3(r['graph_us'])} µs | "
+            f"{sig3(r['eager_us'])} µs | {r['graph_gain']:.1f}× | {sig3(r['floor_us'])} µs |"
+            for r in sizes["rows"]
+        ),
+    ]
+
+
 def update_readme(
     res: dict, diet: dict | None = None, paged: dict | None = None,
     engine: dict | None = None, busy_events: dict | None = None,
-    engine_scale: dict | None = None, path: Path = README,
+    engine_scale: dict | None = None, hf: dict | None = None, path: Path = README,
 ) -> bool:  # fmt: skip
     """Rewrite the README's H200 section between its markers; True if it changed."""
     text = path.read_text()
     pattern = re.compile(re.escape(BEGIN) + r".*?" + re.escape(END), re.S)
     if not pattern.search(text):
         raise ValueError(f"{path} has no section between {BEGIN!r} and {END!r}")
-    section = h200_section(res, diet, paged, engine, busy_events, engine_scale)
+    section = h200_section(res, diet, paged, engine, busy_events, engine_scale, hf)
     new = pattern.sub(lambda m: f"{BEGIN}\n{section}\n{END}", text)
     if new != text:
         path.write_text(new)
@@ -356,5 +395,5 @@ if __name__ == "__main__":
     from tinyllm.lab import results as r
 
     recorded = r.load_results(), r.load_diet(), r.load_paged(), r.load_engine()
-    changed = update_readme(*recorded, r.load_busy_events(), r.load_engine_scale())
+    changed = update_readme(*recorded, r.load_busy_events(), r.load_engine_scale(), r.load_hf())
     print("README updated" if changed else "README unchanged")
