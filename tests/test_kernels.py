@@ -252,7 +252,7 @@ def test_the_fused_kernel_computes_the_reference(n_splits):
 
 
 def test_the_split_count_fills_the_gpu_and_is_one_for_large_batches():
-    assert [kernels.split_count(b, 4, "cpu") for b in (1, 8, 33, 256)] == [16, 4, 1, 1]
+    assert [kernels.split_count(b, 4, "cpu") for b in (1, 8, 33, 129, 256)] == [16, 16, 4, 1, 1]
 
 
 def test_the_fused_op_checks_its_arguments_at_its_door():

@@ -340,12 +340,14 @@ if triton is not None:
 
 
 def split_count(B: int, H_kv: int, device) -> int:
-    """The shares of a row's keys, fixed at capture by the batch: enough programs, B·H_kv a
-    share, to give each of the GPU's multiprocessors one (132 on an H200), as a power of two
-    from 1 to N_SPLITS. From 33 rows of 4 K/V heads up, one share: one kernel, no combine."""
+    """The shares of a row's keys, fixed at capture by the batch: about four programs for each
+    of the GPU's multiprocessors (132 on an H200), B·H_kv a share, as a power of two from 1
+    to N_SPLITS. The length cannot count: a graph replays at every length. On the H200, at
+    batch 8, 16 shares beat 4 at 64 keys and at 1000 (results/gpu_checks/2026-12-02_c58a9f7).
+    From 129 rows of 4 K/V heads up, one share: one kernel, no combine."""
     sms = torch.cuda.get_device_properties(device).multi_processor_count if (
         torch.device(device).type == "cuda") else 132  # fmt: skip
-    n = max(1, sms // (B * H_kv))
+    n = max(1, 4 * sms // (B * H_kv))
     return min(N_SPLITS, 1 << (n.bit_length() - 1))
 
 
