@@ -136,7 +136,8 @@ def scale_figure(rec: dict):
     """results/<gpu>_engine_scale.json against the rows, on a log2 axis. Left: the host's
     µs per step (median, engine_time.HOST_PER_STEP) and the all-rows decode graph replayed
     alone; right: tok/s. The engine before ("before", named by "before_label": the same keys
-    but the replay alone) is drawn dashed in grey where the recording holds it, and only then. The
+    but the replay alone) is drawn as grey markers at the sizes the recording holds, and only
+    there. The
     title gives the tok/s from the fewest rows to the most, and at the most rows the host's
     µs per step over the replay's, read from the data."""
     rows = sorted(rec["rows"], key=lambda r: r["n_rows"])
@@ -151,10 +152,11 @@ def scale_figure(rec: dict):
                label="PagedEngine")  # fmt: skip
     if before:
         nb, name = [r["n_rows"] for r in before], rec.get("before_label", "the engine before")
-        left.plot(nb, [r["host_us_per_step"] for r in before], "o--",
+        # markers alone: it ran at fewer sizes, and a line would cross sizes it never ran
+        left.plot(nb, [r["host_us_per_step"] for r in before], "D", mfc="none",
                   color=SCALE_COLORS["before"], label=f"host, {name}")  # fmt: skip
-        right.plot(nb, [r["tok_s"] for r in before], "o--", color=SCALE_COLORS["before"],
-                   label=name)  # fmt: skip
+        right.plot(nb, [r["tok_s"] for r in before], "D", mfc="none",
+                   color=SCALE_COLORS["before"], label=name)  # fmt: skip
     ticks = sorted({*n, *(r["n_rows"] for r in before)})
     for ax in (left, right):
         ax.set_xscale("log", base=2)
