@@ -220,7 +220,13 @@ def validate_tensors(where: str, found: dict[str, tuple[str, tuple[int, ...]]], 
     each in a floating dtype."""
     if len(found) < cfg.n_layers:  # each layer stores tensors: refuse before building them
         raise ValueError(f"{where}: {len(found)} tensors, too few for n_layers {cfg.n_layers}")
-    need = expected_shapes(cfg)
+    match_tensors(where, found, expected_shapes(cfg))
+
+
+def match_tensors(where: str, found: dict[str, tuple[str, tuple[int, ...]]],
+                  need: dict[str, tuple[int, ...]]) -> None:  # fmt: skip
+    """The tensors found (name → safetensors dtype, shape) are exactly those needed (name →
+    shape), each in a floating dtype; a ValueError naming the first that is not."""
     if set(found) != set(need):
         missing, unexpected = sorted(set(need) - set(found)), sorted(set(found) - set(need))
         raise ValueError(f"{where}: missing tensors {few(missing)}, unexpected {few(unexpected)}")

@@ -43,7 +43,7 @@ from pathlib import Path
 import torch
 from safetensors import SafetensorError, safe_open
 
-from tinyllm.checkpoint import WEIGHT_DTYPES, few, validate_finite, validate_header_length
+from tinyllm.checkpoint import match_tensors, validate_finite, validate_header_length
 from tinyllm.config import ModelConfig
 from tinyllm.model import Transformer
 from tinyllm.tokenizer import Tokenizer
@@ -417,16 +417,7 @@ def model_from(where: str, cfg: ModelConfig, tied: bool, weights, limits) -> Tra
     if tied:  # the LM head is the embedding: a file may list it or not
         del need["lm_head.weight"]
         found.pop("lm_head.weight", None)
-    if set(found) != set(need):
-        missing, unexpected = sorted(set(need) - set(found)), sorted(set(found) - set(need))
-        raise ValueError(f"{where}: missing tensors {few(missing)}, unexpected {few(unexpected)}")
-    for name, shape in need.items():
-        dtype, got = found[name]
-        if dtype not in WEIGHT_DTYPES:
-            raise ValueError(f"{where}: tensor {name} has dtype {dtype}; weights are one of "
-                             f"{', '.join(WEIGHT_DTYPES)}")  # fmt: skip
-        if got != shape:
-            raise ValueError(f"{where}: tensor {name} has shape {got}, the config needs {shape}")
+    match_tensors(where, found, need)
     hf_state = weights.read(sorted(need))
     for name, t in hf_state.items():
         validate_finite(where, name, t)
