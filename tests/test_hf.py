@@ -359,3 +359,14 @@ def test_without_transformers_to_hf_says_how_to_install_it(toy_model, small_fold
 def test_importing_the_lab_does_not_import_transformers():
     code = "import sys, tinyllm.lab, tinyllm.lab.hf; assert 'transformers' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_hf_generate_as_a_peer_gives_the_course_models_greedy_tokens(shipped_model):
+    """lab.peers.hf_generate_us, the peer's timing loop, runs HF's generate() with the static
+    cache (uncompiled here: Inductor on a CPU compiles for minutes) and returns its ids."""
+    from tinyllm.lab import engine_time, peers
+
+    prompt = engine_time.workload(1)[0][0]
+    got = peers.hf_generate_us(shipped_model, prompt, n_new=6, compile=False, warm=0, repeats=1)
+    assert got["us_per_token"] > 0
+    assert got["ids"] == generate(shipped_model, torch.tensor([prompt]), 6)[0].tolist()

@@ -18,6 +18,7 @@ reduce-overhead as a user first tries it, and gpt-fast's recipe as its generate.
 """
 
 import argparse
+import importlib.util
 import json
 import os
 import platform
@@ -31,7 +32,17 @@ from pathlib import Path
 import torch
 from torch.nn.attention import SDPBackend
 
-from tinyllm import Engine, GraphDecoder, Tokenizer, default_buckets, load_pretrained
+from tinyllm import (
+    Engine,
+    GraphDecoder,
+    Limits,
+    ModelConfig,
+    PagedEngine,
+    Tokenizer,
+    Transformer,
+    default_buckets,
+    load_pretrained,
+)
 from tinyllm.generation import left_pad
 from tinyllm.graphs import COURSE_COMPILE
 from tinyllm.lab import engine_time, gptfast, pages, peers
@@ -52,6 +63,8 @@ SECTIONS = (
     "paged",
     "engine_paged",
     "engine_scale",
+    "hf",
+    "sizes",
 )
 
 
@@ -189,6 +202,109 @@ def measure_engine_scale(model, n_requests: int, sizes=(1, 8, 32, 64, 128, 256),
             print("engine_scale", json.dumps(row), flush=True)
             out["rows"].append(row)
     return out
+
+
+# Hugging Face's continuous batching: its defaults, then its fast settings (its docs' names)
+HF_BATCHING = {
+    "hf continuous batching, defaults": {},
+    "hf continuous batching, use_cuda_graph + use_async_batching": {
+        "use_cuda_graph": True, "use_async_batching": True},
+    "hf continuous batching, the same + default_compile_level=1": {
+        "use_cuda_graph": True, "use_async_batching": True, "default_compile_level": 1},
+}  # fmt: skip
+
+
+def graph_generate_us(model, prompt: list[int], n_new: int, compile=False, use_graph=True,
+                      runs: int = 3):  # fmt: skip
+    """GraphDecoder(kv="paged").generate at batch 1, greedy (use_graph=False: the same step
+    eagerly): µs per new token, the median of `runs` after one warm run, and the ids."""
+    decoder = GraphDecoder(model, 1, max_len=512, kv="paged", compile=compile,
+                           use_graph=use_graph, limits=Limits(params=model.n_params()))  # fmt: skip
+    idx = torch.tensor([prompt], device=next(model.parameters()).device)
+    decoder.generate(idx, n_new)
+    timed = [peers.wall_s(lambda: decoder.generate(idx, n_new)) for _ in range(runs)]
+    return round(statistics.median(s for s, _ in timed) / n_new * 1e6, 1), timed[-1][1][0]
+
+
+def measure_hf(model, n_requests: int) -> dict:
+    """Hugging Face transformers beside the course, on the same weights, in the same run
+    (lab/peers.py): generate() at batch 1 with HF's fast path against GraphDecoder(kv="paged")
+    unfused and compiled, µs per token; continuous batching on the engine workload with HF's
+    defaults and its fast settings (a setting that fails keeps its error) against
+    PagedEngine(overlap=True) at 32 and 256 rows, tok/s, and the share of requests whose
+    greedy tokens equal the course engine's."""
+    prompt = engine_time.workload(1)[0][0]
+    hf = peers.hf_generate_us(model, prompt)
+    generate = {"hf static + CompileConfig(reduce-overhead, fullgraph)":
+                {k: hf[k] for k in ("us_per_token", "min")}}  # fmt: skip
+    for compile in (False, True):
+        us, ids = graph_generate_us(model, prompt, 256, compile)
+        generate[f"course GraphDecoder(kv='paged', compile={compile})"] = {
+            "us_per_token": us, "tokens_equal_hf": ids.tolist() == hf["ids"]}  # fmt: skip
+    prompts, news = engine_time.workload(n_requests)
+    engine, course = {}, None
+    for n_rows in (32, 256):
+        e = PagedEngine(model, n_rows, max_len=512, overlap=True)
+        e.capture()
+        engine_time.serve(e, prompts, news)
+        done, s = engine_time.serve(e, prompts, news)
+        course = course or [done[rid] for rid in sorted(done)]
+        engine[f"course PagedEngine({n_rows} rows, overlap=True)"] = {
+            "tok_s": round(sum(news) / s, 1)}  # fmt: skip
+    for name, config in HF_BATCHING.items():
+        torch.cuda.empty_cache()
+        try:
+            row = peers.hf_continuous_batching(model, prompts, news, **config)
+        except Exception as error:  # HF's fast settings ran out of memory on the H200
+            engine[name] = {"error": f"{type(error).__name__}: {str(error)[:200]}"}
+            continue
+        ids = row.pop("ids")
+        row["greedy_share_equal_course"] = round(
+            sum(a == b for a, b in zip(ids, course)) / len(ids), 4)  # fmt: skip
+        engine[name] = row
+    return {"generate": generate, "engine": engine}
+
+
+# Llama configurations of about 3 M (the shipped model's shape) to 1.5 B parameters
+LLAMA_SIZES = {
+    "tiny (the shipped shape)": ModelConfig(),
+    "SmolLM2-135M": ModelConfig(vocab_size=49152, d_model=576, n_layers=30, n_heads=9,
+                                n_kv_heads=3, ffn_hidden=1536, max_seq_len=2048,
+                                rope_theta=100000.0),
+    "SmolLM2-360M": ModelConfig(vocab_size=49152, d_model=960, n_layers=32, n_heads=15,
+                                n_kv_heads=5, ffn_hidden=2560, max_seq_len=2048,
+                                rope_theta=100000.0),
+    "Llama-3.2-1B": ModelConfig(vocab_size=128256, d_model=2048, n_layers=16, n_heads=32,
+                                n_kv_heads=8, ffn_hidden=8192, max_seq_len=2048,
+                                rope_theta=500000.0),
+}  # fmt: skip
+
+
+def measure_sizes(bandwidth_GBps: float = 4800.0) -> dict:
+    """Where graphs stop mattering: the course's model at each of LLAMA_SIZES, random
+    weights, bf16, GraphDecoder(kv="paged") at batch 1, generate() of 128 tokens after 32,
+    with graphs and eagerly, µs per token; beside each, the weights' bytes over the
+    bandwidth (the H200's HBM3e peak by default)."""
+    rows = []
+    for name, cfg in LLAMA_SIZES.items():
+        torch.manual_seed(0)
+        with torch.device("cuda"):
+            model = Transformer(cfg, limits=Limits(params=2**31)).to(torch.bfloat16).eval()
+        prompt = torch.randint(0, cfg.vocab_size, (32,)).tolist()
+        graph_us, graph_ids = graph_generate_us(model, prompt, 128)
+        eager_us, eager_ids = graph_generate_us(model, prompt, 128, use_graph=False)
+        weight_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
+        rows.append({
+            "name": name, "params": model.n_params(), "weight_bytes": weight_bytes,
+            "floor_us": round(weight_bytes / (bandwidth_GBps * 1e9) * 1e6, 1),
+            "graph_us": graph_us, "eager_us": eager_us,
+            "graph_gain": round(eager_us / graph_us, 2),
+            "tokens_equal": graph_ids.tolist() == eager_ids.tolist(),
+        })  # fmt: skip
+        print("sizes", json.dumps(rows[-1]), flush=True)
+        del model
+        torch.cuda.empty_cache()
+    return {"bandwidth_GBps": bandwidth_GBps, "rows": rows}
 
 
 def measure_engine_paged(model, n_requests: int) -> dict:
@@ -378,6 +494,10 @@ def record(args, command: str) -> dict:
         res["engine_paged"] = measure_engine_paged(model, 64 if args.quick else 256)
     if "engine_scale" in sections:
         res["engine_scale"] = measure_engine_scale(model, 256 if args.quick else 2048)
+    if "hf" in sections and importlib.util.find_spec("transformers"):
+        res["hf"] = measure_hf(model, 64 if args.quick else 256)
+    if "sizes" in sections:
+        res["sizes"] = measure_sizes()
     built = {}
     if "peers" in sections:
         res["fusion"], built = measure_peers(model, repeats)

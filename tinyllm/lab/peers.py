@@ -333,3 +333,78 @@ def cost_model(rows: list[dict], diet: dict | None) -> dict:
         points.append({"name": f"diet {stage['stage']}", "kernels": g["kernels"],
                        "step_us": g["step_us"]["median"]})  # fmt: skip
     return {"points": points, "fit": fit_cost_model(points)}
+
+
+# --- Hugging Face transformers: the peer a learner reaches for first (optional) --------------
+
+# generate()'s fast path as HF's documentation gives it: the static cache, and the forward
+# compiled with CompileConfig(fullgraph=True, mode="reduce-overhead")
+HF_COMPILE = {"fullgraph": True, "mode": "reduce-overhead"}
+
+
+def wall_s(fn) -> tuple[float, object]:
+    """fn()'s seconds on the wall clock, the GPU's queue drained before and after."""
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    out = fn()
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+    return time.perf_counter() - t0, out
+
+
+def hf_generate_us(model, prompt: list[int], n_new: int = 256, compile: bool = True,
+                   warm: int = 2, repeats: int = 3) -> dict:  # fmt: skip
+    """HF generate() of the course's weights (lab.hf.to_hf) at batch 1, greedy, no eos, with
+    the static cache and, compile=True, HF_COMPILE: µs per new token, the median and the
+    least of `repeats` runs after `warm`, and the ids of the last run."""
+    from tinyllm.lab.hf import require_transformers, to_hf
+
+    transformers = require_transformers()
+    hf = to_hf(model).eval()
+    idx = torch.tensor([prompt], device=next(model.parameters()).device)
+    kwargs = {"max_new_tokens": n_new, "do_sample": False, "cache_implementation": "static",
+              "eos_token_id": None}  # fmt: skip
+    if compile:
+        kwargs["compile_config"] = transformers.CompileConfig(**HF_COMPILE)
+    for _ in range(warm):
+        hf.generate(idx, **kwargs)
+    runs = [wall_s(lambda: hf.generate(idx, **kwargs)) for _ in range(repeats)]
+    us = [s / n_new * 1e6 for s, _ in runs]
+    return {"us_per_token": round(statistics.median(us), 1), "min": round(min(us), 1),
+            "ids": runs[-1][1][0, len(prompt) :].tolist()}  # fmt: skip
+
+
+def hf_continuous_batching(model, prompts: list[list[int]], news: list[int], **config) -> dict:
+    """HF's continuous batching of the course's weights on a workload (each request its own
+    max_new_tokens, greedy, no eos), through its documented manager
+    (continuous_batching_context_manager, warmup=True), run twice in it: tok/s of each run
+    and the second run's ids, in request order. config: ContinuousBatchingConfig's fields
+    (HF's fast settings: use_cuda_graph=True, use_async_batching=True,
+    default_compile_level=1)."""
+    from tinyllm.lab.hf import require_transformers, to_hf
+
+    transformers = require_transformers()
+    hf = to_hf(model).eval()
+    generation = transformers.GenerationConfig(do_sample=False, max_new_tokens=max(news),
+                                               pad_token_id=hf.config.pad_token_id)  # fmt: skip
+    batching = transformers.ContinuousBatchingConfig(**config)
+    runs = []
+    with hf.continuous_batching_context_manager(generation_config=generation, block=True,
+                                                continuous_batching_config=batching,
+                                                timeout=5, warmup=True) as manager:  # fmt: skip
+
+        def serve() -> list[list[int]]:
+            rids = [manager.add_request(p, max_new_tokens=n, eos_token_id=-1)
+                    for p, n in zip(prompts, news)]  # fmt: skip
+            done = {}
+            while len(done) < len(rids):
+                r = manager.get_result(timeout=5)
+                if r is not None and r.is_finished():
+                    done[r.request_id] = r.generated_tokens
+            return [done[rid] for rid in rids]
+
+        runs = [wall_s(serve) for _ in range(2)]
+    (first_s, _), (s, ids) = runs
+    return {"tok_s": round(sum(news) / s, 1), "first_run_tok_s": round(sum(news) / first_s, 1),
+            "ids": ids}  # fmt: skip
