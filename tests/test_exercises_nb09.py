@@ -962,3 +962,15 @@ def test_noise_key_quantised_to_few_values_is_told_so(capsys):
     out = assert_hint(check_noise_key, thousand_levels, capsys, "1000 distinct values",
                       "every request", "top 23 bits")  # fmt: skip
     assert "mix the id in" not in out  # the id is mixed in: that is not the mistake
+
+
+def test_step_sampling_over_the_rows_with_a_clamped_temperature_is_told_the_dim(capsys):
+    """A clamped temperature hides the argmax over the rows from the square case: the error's
+    sizes, one per row against one per vocab id, still tell it from a missing [:, None]."""
+
+    def clamped(x, t, s, p):
+        g = -torch.log(-torch.log(uniform_noise(s, p, x.shape[-1])))
+        return torch.where(t == 0, x.argmax(-1), (x / t.clamp(min=1e-6)[:, None] + g).argmax(0))
+
+    out = assert_hint(check_step_sampling, clamped, capsys, "argmax over the vocabulary")
+    assert "temperature[:, None]" not in out

@@ -1,6 +1,7 @@
 """Checkers of notebook 09 · the engine around the graph."""
 
 import inspect
+import re
 import types
 
 import torch
@@ -385,7 +386,11 @@ def _explain_sampling(error: Exception, noise_calls=(), shape=None, fn=None) -> 
                 f"uniform_noise(seed, position, V) makes one uniform per id of the vocabulary, "
                 f"so V is logits.shape[-1] = {vocab_size}. You passed {wrong_v[0]!r}; {which}"
             )
-        if fn is not None and _runs_over_the_rows(fn):
+        sizes = re.search(r"tensor a \((\d+)\) .* tensor b \((\d+)\) .* dimension (\d+)",
+                          str(error))  # fmt: skip
+        one_per_id = sizes is not None and sizes[3] == "0" and {int(sizes[1]), int(sizes[2])} == {
+            B, vocab_size}  # fmt: skip
+        if one_per_id or (fn is not None and _runs_over_the_rows(fn)):
             return (
                 f"take the {OVER_THE_ROWS}, one id per vocab id (V,), where torch.where "
                 f"wants one per row (B,)"
