@@ -974,3 +974,12 @@ def test_step_sampling_over_the_rows_with_a_clamped_temperature_is_told_the_dim(
 
     out = assert_hint(check_step_sampling, clamped, capsys, "argmax over the vocabulary")
     assert "temperature[:, None]" not in out
+
+
+def test_hand_out_that_calls_the_engines_own_is_told_to_write_it(capsys):
+    def engines_own(reqs, ids, eos_id):
+        import numpy as np
+
+        return PagedEngine.hand_out(None, np.array(ids))
+
+    assert_hint(check_hand_out, engines_own, capsys, "calls PagedEngine.hand_out", "write")

@@ -27,6 +27,7 @@ from tinyllm.course.exercises.harness import (
 from tinyllm.engine import Request
 from tinyllm.generation import sample, uniform_noise
 from tinyllm.lab import simgraph
+from tinyllm.serve import PagedEngine
 
 CAPTURE_SECONDS = 30.0  # a learner's function under the simulator's capture
 
@@ -532,6 +533,12 @@ def _reference_hand_out(reqs, ids, eos_id):
     return finished
 
 
+OWN_HAND_OUT = (
+    "your function calls PagedEngine.hand_out, the package's own: this exercise is to write "
+    "it. Go over the rows one at a time, for req, tok in zip(reqs, ids)"
+)
+
+
 def _explain_hand_out(error: Exception, eos_id=EOS) -> str | None:
     if isinstance(error, TypeError) and eos_id is None and "NoneType" in str(error):
         return (
@@ -624,10 +631,15 @@ def check_hand_out(fn) -> Verdict:
         want_finished = _reference_hand_out(ref, ids, eos)
         before = [None if r is None else list(r.out) for r in reqs]
         given, given_reqs = list(ids), list(reqs)
-        got = call(fn, (given_reqs, given, eos), shown_as, none_ok=True, seconds=CALL_SECONDS,
-                   explain=lambda e, eos=eos: _explain_hand_out(e, eos))  # fmt: skip
+        with entered(PagedEngine.hand_out) as ran:
+            got = call(fn, (given_reqs, given, eos), shown_as, none_ok=True,
+                       seconds=CALL_SECONDS, explain=lambda e, eos=eos, ran=ran: (
+                           OWN_HAND_OUT if ran[PagedEngine.hand_out]
+                           else _explain_hand_out(e, eos)))  # fmt: skip
         if got is FAILED:
             return False
+        if ran[PagedEngine.hand_out]:
+            return hint(OWN_HAND_OUT)
         if len(given_reqs) != len(reqs) or any(a is not b for a, b in zip(given_reqs, reqs)):
             return hint(
                 f"on {shown_as}: your function changed the list reqs (removed, added or "
