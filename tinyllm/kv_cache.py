@@ -245,7 +245,7 @@ class FixedCache:
                 self.saved = None
 
     def sync(self) -> None:
-        """Bring the device in step with the host, if a restore() left it behind (the paged
+        """Bring the device into step with the host, if a restore() left it behind (the paged
         cache's rows); the other caches restore both at once."""
 
     def nbytes(self) -> int:

@@ -22,7 +22,7 @@ is one row.
 A *change* of the rows: admit (rows take requests), grow (rows about to cross into a new block
 take one), release (rows give their blocks back), move (requests go to other rows),
 advance_host (the host lengths follow a step). Each is vectorised numpy on the host, and marks
-the rows it changed. flush() then brings the device in step: one upload, through pinned memory,
+the rows it changed. flush() then brings the device into step: one upload, through pinned memory,
 of rows 0 to the last row changed since the last flush, however many changed, together with
 the moves since then (their ids follow them on the device). A step flushes once, before its
 replay. So the host's work per step, and the torch ops it issues outside its
@@ -360,7 +360,7 @@ class Rows:
             self.flush()
 
     def flush(self) -> None:
-        """Bring the device in step with the host: rows 0 to the last row changed since the
+        """Bring the device into step with the host: rows 0 to the last row changed since the
         last flush written from their host twins, and the moves since then, with one upload
         (self.upload) straight into the buffer, whatever the number of rows; then each moved
         row's tok moved with it. After a restore(), every row, and tok as the snapshot held
