@@ -983,3 +983,15 @@ def test_hand_out_that_calls_the_engines_own_is_told_to_write_it(capsys):
         return PagedEngine.hand_out(None, np.array(ids))
 
     assert_hint(check_hand_out, engines_own, capsys, "calls PagedEngine.hand_out", "write")
+
+
+def test_step_sampling_that_multiplies_is_told_so_on_its_greedy_rows_too(capsys):
+    """Multiplying by the temperature zeroes a greedy row's logits, so that row goes wrong
+    first: the hint names the multiplication, not noise added to the row."""
+
+    def multiplied(x, t, s, p):
+        g = -torch.log(-torch.log(uniform_noise(s, p, x.shape[-1])))
+        return (x * t[:, None] + g * (t[:, None] > 0)).argmax(-1)
+
+    out = assert_hint(check_step_sampling, multiplied, capsys, "not multiply")
+    assert "add none to a greedy row" not in out

@@ -275,6 +275,12 @@ def _ids_problem(got, want, case, shown_as, fn=None, noise_called=True) -> str |
             f"torch.where(temperature == 0, 1.0, temperature), and pick greedy rows with "
             f"torch.where"
         )
+    slip = _slip(fn) if fn is not None else None
+    if t == 0 and slip is not None:  # the sampled rows' slip, which reached this row too
+        return (
+            f"on {shown_as} row {r} (temperature 0) got id {int(got[r])}, expected "
+            f"{int(want[r])}. Here: {slip}"
+        )
     if t == 0:
         return (
             f"on {shown_as} row {r} (temperature 0) got id {int(got[r])}, expected "
@@ -283,7 +289,6 @@ def _ids_problem(got, want, case, shown_as, fn=None, noise_called=True) -> str |
             f"scale (a temperature clamped above 0 is noise too), and pick greedy rows with "
             f"torch.where"
         )
-    slip = _slip(fn) if fn is not None else None
     wrong = (got.long() != want) & (temperature > 0)
     if slip is None and torch.equal(got.long()[wrong], case[0].argmax(-1)[wrong]):
         slip = (
