@@ -995,3 +995,12 @@ def test_step_sampling_that_multiplies_is_told_so_on_its_greedy_rows_too(capsys)
 
     out = assert_hint(check_step_sampling, multiplied, capsys, "not multiply")
     assert "add none to a greedy row" not in out
+
+
+def test_step_sampling_without_the_seed_is_told_the_seed_keys_the_noise(capsys):
+    def no_seed(x, t, s, p):
+        g = -torch.log(-torch.log(uniform_noise(torch.zeros_like(s), p, x.shape[-1])))
+        return torch.where(t > 0, (x / torch.where(t > 0, t, 1.0)[:, None] + g).argmax(-1),
+                           x.argmax(-1))  # fmt: skip
+
+    assert_hint(check_step_sampling, no_seed, capsys, "keyed by the request's seed")

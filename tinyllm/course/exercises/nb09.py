@@ -172,6 +172,11 @@ SLIPS = {  # what a learner's sampled rows may be instead, and what it says
         lambda x, t, s, p: x / t + _gumbel(p, s),
         "uniform_noise takes (seed, position, vocab_size), in that order",
     ),
+    "the seed left out": (
+        lambda x, t, s, p: x / t + _gumbel(torch.zeros_like(s), p),
+        "the noise is keyed by the request's seed too, uniform_noise(seed, position, V): "
+        "without it, every request draws the same noise at a position",
+    ),
     "the row's noise": (
         lambda x, t, s, p: x / t + _gumbel(s, torch.arange(len(s))),
         "the noise is keyed by the row, torch.arange(B), not by the token's position: a row "
