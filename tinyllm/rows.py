@@ -205,7 +205,7 @@ class Rows:
         self.block_table = self.state[:, TABLE:]
         self.tok = torch.zeros(n_rows, 1, dtype=torch.long, device=device)
         self.upload = Upload(self.buffer)  # the moves, then rows 0..k-1 of the state
-        self.unmoved = np.zeros(2 * n_rows, np.int64)  # the rest of the moves, when k move
+        self.unmoved = np.zeros(2 * n_rows, np.int64)  # zeros: the moves' part past k moves
         self.restored_tok: Tensor | None = None  # after restore(): tok as the snapshot held it
 
     # --- the host twins, read ---------------------------------------------------------------
