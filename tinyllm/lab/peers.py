@@ -43,7 +43,9 @@ class Variant:
 
 
 def _clock() -> float:
-    torch.cuda.synchronize()
+    """The host's clock, the GPU's queue drained first (where there is a GPU)."""
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
     return time.perf_counter()
 
 
@@ -344,13 +346,9 @@ HF_COMPILE = {"fullgraph": True, "mode": "reduce-overhead"}
 
 def wall_s(fn) -> tuple[float, object]:
     """fn()'s seconds on the wall clock, the GPU's queue drained before and after."""
-    if torch.cuda.is_available():
-        torch.cuda.synchronize()
-    t0 = time.perf_counter()
+    t0 = _clock()
     out = fn()
-    if torch.cuda.is_available():
-        torch.cuda.synchronize()
-    return time.perf_counter() - t0, out
+    return _clock() - t0, out
 
 
 def hf_generate_us(model, prompt: list[int], n_new: int = 256, compile: bool = True,
