@@ -186,22 +186,36 @@ def measure_engine(model, n_slots: int, n_requests: int, seed: int = 0) -> dict:
     return out
 
 
-def measure_engine_scale(model, n_requests: int, sizes=(1, 8, 32, 64, 128, 256),
-                         compiles=(False, True)):  # fmt: skip
-    """PagedEngine(overlap=True) at each number of rows, on the bench's request distribution
-    (lab.engine_time.scale) with 8 requests a row (at least 64, at most n_requests), unfused
-    and with compile=True (its compile time counted in capture_and_compile_s): one row each.
-    The same rows' step times beside: the host's median (engine_time.HOST_PER_STEP), the
-    all-rows graph replayed alone, GPU busy (engine_time.GPU_BUSY_EVENTS)."""
-    out = {"host_us_per_step": engine_time.HOST_PER_STEP,
-           "gpu_busy_share": engine_time.GPU_BUSY_EVENTS, "rows": []}  # fmt: skip
-    for compile in compiles:
-        for n_rows in sizes:
-            n = min(n_requests, max(64, 8 * n_rows))
-            row = engine_time.scale(model, n_rows, n, compile=compile)
-            print("engine_scale", json.dumps(row), flush=True)
-            out["rows"].append(row)
-    return out
+def measure_engine_scale(n_requests: int, sizes=(1, 8, 32, 64, 128, 256),
+                         compare=(32, 128, 256), rounds: int = 3) -> dict:  # fmt: skip
+    """PagedEngine(overlap=True) on the bench's request distribution (lab.engine_time.scale),
+    8 requests a row (at least 64, at most n_requests), each run in a process of its own
+    (engine_time.scale_apart): "rows", the engine at every size; "repeats", the same again
+    at the sizes of `compare`, rounds 2 to `rounds`, for the spread between processes;
+    "before", min_admit=1 (an admission whenever a row is free) at those sizes; "compile",
+    compile=True there, its compile time in capture_and_compile_s and its compiles counted.
+    Each row: tok/s, the host's time per step (engine_time.HOST_PER_STEP), the all-rows graph
+    replayed alone, GPU busy (engine_time.GPU_BUSY_EVENTS)."""
+
+    def run(n_rows, **kwargs):
+        n = min(n_requests, max(64, 8 * n_rows))
+        row = engine_time.scale_apart(n_rows, n, **kwargs)
+        print("engine_scale", json.dumps(row), flush=True)
+        return row
+
+    return {
+        "host_us_per_step": engine_time.HOST_PER_STEP,
+        "gpu_busy_share": engine_time.GPU_BUSY_EVENTS,
+        "gpu_us_per_step": "the GPU's mean µs per decode step: a CUDA event before and after "
+        "each decode replay of the second run, their elapsed times averaged",
+        "gpu_us_per_fill": "the same for the prefill replays of the second run, one per "
+        "admission (fills counts them)",
+        "rows": [run(n) for n in sizes],
+        "repeats": [dict(run(n), round=r) for r in range(2, rounds + 1) for n in compare],
+        "before": [run(n, min_admit=1) for n in compare],
+        "before_label": "min_admit=1",
+        "compile": [run(n, compile=True) for n in compare],
+    }
 
 
 # Hugging Face's continuous batching: its defaults, then its fast settings (its docs' names)
@@ -493,7 +507,7 @@ def record(args, command: str) -> dict:
     if "engine_paged" in sections:
         res["engine_paged"] = measure_engine_paged(model, 64 if args.quick else 256)
     if "engine_scale" in sections:
-        res["engine_scale"] = measure_engine_scale(model, 256 if args.quick else 2048)
+        res["engine_scale"] = measure_engine_scale(256 if args.quick else 2048)
     if "hf" in sections and importlib.util.find_spec("transformers"):
         res["hf"] = measure_hf(model, 64 if args.quick else 256)
     if "sizes" in sections:

@@ -20,6 +20,7 @@ and the GPU busy share from CUDA events around every replay (GPU_BUSY_EVENTS).
 """
 
 import json
+import subprocess
 import sys
 import tempfile
 import time
@@ -265,15 +266,20 @@ def scale(model, n_rows: int, n_requests: int = 2048, compile=False, overlap: bo
     """PagedEngine(overlap=True) with n_rows rows on the bench's request distribution
     (workload(n_requests)): capture() first (timed), then two runs of the whole workload,
     each timed (the first must not capture: within 10 % of the second), the second also with
-    every replay between CUDA events. Returns tok_s of each run, capture_s, the host's µs
-    per step (median, p90), the all-rows graph replayed alone, GPU busy by events, and the
-    GPU's mean µs per decode step and per admission's prefill (the same events)."""
+    every replay between CUDA events. Returns tok_s of each run, capture_s, the graphs
+    torch.compile compiled in capture() (dynamo's unique_graphs), the host's µs per step
+    (median, p90), the all-rows graph replayed alone, GPU busy by events, and the GPU's mean
+    µs per decode step and per admission's prefill (the same events)."""
+    from torch._dynamo.utils import counters  # dynamo's own count of the graphs it compiled
+
     prompts, news = workload(n_requests, seed)
     engine = PagedEngine(model, n_rows, max_len=max_len, overlap=overlap, compile=compile,
                          min_admit=min_admit)  # fmt: skip
+    compiled = counters["stats"]["unique_graphs"]
     t0 = time.perf_counter()
     capture_s = engine.capture()
     first_s = time.perf_counter() - t0
+    compiled = counters["stats"]["unique_graphs"] - compiled
     done1, s1 = serve(engine, prompts, news)
     decodes, fills = [], []
     engine.decode_graphs.record_events(decodes)
@@ -289,7 +295,7 @@ def scale(model, n_rows: int, n_requests: int = 2048, compile=False, overlap: bo
     return {
         "n_rows": n_rows, "n_requests": n_requests, "n_tokens": sum(news),
         "compile": compile, "overlap": overlap, "min_admit": engine.min_admit,
-        "capture_s": capture_s, "capture_and_compile_s": round(first_s, 3),
+        "capture_s": capture_s, "capture_and_compile_s": round(first_s, 3), "compiles": compiled,
         "graphs": len(engine.decode_graphs) + len(engine.fill_graphs),
         "first_run_tok_s": round(sum(news) / s1, 1), "tok_s": round(sum(news) / s2, 1),
         "steps": len(steps), "mean_rows": round(sum(s["n_active"] for s in steps) / len(steps), 1),
@@ -303,6 +309,16 @@ def scale(model, n_rows: int, n_requests: int = 2048, compile=False, overlap: bo
         "tokens_identical_across_runs": [done1[r] for r in sorted(done1)]
         == [done2[r] for r in sorted(done2)],
     }  # fmt: skip
+
+
+def scale_apart(n_rows: int, n_requests: int, **kwargs) -> dict:
+    """scale() in a process of its own, with the shipped model on the GPU: a run cannot
+    inherit another's memory, compiled code or caches, and the host's time per step, which
+    moves between processes more than within one, is sampled once per process."""
+    args = json.dumps({"n_rows": n_rows, "n_requests": n_requests, **kwargs})
+    out = subprocess.run([sys.executable, "-m", "tinyllm.lab.engine_time", args],
+                         capture_output=True, text=True, check=True)  # fmt: skip
+    return json.loads(out.stdout.splitlines()[-1])
 
 
 def outside_replays(model, n_rows: int, n_requests: int | None = None, seed: int = 0,
@@ -382,3 +398,9 @@ def _steps_ops(engine: PagedEngine) -> list[int]:
     with Count():
         _steps(engine, counted)
     return ops
+
+
+if __name__ == "__main__":  # scale_apart's process: scale() with the arguments in argv[1]
+    from tinyllm.checkpoint import load_pretrained
+
+    print(json.dumps(scale(load_pretrained("cuda"), **json.loads(sys.argv[1]))))
