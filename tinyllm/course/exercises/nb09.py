@@ -827,6 +827,12 @@ def _noise_problem(u, B, V=NOISE_V) -> str | None:
         return f"returned shape {tuple(u.shape)}, expected {(B, V)}: {why}"
     if not u.dtype.is_floating_point:
         return f"returned a {u.dtype} tensor: return uniforms in (0, 1), floats"
+    if torch.finfo(u.dtype).eps > 2**-23:  # float16, bfloat16: fewer bits than float32
+        return (
+            f"returned a {u.dtype} tensor: it keeps fewer bits than the 23 of a uniform, so "
+            f"(bits + 0.5) * 2**-23 rounds there, up to 1.0 for the largest. "
+            f"Return float32 (or float64): no .half(), no .to(torch.bfloat16)"
+        )
     if bool((u < 0).any()):
         return (
             "returned negative values, outside (0, 1): the hash is a signed int64, so its bits "
