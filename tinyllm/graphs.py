@@ -128,8 +128,9 @@ COURSE_COMPILE = COMPILE_SHAPES | {
 # dynamic=None). The first capture size is compiled as it is, then one compile with a symbolic
 # batch serves every other size but 1 (torch specialises sizes 0 and 1). vLLM compiles its step
 # once, dynamic on the number of tokens, then captures a graph per size. With one compile per
-# size, capture() at 256 rows (35 sizes) had not ended after 540 s on an H200; with this one,
-# it took 70 s (results/h200_engine_scale.json).
+# size, capture() at 256 rows (35 sizes) had not ended after 540 s on an H200
+# (results/gpu_checks/2026-12-02_89cb862); with this one, it took 57 s, three compiles
+# (results/h200_engine_scale.json).
 ENGINE_COMPILE = COURSE_COMPILE | {"dynamic": None}
 
 

@@ -5,6 +5,7 @@ checks that the README holds what this makes."""
 import re
 from pathlib import Path
 
+from tinyllm.course.viz import engine as viz_engine
 from tinyllm.course.viz.style import MIB, batch_index, sig3
 from tinyllm.lab.pages import bin_spans
 from tinyllm.lab.peers import reused_compile, strongest_gptfast
@@ -251,15 +252,17 @@ def engine_section(rec: dict, busy: dict | None = None) -> list[str]:
 
 
 def scale_section(rec: dict) -> list[str]:
-    """The paged engine at 1 to 256 rows (results/h200_engine_scale.json): tokens/s, the
-    host's time per step beside the all-rows graph replayed alone, GPU busy; and the engine
-    it replaced, where the same run recorded it."""
+    """The paged engine at 1 to 256 rows (results/h200_engine_scale.json, one bench run,
+    each engine in a process of its own): tokens/s, the host's time per step beside the
+    all-rows graph replayed alone, GPU busy; the spread of the repeated runs; min_admit=1 and
+    compile=True at the sizes they ran."""
     p = rec["provenance"]
     lines = [
         f"The paged engine at scale, from `results/h200_engine_scale.json` (`{p['command']}`, "
-        f"{p['gpu']}, torch {p['torch']}, {p['date']}, commit {p['commit']}; {p['note']}): "
-        f"`PagedEngine(overlap=True)` after `capture()`, on the bench's request distribution. "
-        f"Host time per step: {rec['host_us_per_step']}. GPU busy: {rec['gpu_busy_share']}.",
+        f"{p['gpu']}, torch {p['torch']}, {p['date']}, commit {p['commit']}): "
+        f"`PagedEngine(overlap=True)` after `capture()`, on the bench's request distribution, "
+        f"each run in a process of its own. Host time per step: {rec['host_us_per_step']}. "
+        f"GPU busy: {rec['gpu_busy_share']}.",
         "",
         "| rows | requests | tokens/s | first run | host per step (median) | the all-rows "
         "graph replayed alone | GPU busy | capture |",
@@ -271,69 +274,30 @@ def scale_section(rec: dict) -> list[str]:
             f"{sig3(r['capture_s'])} s |"
             for r in rec["rows"]
         ),
+        "",
+        "Each engine at the sizes run more than once, each run's min to max (the default "
+        "engine: its run above and the repeats):",
+        "",
+        "| rows | engine | runs | tokens/s | host per step (median) | host over the replay "
+        "alone | GPU busy | capture and compile |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
-    if rec.get("before"):
-        lines += [
-            "",
-            f"The engine before, in the same run: {rec['before'][0]['engine']} at commit "
-            f"{rec['before'][0]['commit']}.",
-            "",
-            "| rows | requests | tokens/s | host per step (median) |",
-            "| --- | --- | --- | --- |",
-            *(
-                f"| {r['n_rows']} | {r['n_requests']} | {sig3(r['tok_s'])} | "
-                f"{sig3(r['host_us_per_step'])} µs |"
-                for r in rec["before"]
-            ),
-        ]
-    if rec.get("repeats"):
-        rows, p = rec["repeats"]["rows"], rec["repeats"]["provenance"]
-        lines += [
-            "",
-            f"The same engine run again and again, at commit {p['commit']} ({p['note']}; "
-            f"`{p['command']}`), each run's min to max:",
-            "",
-            "| rows | runs | tokens/s | host per step (median) | host over the replay alone "
-            "| GPU µs a step | GPU busy |",
-            "| --- | --- | --- | --- | --- | --- | --- |",
-        ]
-        for n in sorted({r["n_rows"] for r in rows}):
-            runs = [r for r in rows if r["n_rows"] == n]
+    for name, runs in viz_engine.scale_groups(rec).items():
+        for n in sorted({r["n_rows"] for r in runs}):
+            at = [r for r in runs if r["n_rows"] == n]
 
-            def span(key, fmt, runs=runs):
-                values = [key(r) for r in runs]
-                return f"{fmt(min(values))} to {fmt(max(values))}"
+            def span(key, fmt, at=at):
+                values = [key(r) for r in at]
+                low, high = fmt(min(values)), fmt(max(values))
+                return low if low == high else f"{low} to {high}"
 
             lines.append(
-                f"| {n} | {len(runs)} | {span(lambda r: r['tok_s'], sig3)} | "
+                f"| {n} | {name} | {len(at)} | {span(lambda r: r['tok_s'], sig3)} | "
                 f"{span(lambda r: r['host_us_per_step'], sig3)} µs | "
                 f"{span(lambda r: r['host_us_per_step'] / r['replay_alone_us'], '{:.2f}'.format)}"
-                f" | {span(lambda r: r['gpu_us_per_step'], sig3)} µs | "
-                f"{span(lambda r: r['gpu_busy_share'], '{:.0%}'.format)} |"
+                f" | {span(lambda r: r['gpu_busy_share'], '{:.0%}'.format)} | "
+                f"{span(lambda r: r['capture_and_compile_s'], sig3)} s |"
             )
-    if rec.get("compile"):
-        c = rec["compile"]
-        lines += [
-            "",
-            f"`compile=True` beside `compile=False`, from the same calls "
-            f"(commit {c['provenance']['commit']}; tokens/s of the second run, with CUDA events "
-            f"around each replay, and of the first, without):",
-            "",
-            "| rows | compile | tokens/s | first run | host per step (median) | the all-rows "
-            "graph replayed alone | capture and compile |",
-            "| --- | --- | --- | --- | --- | --- | --- |",
-            *(
-                f"| {r['n_rows']} | {r['compile']} | {sig3(r['tok_s'])} | "
-                f"{sig3(r['first_run_tok_s'])} | {sig3(r['host_us_per_step'])} µs | "
-                f"{sig3(r['replay_alone_us'])} µs | {sig3(r['capture_and_compile_s'])} s |"
-                for r in c["rows"]
-            ),
-            *(
-                f"| {u['n_rows']} | True, {u['how']} (commit {u['commit']}) | not finished | | | "
-                f"| still compiling after {u['seconds_compiling_at_least']} s |"
-                for u in c.get("unfinished", [])
-            ),
-        ]
     return lines
 
 

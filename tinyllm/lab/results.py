@@ -88,9 +88,10 @@ def load_floor(gpu: str = SHIPPED) -> dict | None:
 
 
 def load_engine_scale(gpu: str = SHIPPED) -> dict | None:
-    """results/<gpu>_engine_scale.json (results/probes/engine_scale.py): PagedEngine at 1 to
-    256 rows (lab.engine_time.scale, one row each in "rows") and, where recorded in the same
-    run, the engine before at 32 to 256 rows ("before", each row naming it), or None."""
+    """results/<gpu>_engine_scale.json (python -m tinyllm.lab.bench --sections engine_scale):
+    PagedEngine at 1 to 256 rows (lab.engine_time.scale, each run in a process of its own):
+    "rows", one run at each size; "repeats", more runs at 32, 128 and 256 rows; "before",
+    min_admit=1 there, and "compile", compile=True there; or None."""
     path = results_dir() / f"{gpu}_engine_scale.json"
     return _read(path) if path.exists() else None
 

@@ -174,9 +174,17 @@ def scale_figure(rec: dict):
     fig.suptitle(f"{sig3(first['tok_s'])} to {sig3(last['tok_s'])} tok/s from {first['n_rows']} "
                  f"to {last['n_rows']} rows; at {last['n_rows']} rows {at_most}",
                  fontsize=10)  # fmt: skip
-    commits = ", ".join(sorted({r["commit"] for r in rec["rows"] if "commit" in r}))
-    return label_source(fig, rec, "host: median over a run's decode steps, admissions included",
-                        *([f"the rows ran at commits {commits}"] if commits else []))  # fmt: skip
+    return label_source(fig, rec, "host: median over a run's decode steps, admissions included")
+
+
+def scale_groups(rec: dict) -> dict[str, list[dict]]:
+    """The engine_scale recording's runs at the sizes run more than once, by engine."""
+    compare = {r["n_rows"] for r in rec["before"]}
+    return {
+        "PagedEngine": [r for r in rec["rows"] if r["n_rows"] in compare] + rec["repeats"],
+        rec["before_label"]: rec["before"],
+        "compile=True": rec["compile"],
+    }
 
 
 def preset_table(cp: dict) -> list[dict]:
