@@ -799,3 +799,34 @@ def test_replay_loop_ok_names_the_steps_in_the_exercises_order(toy_model, capsys
     out = capsys.readouterr().out
     order = [out.find(w) for w in ("copy the token in", "grow", "replay", "advance_host")]
     assert -1 not in order and order == sorted(order), out
+
+
+def test_replay_loop_with_a_key_error_of_its_own_is_not_told_of_graph_keys(toy_model, capsys):
+    """A KeyError from the learner's own dict is the learner's, not a graph key's."""
+
+    def counts_ids(decoder, tok, n_steps):
+        seen = {}
+        out = my_replay_loop(decoder, tok, n_steps)
+        for t in out:
+            seen[t] += 1  # never set: KeyError
+        return out
+
+    out = assert_hint(lambda fn: check_replay_loop(fn, toy_model), counts_ids, capsys,
+                      "KeyError")  # fmt: skip
+    assert "graph_key" not in out and "finds its graph by key" not in out
+
+
+def test_replay_loop_with_a_key_of_its_own_is_told_to_ask_the_decoder(toy_model, capsys):
+    def hard_coded_key(decoder, tok, n_steps):
+        cache, out = decoder.cache, []
+        for _ in range(n_steps):
+            decoder.tok[: tok.shape[0]].copy_(tok)
+            cache.grow()
+            logits = decoder.replay(1)
+            cache.advance_host()
+            tok = logits.argmax(-1)
+            out.append(int(tok[0, 0]))
+        return out
+
+    assert_hint(lambda fn: check_replay_loop(fn, toy_model), hard_coded_key, capsys,
+                "never called decoder.graph_key()")  # fmt: skip

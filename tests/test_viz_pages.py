@@ -57,6 +57,7 @@ def test_the_paged_figures_state_what_the_recording_says():
     title = fig.axes[0].get_title()
     rise = long_over_short(paged["paged"]["sweep"], "paged fused")
     assert f"the paged fused step {viz.sig3(rise)}×" in title
+    assert len(fig.axes[0].get_lines()) == 4  # the windowed and paged lines, unfused and fused
     assert viz.footnote_text(fig).splitlines()[0] == results.provenance_label(paged)
     att = paged["paged"]["attention"]["1"]
     ratio = att["sdpa_window_us"][-1] / att["paged_kernel_us"][-1]

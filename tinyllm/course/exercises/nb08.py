@@ -626,8 +626,20 @@ def _argmax_kept_the_vocab(error: Exception, decoder) -> bool:
     return False
 
 
+def _raised_in_replay(error: Exception) -> bool:
+    """Whether the error came from inside a graph replay's lookup (graphs.py's replay)."""
+    tb = error.__traceback__
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        if code.co_name == "replay" and code.co_filename == Decoder.replay.__code__.co_filename:
+            return True
+        tb = tb.tb_next
+    return False
+
+
 def _explain_loop(error: Exception, decoder) -> str | None:
-    if isinstance(error, KeyError) and not _holds(decoder.graphs, error.args[:1]):
+    if (isinstance(error, KeyError) and _raised_in_replay(error)
+            and not _holds(decoder.graphs, error.args[:1])):  # fmt: skip
         return (
             f"decoder.replay(key) finds its graph by key, and this decoder holds graphs for "
             f"the keys {sorted(decoder.graphs)} only. Take the key from decoder.graph_key() "
@@ -677,7 +689,8 @@ def _loop_problem(fn, model, T: int, n_steps: int) -> str | None | object:
         want.append(int(tok[0, 0]))
     dec = _decoder(model, prompt)
     tok_buffer = dec.tok
-    watched = (Decoder.step, Decoder.capture_graph, simgraph.CUDAGraph.replay, Rows.advance_host)
+    watched = (Decoder.step, Decoder.capture_graph, simgraph.CUDAGraph.replay, Rows.advance_host,
+               Decoder.graph_key)  # fmt: skip
     ran_on = []  # the error a loop raised after more than n_steps replays
 
     def loop(*args):
@@ -802,6 +815,12 @@ def _loop_problem(fn, model, T: int, n_steps: int) -> str | None | object:
             f"length was {ahead[0]} and the device's {ahead[1]}. The host twin follows the "
             f"device: advance it after decoder.replay(key), once the step it counts has run "
             f"(a replay that failed would leave the host counting a step never taken)"
+        )
+    if not ran[Decoder.graph_key]:
+        return (
+            "your loop never called decoder.graph_key(): a key of your own fits this "
+            "decoder's one capture size, not a decoder whose rows change. Take key = "
+            "decoder.graph_key() at each step"
         )
     ids = items(got)
     if ids is None or len(ids) != n_steps or any(type(x) is not int for x in ids):

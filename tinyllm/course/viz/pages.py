@@ -123,8 +123,7 @@ def pages_figure(scene: dict):
 
 def paged_sweep_figure(res: dict, paged: dict):
     """Step time against position: the windowed graphs (res, results/h200.json) climb their
-    bucket staircase, the paged step (paged, results/h200_paged.json) stays flat; gpt-fast's
-    compiled forward on an ideal host, measured at positions 32–75, for scale."""
+    bucket staircase, the paged step (paged, results/h200_paged.json) stays flat."""
     win, sw = res["position_sweep"], paged["paged"]["sweep"]
     fig, ax = new_figure(figsize=(8, 3.8))
     lines = (
@@ -136,10 +135,6 @@ def paged_sweep_figure(res: dict, paged: dict):
     for data, key, label, color, ls in lines:
         ax.plot(data["positions"], data[f"{key}_us"], drawstyle="steps-post", color=color,
                 ls=ls, label=label)  # fmt: skip
-    lo, hi = paged["paged"]["positions"]
-    ideal = paged["headline"]["gptfast_ideal_us"]
-    label = "gpt-fast + PDL (the course's settings), ideal host, measured here only"
-    ax.plot([lo, hi], [ideal, ideal], color=COLORS["compiled"], lw=3, label=label)
     top = max(max(d[f"{k}_us"]) for d, k, *_ in lines)
     ax.set(xlabel="position (tokens)", ylim=(0, 1.55 * top),
            ylabel=f"step time, batch 1 (µs, median per {sw['bin_size']} positions)")  # fmt: skip
