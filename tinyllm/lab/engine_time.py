@@ -317,7 +317,9 @@ def scale_apart(n_rows: int, n_requests: int, **kwargs) -> dict:
     moves between processes more than within one, is sampled once per process."""
     args = json.dumps({"n_rows": n_rows, "n_requests": n_requests, **kwargs})
     out = subprocess.run([sys.executable, "-m", "tinyllm.lab.engine_time", args],
-                         capture_output=True, text=True, check=True)  # fmt: skip
+                         capture_output=True, text=True)  # fmt: skip
+    if out.returncode:
+        raise RuntimeError(f"scale({args}) failed in its process:\n{out.stderr[-3000:]}")
     return json.loads(out.stdout.splitlines()[-1])
 
 
