@@ -830,3 +830,15 @@ def test_replay_loop_with_a_key_of_its_own_is_told_to_ask_the_decoder(toy_model,
 
     assert_hint(lambda fn: check_replay_loop(fn, toy_model), hard_coded_key, capsys,
                 "never called decoder.graph_key()")  # fmt: skip
+
+
+def test_paged_write_that_makes_a_tensor_under_capture_is_told_so(capsys):
+    """torch.tensor(block_size) inside the step: a new tensor from host data, not a host read."""
+
+    def new_tensor(pool, k_new, block_table, lens, block_size):
+        bs = torch.tensor(block_size, device=lens.device)
+        my_paged_write(pool, k_new, block_table, lens, bs)
+
+    out = assert_hint(check_paged_write, new_tensor, capsys, "copies a host value into a new "
+                      "tensor", "Python number")  # fmt: skip
+    assert ".item()" not in out

@@ -1005,3 +1005,30 @@ def test_step_sampling_without_the_seed_is_told_the_seed_keys_the_noise(capsys):
                            x.argmax(-1))  # fmt: skip
 
     assert_hint(check_step_sampling, no_seed, capsys, "keyed by the request's seed")
+
+
+def test_step_sampling_that_makes_a_tensor_under_capture_is_told_so(capsys):
+    """torch.tensor(1.0) inside the step: a new tensor from host data, not a host read."""
+
+    def new_tensor(logits, temperature, seed, position):
+        u = uniform_noise(seed, position, logits.shape[-1])
+        one = torch.tensor(1.0, device=temperature.device, dtype=temperature.dtype)
+        t = torch.where(temperature > 0, temperature, one)[:, None]
+        scores = logits / t - torch.log(-torch.log(u))
+        return torch.where(temperature > 0, scores.argmax(-1), logits.argmax(-1))
+
+    out = assert_hint(check_step_sampling, new_tensor, capsys, "copies a host value into a new "
+                      "tensor", "torch.where(t > 0, t, 1.0)")  # fmt: skip
+    assert ".item()" not in out
+
+
+def test_hand_out_with_an_index_error_of_its_own_is_not_told_of_out_minus_one(capsys):
+    """An IndexError raised elsewhere than at req.out[-1] is not blamed on req.out[-1]."""
+
+    def one_too_far(reqs, ids, eos_id):
+        for i in range(len(reqs) + 1):
+            reqs[i]  # IndexError past the last row
+        return my_hand_out(reqs, ids, eos_id)
+
+    out = assert_hint(check_hand_out, one_too_far, capsys, "IndexError")
+    assert "req.out[-1]" not in out

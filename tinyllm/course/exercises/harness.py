@@ -241,6 +241,20 @@ HOST_COPY = (
 )
 
 
+NEW_TENSOR_UNDER_CAPTURE = (
+    "torch.tensor(...) inside the step copies a host value into a new tensor, which a graph "
+    "cannot record (and at replay the copy would not run). Use a Python number where a "
+    "tensor op takes one (x // block_size, torch.where(t > 0, t, 1.0)), or compute it from "
+    "the inputs with tensor ops"
+)
+
+
+def captured_new_tensor(error: Exception) -> bool:
+    """Whether a capture failed because the function made a tensor from host data
+    (simgraph's refusal of torch.tensor, torch.as_tensor, torch.asarray)."""
+    return "Copying host data into a new tensor" in str(error)
+
+
 def off_device(fn, args, device: str) -> str | None:
     """What fn does with its tensors on a device other than the CPU, where a CPU run cannot
     tell `.to("cpu")` from `.to(x.device)`: fn(*args) is run with every tensor moved to the

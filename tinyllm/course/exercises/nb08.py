@@ -11,10 +11,12 @@ import torch
 from tinyllm.course.exercises.harness import (
     CALL_SECONDS,
     FAILED,
+    NEW_TENSOR_UNDER_CAPTURE,
     TooSlow,
     Verdict,
     as_int,
     call,
+    captured_new_tensor,
     check_cases,
     checker,
     entered,
@@ -457,6 +459,9 @@ def check_paged_write(fn) -> Verdict:
         return hint("not solved yet: replace `raise NotImplementedError` with your code")
     except Exception as e:
         why = str(e).split("\n")[0]
+        if captured_new_tensor(e):
+            return hint(f"captured at lens=[2, 6, 9], your function failed: "
+                        f"{NEW_TENSOR_UNDER_CAPTURE}")  # fmt: skip
         return hint(
             f"captured at lens=[2, 6, 9], your function failed ({type(e).__name__}: {why}): "
             f"the step must find the block and offset on the device, with tensor ops: no "

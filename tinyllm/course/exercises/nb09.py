@@ -2,6 +2,7 @@
 
 import inspect
 import re
+import traceback
 import types
 
 import torch
@@ -10,10 +11,12 @@ from tinyllm import generation
 from tinyllm.course.exercises.harness import (
     CALL_SECONDS,
     FAILED,
+    NEW_TENSOR_UNDER_CAPTURE,
     TooSlow,
     Verdict,
     as_int,
     call,
+    captured_new_tensor,
     checker,
     entered,
     exited,
@@ -90,6 +93,9 @@ def _captured(fn, args, shown_as: str, what: str):
     except Exception as e:
         first = str(e).split("\n")[0]
         why = first.split(". ")[0][:160]
+        if captured_new_tensor(e):
+            hint(f"captured on {shown_as}, your function failed: {NEW_TENSOR_UNDER_CAPTURE}")
+            return FAILED
         if "output shape depends on the data" in first:  # simgraph's reason for nonzero, x[mask]
             what = (
                 "its output shape depends on the data (a boolean mask, nonzero), and a graph "
@@ -549,6 +555,12 @@ OWN_HAND_OUT = (
 )
 
 
+def _raised_at(error: Exception, text: str) -> bool:
+    """Whether the line that raised error (the learner's, the last frame) holds text."""
+    frames = traceback.extract_tb(error.__traceback__)
+    return bool(frames) and text in (frames[-1].line or "")
+
+
 def _explain_hand_out(error: Exception, eos_id=EOS) -> str | None:
     if isinstance(error, TypeError) and eos_id is None and "NoneType" in str(error):
         return (
@@ -568,7 +580,7 @@ def _explain_hand_out(error: Exception, eos_id=EOS) -> str | None:
             "reqs[i] is None for a padded row, which holds no request: skip it (if req is "
             "None: continue), and its id with it"
         )
-    if isinstance(error, IndexError):
+    if isinstance(error, IndexError) and _raised_at(error, "[-1]"):
         return (
             "on a request's first token its out is still empty, so req.out[-1] does not "
             "exist: test `req.out and req.out[-1] == eos_id`"
