@@ -842,3 +842,32 @@ def test_paged_write_that_makes_a_tensor_under_capture_is_told_so(capsys):
     out = assert_hint(check_paged_write, new_tensor, capsys, "copies a host value into a new "
                       "tensor", "Python number")  # fmt: skip
     assert ".item()" not in out
+
+
+def test_replay_loop_that_writes_into_its_input_token_is_told_so(toy_model, capsys):
+    def writes_tok(decoder, tok, n_steps):
+        cache, out = decoder.cache, []
+        for _ in range(n_steps):
+            key = decoder.graph_key()
+            decoder.tok[: tok.shape[0]].copy_(tok)
+            cache.grow()
+            logits = decoder.replay(key)
+            cache.advance_host()
+            tok.copy_(logits.argmax(-1))  # the caller's tensor
+            out.append(int(tok[0, 0]))
+        return out
+
+    assert_hint(lambda fn: check_replay_loop(fn, toy_model), writes_tok, capsys,
+                "changed its input tok")  # fmt: skip
+
+
+def test_replay_loop_whose_torch_raises_not_implemented_is_not_told_it_is_unsolved(
+    toy_model, capsys
+):
+    def meta_copy(decoder, tok, n_steps):
+        decoder.tok.copy_(tok.to("meta"))  # torch: NotImplementedError, Cannot copy out of meta
+        return my_replay_loop(decoder, tok, n_steps)
+
+    out = assert_hint(lambda fn: check_replay_loop(fn, toy_model), meta_copy, capsys,
+                      "NotImplementedError")  # fmt: skip
+    assert "not solved yet" not in out
