@@ -27,7 +27,7 @@ TEST_ENV := env PYTHONHASHSEED=0 MPLBACKEND=Agg OMP_NUM_THREADS=1
 UNIT := -p no:nbval -n auto --dist loadgroup
 
 .DEFAULT_GOAL := help
-.PHONY: help lab lint test test-unit notebooks images bench gpu screenshots clean
+.PHONY: help install lab lint test test-unit notebooks images bench gpu screenshots clean
 
 help: ## list these targets
 	@grep -E '^[a-z][a-z_-]*:.*## ' $(MAKEFILE_LIST) | \
@@ -39,6 +39,8 @@ $(STAMP): requirements.txt pyproject.toml
 	$(PY) -m pip install -r requirements.txt
 	$(PY) -m pip install -e . --no-deps
 	touch $@
+
+install: $(STAMP) ## create .venv and install everything into it, without starting the Lab
 
 # The Lab serves the repository root, so that tinyllm/, results/ and the model card open in
 # it, and lands in notebooks/ (the URL it prints, and where / redirects).
