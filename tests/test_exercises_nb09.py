@@ -1032,3 +1032,24 @@ def test_hand_out_with_an_index_error_of_its_own_is_not_told_of_out_minus_one(ca
 
     out = assert_hint(check_hand_out, one_too_far, capsys, "IndexError")
     assert "req.out[-1]" not in out
+
+
+def test_hand_out_that_drops_the_eos_id_is_told_it_belongs_in_out(capsys):
+    """A request that draws eos_id keeps that id as its last token."""
+
+    def drops_eos(reqs, ids, eos_id):
+        finished = []
+        for req, tok in zip(reqs, ids):
+            if req is None:
+                continue
+            if len(req.out) == req.max_new_tokens or (req.out and req.out[-1] == eos_id):
+                continue
+            if eos_id is not None and tok == eos_id:
+                finished.append(req.rid)  # finished, but its eos id never appended
+                continue
+            req.out.append(tok)
+            if len(req.out) == req.max_new_tokens:
+                finished.append(req.rid)
+        return finished
+
+    assert_hint(check_hand_out, drops_eos, capsys, "drew eos_id this step", "belongs in out")

@@ -723,6 +723,12 @@ def check_hand_out(fn) -> Verdict:
                         "no request's out changed: append to req.out itself, the request's "
                         "own list. What is appended to a copy is lost"
                     )
+                elif (isinstance(r.out, list) and len(r.out) < len(w.out)
+                      and eos is not None and w.out[-1] == eos):  # fmt: skip
+                    why = (
+                        f"request {r.rid} drew eos_id this step: that id is its last token, and "
+                        f"it belongs in out. Append it, then report the request finished"
+                    )
                 elif isinstance(r.out, list) and len(r.out) < len(w.out):
                     why = f"request {r.rid} was still running: its token is a real one, keep it"
                 elif (
