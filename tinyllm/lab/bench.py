@@ -206,10 +206,8 @@ def measure_engine_scale(n_requests: int, sizes=(1, 8, 32, 64, 128, 256),
     return {
         "host_us_per_step": engine_time.HOST_PER_STEP,
         "gpu_busy_share": engine_time.GPU_BUSY_EVENTS,
-        "gpu_us_per_step": "the GPU's mean µs per decode step: a CUDA event before and after "
-        "each decode replay of the second run, their elapsed times averaged",
-        "gpu_us_per_fill": "the same for the prefill replays of the second run, one per "
-        "admission (fills counts them)",
+        "gpu_us_per_step": engine_time.GPU_PER_STEP,
+        "gpu_us_per_fill": engine_time.GPU_PER_FILL,
         "rows": [run(n) for n in sizes],
         "repeats": [dict(run(n), round=r) for r in range(2, rounds + 1) for n in compare],
         "before": [run(n, min_admit=1) for n in compare],

@@ -225,6 +225,13 @@ GPU_BUSY_EVENTS = (
     "time; with overlap=True the host is ahead of the GPU, so a bracket holds the GPU's work "
     "alone. Eager work between replays (the rows' moves, the ids' copies) is not counted"
 )
+GPU_PER_STEP = (
+    "the GPU's mean µs per decode step: a CUDA event before and after each decode replay of "
+    "the second run, their elapsed times averaged"
+)
+GPU_PER_FILL = (
+    "the same for the prefill replays of the second run, one per admission (fills counts them)"
+)
 HOST_PER_STEP = (
     "the host's own time per decode step, median over the run: the step's wall time less "
     "its waits for ids (read ids), plus the admissions since the step before"
