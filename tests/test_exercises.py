@@ -567,6 +567,8 @@ FUNCTION_CHECKERS = {  # checkers of a learner's function, with the notebook's o
     "check_step_sampling": ex.check_step_sampling,
     "check_hand_out": ex.check_hand_out,
     "check_noise_key": ex.check_noise_key,
+    "check_flush_span": ex.check_flush_span,
+    "check_admit_count": ex.check_admit_count,
 }
 NONE_IS_AN_ANSWER = {"check_first_difference", "check_static_write"}  # "no difference", in place
 ANSWER_CHECKERS = {  # checkers of a value the learner sets

@@ -306,11 +306,12 @@ def test_stated_learner_time_matches_the_estimate(path):
 
 
 def test_the_calibration_is_the_fit_of_the_readings():
-    """SCALE is the least-squares factor of the learners' reported times, every numbered
-    notebook has one, and the estimate of each then lies within TOLERANCE of the report."""
+    """SCALE is the least-squares factor of the learners' reported times, each report is of
+    a numbered notebook, and the estimate of each then lies within TOLERANCE of the report. A
+    notebook no learner has reported on yet is stated at the calibrated estimate alone."""
     lt = _learner_time()
     assert lt.SCALE == round(lt.fit_scale(), 2)
-    assert set(lt.READINGS) == {p.stem for p in NUMBERED}
+    assert set(lt.READINGS) <= {p.stem for p in NUMBERED}
     for name, (reported, raw, _) in lt.READINGS.items():
         assert abs(lt.SCALE * raw - reported) <= lt.TOLERANCE * reported, name
 

@@ -1,7 +1,7 @@
 """The paged engine: continuous batching around one CUDA graph per capture size (notebooks
-08 and 09).
+08 to 10).
 
-What it adds to the slot engine of notebook 06, each measured in notebook 09:
+What it adds to the slot engine of notebook 06, each measured in notebook 09 or 10:
 
 - the paged cache (notebook 08): the requests are kept in the first rows, and each decode
   step replays the graph of the smallest capture size that holds them, valid at every length;
@@ -98,7 +98,7 @@ class PagedEngine(Serving):
 
     min_admit: while requests wait, an admission waits for this many free rows, or for as
     many as wait (default n_rows // 16, at least 1). Each admission replays a prefill
-    graph, whose GPU time grows little with its prompts (notebook 09's recording: 389 µs
+    graph, whose GPU time grows little with its prompts (notebook 10's recording: 389 µs
     for about 2 prompts, 474 µs for about 19, at 256 rows on an H200): fewer, larger
     admissions cost the GPU and the host less, for a few rows idle a few steps. Hugging
     Face's text-generation-inference router waits the same way (waiting_served_ratio)."""

@@ -1,4 +1,4 @@
-"""Checkers for the notebooks' exercises, one module per notebook (nb00 ... nb09) on a
+"""Checkers for the notebooks' exercises, one module per notebook (nb00 ... nb10) on a
 shared harness.
 
 Each checker compares the learner's answer with what the package really does, on edge
@@ -43,6 +43,7 @@ from tinyllm.course.exercises.nb08 import (
     check_replay_loop,
 )
 from tinyllm.course.exercises.nb09 import check_hand_out, check_noise_key, check_step_sampling
+from tinyllm.course.exercises.nb10 import check_admit_count, check_flush_span
 
 __all__ = [
     "check_token_count",
@@ -75,4 +76,6 @@ __all__ = [
     "check_step_sampling",
     "check_hand_out",
     "check_noise_key",
+    "check_flush_span",
+    "check_admit_count",
 ]

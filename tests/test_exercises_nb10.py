@@ -1,0 +1,156 @@
+"""tinyllm.course.exercises.nb10: the checkers of notebook 10's exercises (the rows one flush
+uploads, the requests one admission takes).
+
+A checker accepts the right answer and answers every wrong one with one [HINT] line:
+never a traceback, never a false [OK].
+"""
+
+import numpy as np
+import pytest
+import torch
+from conftest import assert_hint, assert_ok
+
+from tinyllm import PagedEngine, Rows
+from tinyllm.course.exercises import check_admit_count, check_flush_span
+from tinyllm.course.exercises.nb10 import _admitted, _span
+
+# --- exercise 1: the rows one flush uploads --------------------------------------------------
+
+
+def my_span(dirty):
+    changed = np.flatnonzero(dirty)
+    return int(changed[-1]) + 1 if len(changed) else 0
+
+
+def test_the_span_is_what_flush_uploads():
+    """The reference is Rows.flush's upload: past the moves' part, rows 0 to the last row
+    marked, each row's columns; nothing at all when no row is marked."""
+    rows = Rows(6, max_len=32, device="cpu")
+    sizes = []
+    rows.upload = lambda flat: sizes.append(len(flat))
+    width = rows.host.state.shape[1]
+    for marked in ([1, 4], [0], [5], [2, 3], []):
+        rows.host.dirty[:] = False
+        rows.host.dirty[marked] = True
+        dirty, before = rows.host.dirty.copy(), len(sizes)
+        rows.flush()
+        if _span(dirty):
+            assert sizes[-1] == len(rows.unmoved) + _span(dirty) * width
+        else:
+            assert len(sizes) == before  # nothing uploaded
+    assert _span([False, True, False, True, False]) == 4 and _span([False] * 3) == 0
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        my_span,
+        lambda d: max((i + 1 for i, x in enumerate(d) if x), default=0),
+        lambda d: np.int64(my_span(d)),
+        lambda d: torch.tensor(my_span(d)),
+        lambda d: len(d) - int(np.argmax(d[::-1])) if d.any() else 0,
+    ],
+    ids=["flatnonzero", "generator", "numpy int", "0-d tensor", "argmax from the end"],
+)
+def test_span_right(answer, capsys):
+    assert_ok(check_flush_span, answer, capsys)
+
+
+@pytest.mark.parametrize(
+    "answer, needles",
+    [
+        (lambda d: int(d.sum()), ("number of rows that changed", "one copy")),
+        (lambda d: int(np.flatnonzero(d)[-1]) if d.any() else 0, ("add one",)),
+        (lambda d: int(np.flatnonzero(d)[-1]) + 1, ("IndexError",)),
+        (lambda d: int(np.argmax(d)) + 1, ("first changed row",)),
+        (lambda d: len(d), ("every row", "leaves them out")),
+        (lambda d: len(d) - int(np.argmax(d[::-1])), ("no row changed", "expected 0")),
+        (lambda d: float(my_span(d)), ("float", "an int")),
+        (lambda d: bool(d.any()), ("bool",)),
+        (lambda d: np.flatnonzero(d), ("an int",)),
+    ],
+    ids=[
+        "counted",
+        "last index",
+        "empty",
+        "first changed",
+        "every row",
+        "argmax on none",
+        "float",
+        "bool",
+        "the indices",
+    ],  # fmt: skip
+)
+def test_span_wrong(answer, needles, capsys):
+    assert_hint(check_flush_span, answer, capsys, *needles)
+
+
+# --- exercise 2: how many requests one admission takes -----------------------------------------
+
+
+def my_count(free, waiting, min_admit):
+    if free < min(waiting, min_admit):
+        return 0
+    return min(free, waiting)
+
+
+def test_the_count_is_what_admit_takes(toy_model):
+    """The reference is PagedEngine.admit: with n free rows, w waiting and min_admit m, one
+    step's admission takes _admitted(n, w, m) requests. A first admission fills some rows."""
+    scenarios = (
+        (4, 1, 0, 6),
+        (4, 4, 0, 6),
+        (8, 4, 0, 3),
+        (4, 4, 0, 2),
+        (8, 4, 6, 5),
+        (8, 4, 4, 3),
+        (8, 8, 5, 2),
+    )  # n_rows, min_admit, first, then
+    for n_rows, min_admit, first, then in scenarios:
+        engine = PagedEngine(toy_model, n_rows, max_len=32, use_graph=False, min_admit=min_admit)
+        for n in (first, then):
+            for _ in range(n):
+                engine.submit([1, 2, 3], 8)
+            free, waiting = len(engine.rows.free_rows()), engine.n_waiting()
+            engine.admit()
+            assert waiting - engine.n_waiting() == _admitted(free, waiting, min_admit)
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        my_count,
+        lambda f, w, m: min(f, w) if f >= min(w, m) else 0,
+        lambda f, w, m: np.int64(my_count(f, w, m)),
+    ],
+    ids=["ifs", "one line", "numpy int"],
+)
+def test_count_right(answer, capsys):
+    assert_ok(check_admit_count, answer, capsys)
+
+
+@pytest.mark.parametrize(
+    "answer, needles",
+    [
+        (lambda f, w, m: min(f, w), ("min_admit is 16", "fewer, larger")),
+        (lambda f, w, m: min(f, w) if f >= m else 0, ("never admit", "min(waiting, min_admit)")),
+        (lambda f, w, m: f if f >= min(w, m) else 0, ("only 2 requests wait",)),
+        (lambda f, w, m: w if f >= min(w, m) else 0, ("only 3 rows are free",)),
+        (lambda f, w, m: min(f, w) if f > min(w, m) else 0, ("With min_admit rows free",)),
+        (lambda f, w, m: min(f, w, m) if f >= min(w, m) else 0, ("as many requests as fit",)),
+        (lambda f, w, m: f >= min(w, m), ("bool",)),
+        (lambda f, w, m: float(my_count(f, w, m)), ("float",)),
+    ],
+    ids=[
+        "no min_admit",
+        "starves the last",
+        "more than wait",
+        "more than free",
+        "one free row too many",
+        "min_admit at a time",
+        "bool",
+        "float",
+    ],  # fmt: skip
+)
+def test_count_wrong(answer, needles, capsys):
+    assert_hint(check_admit_count, answer, capsys, *needles)

@@ -1,0 +1,154 @@
+"""Checkers of notebook 10 · the engine at 256 rows."""
+
+import numpy as np
+
+from tinyllm.course.exercises.harness import (
+    Verdict,
+    as_int,
+    check_cases,
+    checker,
+    shown_type,
+)
+
+
+def _span(dirty) -> int:
+    """Rows.flush's upload: rows 0 to the last row changed, 0 rows when none changed."""
+    changed = [i for i, d in enumerate(dirty) if d]
+    return changed[-1] + 1 if changed else 0
+
+
+def _same_span(got, want, dirty) -> str | None:
+    n = as_int(got)
+    if n is None or isinstance(got, bool):
+        return f"returned {shown_type(got)}: return the number of rows uploaded, an int"
+    if n == want:
+        return None
+    changed = [i for i, d in enumerate(dirty) if d]
+    if not changed:
+        return (
+            f"returned {n}, expected 0: no row changed, so flush uploads nothing. Your "
+            f"answer must handle a host twin with nothing marked"
+        )
+    if n == len(changed) and n != want:
+        return (
+            f"returned {n}, the number of rows that changed; expected {want}. The upload is "
+            f"one copy of rows 0 to the last changed row, with the unchanged rows between "
+            f"them: one copy cannot skip rows"
+        )
+    if n == want - 1:
+        return (
+            f"returned {n}, expected {want}: that is the last changed row's index. Rows 0 to "
+            f"{want - 1} are {want} rows: add one"
+        )
+    if n == changed[0] + 1 and len(changed) > 1:
+        return (
+            f"returned {n}, expected {want}: the upload ends at the first changed row there. "
+            f"It must reach the last one, row {changed[-1]}"
+        )
+    if n == len(dirty):
+        return (
+            f"returned {n}, every row; expected {want}. Rows after the last changed one hold "
+            f"what the device holds already: flush leaves them out"
+        )
+    return f"returned {n}, expected {want}: rows 0 to the last changed row"
+
+
+@checker
+def check_flush_span(fn) -> Verdict:
+    """fn(dirty) → how many rows of state Rows.flush uploads: rows 0 to the last row marked
+    in dirty (a numpy bool array, one entry per row), or 0 when none is marked."""
+    g = np.random.default_rng(0)
+    cases = [
+        [False, True, False, False, True, True, False, False],
+        [True, False, False, False],
+        [False, False, False, True],
+        [True, True, True],
+        [False] * 6,
+        [False, False, True, True, False, True, False],
+        list(g.random(32) < 0.1),
+    ]
+    return check_cases(
+        fn,
+        [
+            ((np.array(d, dtype=bool),), f"dirty={np.array(d, dtype=bool).astype(int).tolist()}")
+            for d in cases
+        ],  # fmt: skip
+        _span,
+        "one upload: rows 0 to the last changed row, however many changed",
+        _same_span,
+        with_args=True,
+    )
+
+
+def _admitted(free: int, waiting: int, min_admit: int) -> int:
+    """PagedEngine.admit's count in one step: as many requests as fit, once min_admit rows are
+    free, or as many rows as requests wait when fewer wait."""
+    return min(free, waiting) if free >= min(waiting, min_admit) else 0
+
+
+def _same_count(got, want, free, waiting, min_admit) -> str | None:
+    n = as_int(got)
+    if n is None or isinstance(got, bool):
+        return f"returned {shown_type(got)}: return how many requests to admit, an int"
+    if n == want:
+        return None
+    if n > free:
+        return (
+            f"returned {n}, expected {want}: only {free} rows are free, and each request "
+            f"admitted takes a row"
+        )
+    if n > waiting:
+        return (
+            f"returned {n}, expected {want}: only {waiting} requests wait, and admit takes "
+            f"requests from the queue"
+        )
+    if want == 0:
+        return (
+            f"returned {n}, expected 0: {waiting} requests wait and min_admit is {min_admit}, "
+            f"but only {free} rows are free. Wait until {min(waiting, min_admit)} rows are "
+            f"free: fewer, larger admissions"
+        )
+    if n == 0 and waiting < min_admit:
+        return (
+            f"returned 0, expected {want}: only {waiting} requests wait, fewer than "
+            f"min_admit {min_admit}. Waiting for {min_admit} free rows would never admit "
+            f"them, and the run would never end: wait for min(waiting, min_admit) rows"
+        )
+    if n == 0:
+        return (
+            f"returned 0, expected {want}: {free} rows are free, and min_admit is "
+            f"{min_admit}. With min_admit rows free or more, admit"
+        )
+    if n == min_admit:
+        return (
+            f"returned {n}, min_admit; expected {want}. Once admit admits, it takes as many "
+            f"requests as fit: min(free, waiting)"
+        )
+    return f"returned {n}, expected {want}"
+
+
+@checker
+def check_admit_count(fn) -> Verdict:
+    """fn(free, waiting, min_admit) → how many requests PagedEngine.admit takes in one step,
+    all ints."""
+    cases = [
+        (3, 5, 1),
+        (0, 5, 1),
+        (3, 2, 1),
+        (10, 40, 16),
+        (16, 40, 16),
+        (20, 40, 16),
+        (20, 3, 16),
+        (2, 3, 16),
+        (3, 3, 16),
+        (5, 0, 4),
+        (256, 300, 16),
+    ]
+    return check_cases(
+        fn,
+        [(c, f"free={c[0]}, waiting={c[1]}, min_admit={c[2]}") for c in cases],
+        _admitted,
+        "admit waits for min(waiting, min_admit) free rows, then takes as many as fit",
+        _same_count,
+        with_args=True,
+    )
