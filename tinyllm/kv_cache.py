@@ -92,6 +92,15 @@ class LayerKV:
     def attn_kwargs(self) -> dict:
         return self.step.attn_kwargs
 
+    @property
+    def fused(self) -> bool:
+        """The step does RoPE, the write and the attention in one op from the projections
+        (rope_write_attend, below) instead of update and attn_kwargs: the paged decode step."""
+        return hasattr(self.step, "rope_write_attend")
+
+    def rope_write_attend(self, qkv: Tensor, cos: Tensor, sin: Tensor, kv_heads: int) -> Tensor:
+        return self.step.rope_write_attend(self.i, qkv, cos, sin, kv_heads)
+
 
 # --- masks ---------------------------------------------------------------------------------
 

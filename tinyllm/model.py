@@ -6,8 +6,9 @@ embedding → n_layers × [RMSNorm → attention (RoPE, grouped-query, SDPA) →
 The model knows nothing about how keys and values are kept between calls: that is the
 cache's job. With a cache, each forward call follows the cache protocol (kv_cache.py says
 it once): cache.begin_step(T, rope) gives the RoPE rows and sets the mask, each layer calls
-cache.layer(i).update(k, v) and attends with its attn_kwargs, and cache.end_step(T) advances
-the position. Without a cache the model runs the plain causal forward over positions 0..T-1.
+cache.layer(i).update(k, v) and attends with its attn_kwargs (the paged decode step does
+both in one op, rope_write_attend), and cache.end_step(T) advances the position. Without a
+cache the model runs the plain causal forward over positions 0..T-1.
 """
 
 import torch
@@ -15,7 +16,6 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from tinyllm.config import ModelConfig
-from tinyllm.kernels import paged_decode_attention
 from tinyllm.validate import LIMITS, validate_ids, validate_size
 
 
@@ -77,14 +77,6 @@ def attend(q: Tensor, k: Tensor, v: Tensor, attn_kwargs: dict) -> Tensor:
     return y.reshape(B, 1, H * D)
 
 
-def attend_paged(q: Tensor, k: Tensor, v: Tensor, attn_kwargs: dict) -> Tensor:
-    """A paged cache's decode step: q (B, H, 1, D) over the block pools k, v through the
-    step's block table and lengths (kernels.paged_decode_attention); returns (B, 1, H·D)."""
-    B, H, _, D = q.shape
-    table, lens = attn_kwargs["block_table"], attn_kwargs["lens"]
-    return paged_decode_attention(q[:, :, 0], k, v, table, lens).reshape(B, 1, H * D)
-
-
 class Attention(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
@@ -99,6 +91,9 @@ class Attention(nn.Module):
         B, T, _ = x.shape
         H, H_kv, D = self.n_heads, self.n_kv_heads, self.head_dim
         qkv = self.wqkv(x).view(B, T, H + 2 * H_kv, D)
+        if kv is not None and kv.fused:  # the paged decode step: RoPE, write, attend in one op
+            y = kv.rope_write_attend(qkv[:, 0], cos[:, 0], sin[:, 0], H_kv)
+            return self.wo(y.reshape(B, T, H * D))
         qk = apply_rope(qkv[:, :, : H + H_kv], cos, sin)  # queries and keys in one pass
         q, k, v = (t.transpose(1, 2) for t in (qk[:, :, :H], qk[:, :, H:], qkv[:, :, H + H_kv :]))
         if kv is None:
@@ -106,8 +101,7 @@ class Attention(nn.Module):
         else:
             k, v = kv.update(k, v)
             attn_kwargs = kv.attn_kwargs
-        attention = attend_paged if "block_table" in attn_kwargs else attend  # paged: no SDPA
-        return self.wo(attention(q, k, v, attn_kwargs))
+        return self.wo(attend(q, k, v, attn_kwargs))
 
 
 class FeedForward(nn.Module):

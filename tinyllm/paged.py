@@ -7,8 +7,8 @@ The block table (n_rows, max_len / block_size) and the lengths (n_rows,) live on
 in one fixed int64 buffer updated in place (rows.Rows.state): the decode step's shapes
 depend only on how many rows it runs, never on a length. So one CUDA graph per number of
 rows (a *capture size*), captured once at any length, replays at every length: no window,
-no bucket, no mask (kernels.paged_decode_attention reads each row's length and blocks on
-the device).
+no bucket, no mask (kernels.rope_write_attend reads each row's length and blocks on the
+device).
 
 The cache holds the pools; `cache.rows` (rows.Rows) holds everything a step reads for each
 row, on the device and as host twins, and the free list of blocks. Blocks are handed out on
@@ -31,7 +31,7 @@ import contextlib
 import torch
 from torch import Tensor
 
-from tinyllm.kernels import paged_decode_attention
+from tinyllm.kernels import paged_decode_attention, rope_write_attend
 from tinyllm.kv_cache import FixedCache, LayerKV, causal_kwargs
 from tinyllm.rows import ACTIVE, LEN, SCRATCH, TABLE, OnRows, Rows, to_device
 from tinyllm.validate import LIMITS, validate_block_size, validate_int, validate_limits
@@ -187,36 +187,34 @@ class PagedFill:
 
 
 class PagedDecode:
-    """A PagedKVCache as one decode step sees it: rows 0..n-1, one token each. Row b writes
-    its new K/V at position lens_dev[b] (block block_table[b, lens_dev[b] // block_size],
-    offset lens_dev[b] % block_size) and attends to its first lens_dev[b] + 1 keys through
-    kernels.paged_decode_attention; rows that hold no request compute too, on the scratch
-    block, and do not advance. Nothing here reads a host value: a CUDA graph replays it at
-    every length."""
+    """A PagedKVCache as one decode step sees it: rows 0..n-1, one token each. Each layer's
+    RoPE, K/V write and attention are one op, kernels.rope_write_attend: row b rotates its
+    query and new key at position lens_dev[b], writes the new K/V at block
+    block_table[b, lens_dev[b] // block_size], offset lens_dev[b] % block_size, and attends
+    to its first lens_dev[b] + 1 keys. One kernel a layer on CUDA (two when a row's keys are
+    split). Rows that hold no request compute too, on the scratch block, and do not advance.
+    Nothing here reads a host value: a CUDA graph replays it at every length."""
 
     def __init__(self, cache: PagedKVCache, n: int):
         self.cache, self.rows = cache, n
-        self.attn_kwargs: dict = {}
 
     def begin_step(self, T: int, rope) -> tuple[Tensor, Tensor]:
         # every view taken here, from the rows' one state tensor: a compiled step then sees
         # one input, not several views of it (AOTAutograd cannot rebuild the table's view
         # from the state once end_step writes the lengths)
-        c, state = self.cache, self.cache.rows.state[: self.rows]
-        pos, table = state[:, LEN], state[:, TABLE:]
-        self.where = table.gather(1, (pos // c.block_size)[:, None])[:, 0], pos % c.block_size
-        self.attn_kwargs = {"block_table": table, "lens": pos + 1}
-        return rope.cos[pos][:, None], rope.sin[pos][:, None]  # each row at its own position
+        state = self.cache.rows.state[: self.rows]
+        self.lens, self.table = state[:, LEN], state[:, TABLE:]
+        return rope.cos[self.lens][:, None], rope.sin[self.lens][:, None]  # each row its own
 
     def layer(self, i: int) -> LayerKV:
         return LayerKV(self, i)
 
-    def update(self, i: int, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
-        kc, vc = self.cache.buffers(i, k)
-        blocks, offsets = self.where
-        kc[blocks, :, offsets] = k[:, :, 0]  # (n, kv_heads, D) at each row's block and offset
-        vc[blocks, :, offsets] = v[:, :, 0]
-        return kc, vc  # the pools: attend() reads them through the block table
+    def rope_write_attend(self, i: int, qkv: Tensor, cos: Tensor, sin: Tensor, kv_heads: int):
+        """Layer i's step from its projections qkv (n, H + 2·kv_heads, D) before RoPE and the
+        widened rows cos, sin (n, D): the attention's output (n, H, D)."""
+        self.cache.allocate(kv_heads, qkv.shape[-1], qkv.dtype)
+        kc, vc = self.cache.k[i], self.cache.v[i]
+        return rope_write_attend(qkv, cos, sin, kc, vc, self.table, self.lens)
 
     def end_step(self, T: int) -> None:
         state = self.cache.rows.state[: self.rows]
