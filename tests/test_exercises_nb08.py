@@ -244,7 +244,8 @@ def write_from_a_copy_of_lens(pool, k_new, block_table, lens, block_size):
 
 
 def test_paged_write_is_the_decode_steps():
-    """The reference the checker holds is PagedDecode's write: the same pool after a step."""
+    """The reference the checker holds is the paged decode step's write: the same pool after
+    a step (rope_write_attend, its RoPE made the identity here: cos 1, sin 0)."""
     cache = PagedKVCache(1, 2, 16, "cpu", block_size=4)
     cache.allocate(1, 2, torch.float32)
     cache.rows.take([0, 1], [4, 7])  # room for the position each writes
@@ -252,10 +253,10 @@ def test_paged_write_is_the_decode_steps():
     step = cache.decoding(2)
     rope_like = type("R", (), {"cos": torch.zeros(16, 1), "sin": torch.zeros(16, 1)})()
     step.begin_step(1, rope_like)
-    k = torch.randn(2, 1, 1, 2)
+    qkv = torch.randn(2, 3, 2)  # one query head, one K/V head
     pool = cache.k[0].clone()
-    step.update(0, k, k)
-    my_paged_write(pool, k[:, :, 0], cache.block_table, cache.lens_dev, 4)
+    step.rope_write_attend(0, qkv, torch.ones(2, 2), torch.zeros(2, 2), 1)
+    my_paged_write(pool, qkv[:, 1:2], cache.block_table, cache.lens_dev, 4)
     assert torch.equal(pool, cache.k[0])
 
 

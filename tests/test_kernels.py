@@ -241,9 +241,12 @@ def test_the_fused_reference_rotates_writes_then_attends():
 @triton_needed
 @pytest.mark.parametrize("n_splits", [1, 2, 4])
 def test_the_fused_kernel_computes_the_reference(n_splits):
-    """One share: the kernel writes the output itself; more: partials, then combine."""
+    """One share: the kernel writes the output itself; more: partials, then combine. The
+    table and lengths are columns of one state tensor, as the paged step hands them over."""
     args = step_inputs([0, 15, 16, 17, 63], H=8, H_kv=2)
     mine = [a.clone() for a in args]
+    state = torch.cat([mine[6][:, None], torch.ones_like(mine[6])[:, None], mine[5]], dim=1)
+    mine[5], mine[6] = state[:, 2:], state[:, 0]  # strided views, not tensors of their own
     want = kernels.reference_rope_write_attend(*args)
     got = kernels.interpreted_rope_write_attend(*mine, n_splits=n_splits)
     assert ((got - want).norm() / want.norm()) < 1e-5

@@ -273,7 +273,7 @@ def _(q, k_cache, v_cache, block_table, lens):
 
 
 def fused_kernel_body(QKV, COS, SIN, K, V, TABLE, LENS, OUT, PART, MAX, SUM, scale,
-                      qkv_row, qkv_head, rope_row, k_block, k_head, k_pos, table_row,
+                      qkv_row, qkv_head, rope_row, k_block, k_head, k_pos, table_row, lens_row,
                       out_row, out_head, part_row, part_head, part_split, max_row, max_head,
                       H: tl.constexpr, G: tl.constexpr, G_PAD: tl.constexpr, D: tl.constexpr,
                       BLOCK: tl.constexpr, N_SPLITS: tl.constexpr):  # fmt: skip
@@ -284,7 +284,7 @@ def fused_kernel_body(QKV, COS, SIN, K, V, TABLE, LENS, OUT, PART, MAX, SUM, sca
     value into their block, then attends over its share with them. With one share it writes
     the output; with more, partials for combine_kernel."""
     b, g, s = tl.program_id(0), tl.program_id(1), tl.program_id(2)
-    n_old = tl.load(LENS + b)  # the keys before this step: the new one takes position n_old
+    n_old = tl.load(LENS + b * lens_row)  # the keys before: the new one takes position n_old
     n_keys = n_old + 1
     n_blocks = tl.cdiv(n_keys, BLOCK)
     per_split = tl.cdiv(n_blocks, N_SPLITS)
@@ -403,7 +403,7 @@ def triton_rope_write_attend(qkv, cos, sin, k_cache, v_cache, block_table, lens,
     fused[(B, H_kv, n_splits)](
         qkv, cos, sin, k_cache, v_cache, block_table, lens, out, part, m, w, D**-0.5,
         qkv.stride(0), qkv.stride(1), cos.stride(0), k_cache.stride(0), k_cache.stride(1),
-        k_cache.stride(2), block_table.stride(0), out.stride(0), out.stride(1),
+        k_cache.stride(2), block_table.stride(0), lens.stride(0), out.stride(0), out.stride(1),
         part.stride(0), part.stride(1), part.stride(2), m.stride(0), m.stride(1),
         H=H, G=G, G_PAD=max(2, triton.next_power_of_2(G)), D=D, BLOCK=block_size,
         N_SPLITS=n_splits, num_warps=num_warps,
