@@ -22,6 +22,12 @@ def my_span(dirty):
     return int(changed[-1]) + 1 if len(changed) else 0
 
 
+def clears_its_marks(dirty):
+    last = my_span(dirty)
+    dirty[:last] = False  # as flush does, after its upload
+    return last
+
+
 def test_the_span_is_what_flush_uploads():
     """The reference is Rows.flush's upload: past the moves' part, rows 0 to the last row
     marked, each row's columns; nothing at all when no row is marked."""
@@ -47,10 +53,9 @@ def test_the_span_is_what_flush_uploads():
         my_span,
         lambda d: max((i + 1 for i, x in enumerate(d) if x), default=0),
         lambda d: np.int64(my_span(d)),
-        lambda d: torch.tensor(my_span(d)),
         lambda d: len(d) - int(np.argmax(d[::-1])) if d.any() else 0,
     ],
-    ids=["flatnonzero", "generator", "numpy int", "0-d tensor", "argmax from the end"],
+    ids=["flatnonzero", "generator", "numpy int", "argmax from the end"],
 )
 def test_span_right(answer, capsys):
     assert_ok(check_flush_span, answer, capsys)
@@ -61,13 +66,21 @@ def test_span_right(answer, capsys):
     [
         (lambda d: int(d.sum()), ("number of rows that changed", "one copy")),
         (lambda d: int(np.flatnonzero(d)[-1]) if d.any() else 0, ("add one",)),
-        (lambda d: int(np.flatnonzero(d)[-1]) + 1, ("IndexError",)),
+        (lambda d: int(np.flatnonzero(d)[-1]) + 1, ("IndexError", "uploads 0 rows")),
         (lambda d: int(np.argmax(d)) + 1, ("first changed row",)),
         (lambda d: len(d), ("every row", "leaves them out")),
         (lambda d: len(d) - int(np.argmax(d[::-1])), ("no row changed", "expected 0")),
-        (lambda d: float(my_span(d)), ("float", "an int")),
+        (lambda d: float(my_span(d)), ("float", "Python int")),
         (lambda d: bool(d.any()), ("bool",)),
-        (lambda d: np.flatnonzero(d), ("an int",)),
+        (lambda d: np.flatnonzero(d), ("Python int",)),
+        (lambda d: torch.tensor(my_span(d)), ("tensor", "Python int")),
+        (lambda d: np.array([my_span(d)]), ("array", "Python int")),
+        (lambda d: torch.as_tensor(d).nonzero()[-1] + 1 if d.any() else 0, ("Python int",)),
+        (clears_its_marks, ("changed dirty",)),
+        (
+            lambda d: int(np.flatnonzero(d)[-1] - np.flatnonzero(d)[0]) + 1 if d.any() else 0,
+            ("first changed row", "starts at row 0"),
+        ),
     ],
     ids=[
         "counted",
@@ -79,6 +92,11 @@ def test_span_right(answer, capsys):
         "float",
         "bool",
         "the indices",
+        "0-d tensor",
+        "numpy array",
+        "(1,) tensor",
+        "clears the marks",
+        "from the first changed row",
     ],  # fmt: skip
 )
 def test_span_wrong(answer, needles, capsys):
@@ -140,6 +158,8 @@ def test_count_right(answer, capsys):
         (lambda f, w, m: min(f, w, m) if f >= min(w, m) else 0, ("as many requests as fit",)),
         (lambda f, w, m: f >= min(w, m), ("bool",)),
         (lambda f, w, m: float(my_count(f, w, m)), ("float",)),
+        (lambda f, w, m: torch.tensor(my_count(f, w, m)), ("tensor", "Python int")),
+        (lambda f, w, m: np.array([my_count(f, w, m)]), ("array", "Python int")),
     ],
     ids=[
         "no min_admit",
@@ -150,6 +170,8 @@ def test_count_right(answer, capsys):
         "min_admit at a time",
         "bool",
         "float",
+        "tensor",
+        "numpy array",
     ],  # fmt: skip
 )
 def test_count_wrong(answer, needles, capsys):

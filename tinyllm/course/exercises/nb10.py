@@ -3,12 +3,29 @@
 import numpy as np
 
 from tinyllm.course.exercises.harness import (
+    CALL_SECONDS,
+    FAILED,
     Verdict,
-    as_int,
+    call,
     check_cases,
     checker,
+    hint,
+    ok,
     shown_type,
 )
+
+
+def _an_int(x) -> int | None:
+    """x as an int if it is one: a Python int or a numpy integer scalar, never a bool, a
+    float, a tensor or an array (the engine does host arithmetic with it)."""
+    if isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_)):
+        return int(x)
+    return None
+
+
+def _not_an_int(got, what: str) -> str:
+    return (f"returned {shown_type(got)}: return {what} as a Python int, such as int(...). "
+            f"The host does arithmetic with it, not the device")  # fmt: skip
 
 
 def _span(dirty) -> int:
@@ -17,10 +34,15 @@ def _span(dirty) -> int:
     return changed[-1] + 1 if changed else 0
 
 
-def _same_span(got, want, dirty) -> str | None:
-    n = as_int(got)
-    if n is None or isinstance(got, bool):
-        return f"returned {shown_type(got)}: return the number of rows uploaded, an int"
+def _same_span(got, want, dirty, before) -> str | None:
+    if not np.array_equal(dirty, before):
+        return (
+            "changed dirty, its input: the flush clears the marks itself, after its upload. "
+            "Only read dirty here"
+        )
+    n = _an_int(got)
+    if n is None:
+        return _not_an_int(got, "the number of rows uploaded")
     if n == want:
         return None
     changed = [i for i, d in enumerate(dirty) if d]
@@ -28,6 +50,11 @@ def _same_span(got, want, dirty) -> str | None:
         return (
             f"returned {n}, expected 0: no row changed, so flush uploads nothing. Your "
             f"answer must handle a host twin with nothing marked"
+        )
+    if n == changed[-1] - changed[0] + 1 and changed[0] > 0:
+        return (
+            f"returned {n}, expected {want}: that span starts at the first changed row, "
+            f"row {changed[0]}. The upload always starts at row 0"
         )
     if n == len(changed) and n != want:
         return (
@@ -53,13 +80,19 @@ def _same_span(got, want, dirty) -> str | None:
     return f"returned {n}, expected {want}: rows 0 to the last changed row"
 
 
+def _explain_span(error: Exception) -> str | None:
+    if isinstance(error, IndexError):
+        return "when no row changed there is no last changed row: the flush uploads 0 rows"
+    return None
+
+
 @checker
 def check_flush_span(fn) -> Verdict:
     """fn(dirty) → how many rows of state Rows.flush uploads: rows 0 to the last row marked
     in dirty (a numpy bool array, one entry per row), or 0 when none is marked."""
     g = np.random.default_rng(0)
     cases = [
-        [False, True, False, False, True, True, False, False],
+        [False, False, True, False, True, True, True, False, False],
         [True, False, False, False],
         [False, False, False, True],
         [True, True, True],
@@ -67,17 +100,16 @@ def check_flush_span(fn) -> Verdict:
         [False, False, True, True, False, True, False],
         list(g.random(32) < 0.1),
     ]
-    return check_cases(
-        fn,
-        [
-            ((np.array(d, dtype=bool),), f"dirty={np.array(d, dtype=bool).astype(int).tolist()}")
-            for d in cases
-        ],  # fmt: skip
-        _span,
-        "one upload: rows 0 to the last changed row, however many changed",
-        _same_span,
-        with_args=True,
-    )
+    for d in cases:
+        dirty = np.array(d, dtype=bool)
+        before, shown_as = dirty.copy(), f"dirty={dirty.astype(int).tolist()}"
+        got = call(fn, (dirty,), shown_as, seconds=CALL_SECONDS, explain=_explain_span)
+        if got is FAILED:
+            return False
+        problem = _same_span(got, _span(before), dirty, before)
+        if problem:
+            return hint(f"on {shown_as} your function {problem}")
+    return ok("one upload: rows 0 to the last changed row, however many changed")
 
 
 def _admitted(free: int, waiting: int, min_admit: int) -> int:
@@ -87,9 +119,9 @@ def _admitted(free: int, waiting: int, min_admit: int) -> int:
 
 
 def _same_count(got, want, free, waiting, min_admit) -> str | None:
-    n = as_int(got)
-    if n is None or isinstance(got, bool):
-        return f"returned {shown_type(got)}: return how many requests to admit, an int"
+    n = _an_int(got)
+    if n is None:
+        return _not_an_int(got, "how many requests to admit")
     if n == want:
         return None
     if n > free:
