@@ -9,9 +9,9 @@ every time, and the ratio of two of them says which kernels are faster.
 
 Also: the attention call alone against the number of keys (SDPA in the course's window form
 and kernels.paged_decode_attention, each inside a graph, calls back to back); the paged step
-against position (the windowed step climbs its bucket staircase, the paged one should stay
-flat); every capture size's capture time and the pool they share; replay against the eager
-paged step, bit for bit. All need CUDA.
+against position, replayed alone (the windowed step climbs its bucket staircase, the paged
+one should stay flat); every capture size's capture time and the pool they share; replay
+against the eager paged step, bit for bit. All need CUDA.
 """
 
 import statistics
@@ -129,17 +129,13 @@ def attention_times(lengths=(40, 128, 256, 512, 1024), batches=(1, 8), calls: in
 
 
 def paged_sweep(model, idx, bin_size: int = 16) -> dict:
-    """The replayed step against position, 32 to max_len - 1, for the paged step unfused and
-    compiled (each decoder's own step, as in lab.peers.measure_sweep): medians per bin."""
+    """The paged step against position, 32 to max_len - 1, unfused and compiled, each step
+    its graph replayed alone (replayed(): an ideal host, so the kernels set every time; the
+    rows hold the blocks of every position up front): medians per bin."""
     n = model.cfg.max_seq_len - idx.shape[1]
     out = {"positions": list(range(idx.shape[1], idx.shape[1] + n, bin_size)), "bin_size": bin_size}
     for name, compile in (("paged", False), ("paged fused", True)):
-        dec = GraphDecoder(model, idx.shape[0], kv="paged", compile=compile)
-        dec.prefill(idx)
-        dec.capture()
-        variant = Variant(name, lambda d=dec: d.prefill(idx), lambda tok, d=dec: d.step(tok, False),
-                          idx[:, -1:].clone(), 0.0)  # fmt: skip
-        times = position_sweep(variant, n)
+        times = position_sweep(replayed(model, idx, name, kv="paged", compile=compile, room=n), n)
         out[f"{name}_us"] = [round(statistics.median(b), 1) for b in
                              (times[i : i + bin_size] for i in range(0, n, bin_size))]  # fmt: skip
     return out

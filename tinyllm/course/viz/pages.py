@@ -129,8 +129,8 @@ def paged_sweep_figure(res: dict, paged: dict):
     lines = (
         (win, "graph", "windowed graph replay, unfused (bucketed)", COLORS["graph"], ":"),
         (win, "fused", "windowed, fused kernels (bucketed)", COLORS["fused"], ":"),
-        (sw, "paged", "paged graph replay, unfused", COLORS["graph"], "-"),
-        (sw, "paged fused", "paged, fused kernels", COLORS["fused"], "-"),
+        (sw, "paged", "paged, unfused, replayed alone", COLORS["graph"], "-"),
+        (sw, "paged fused", "paged, fused kernels, replayed alone", COLORS["fused"], "-"),
     )
     for data, key, label, color, ls in lines:
         ax.plot(data["positions"], data[f"{key}_us"], drawstyle="steps-post", color=color,
