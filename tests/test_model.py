@@ -66,6 +66,8 @@ class _RowCache:
     the model cos/sin per row (B, T, D/2), or shared (T, D/2) when every offset is equal
     and `shared` is set. No history: each call is a plain causal forward."""
 
+    fused = False  # it stores keys with update() and hands SDPA attn_kwargs
+
     def __init__(self, offsets, shared=False):
         self.offsets, self.shared = offsets, shared
         self.attn_kwargs = {"is_causal": True}
