@@ -70,12 +70,12 @@ def test_span_right(answer, capsys):
         (lambda d: int(np.argmax(d)) + 1, ("first changed row",)),
         (lambda d: len(d), ("every row", "leaves them out")),
         (lambda d: len(d) - int(np.argmax(d[::-1])), ("no row changed", "expected 0")),
-        (lambda d: float(my_span(d)), ("float", "Python int")),
+        (lambda d: float(my_span(d)), ("float", "as an int")),
         (lambda d: bool(d.any()), ("bool",)),
-        (lambda d: np.flatnonzero(d), ("Python int",)),
-        (lambda d: torch.tensor(my_span(d)), ("tensor", "Python int")),
-        (lambda d: np.array([my_span(d)]), ("array", "Python int")),
-        (lambda d: torch.as_tensor(d).nonzero()[-1] + 1 if d.any() else 0, ("Python int",)),
+        (lambda d: np.flatnonzero(d), ("as an int",)),
+        (lambda d: torch.tensor(my_span(d)), ("tensor", "as an int")),
+        (lambda d: np.array([my_span(d)]), ("array", "as an int")),
+        (lambda d: torch.as_tensor(d).nonzero()[-1] + 1 if d.any() else 0, ("as an int",)),
         (clears_its_marks, ("changed dirty",)),
         (
             lambda d: int(np.flatnonzero(d)[-1] - np.flatnonzero(d)[0]) + 1 if d.any() else 0,
@@ -158,8 +158,8 @@ def test_count_right(answer, capsys):
         (lambda f, w, m: min(f, w, m) if f >= min(w, m) else 0, ("as many requests as fit",)),
         (lambda f, w, m: f >= min(w, m), ("bool",)),
         (lambda f, w, m: float(my_count(f, w, m)), ("float",)),
-        (lambda f, w, m: torch.tensor(my_count(f, w, m)), ("tensor", "Python int")),
-        (lambda f, w, m: np.array([my_count(f, w, m)]), ("array", "Python int")),
+        (lambda f, w, m: torch.tensor(my_count(f, w, m)), ("tensor", "as an int")),
+        (lambda f, w, m: np.array([my_count(f, w, m)]), ("array", "as an int")),
     ],
     ids=[
         "no min_admit",
@@ -176,3 +176,8 @@ def test_count_right(answer, capsys):
 )
 def test_count_wrong(answer, needles, capsys):
     assert_hint(check_admit_count, answer, capsys, *needles)
+
+
+def test_count_waiting_for_one_row_fewer_than_min_admit_gets_a_hint(capsys):
+    assert_hint(check_admit_count, lambda f, w, m: min(f, w) if f >= min(w, m - 1) else 0,
+                capsys, "Wait until 16 rows are free")  # fmt: skip

@@ -230,6 +230,7 @@ SHIPPED_FIGURES = {  # every figure drawn from a recording, on the shipped ones
     "launches_figure": lambda r, d, t: viz.launches_figure(viz.launch_costs(r)),
     "pool_figure": lambda r, d, t: viz.pool_figure(r),
     "paged_sweep_figure": lambda r, d, t: viz.paged_sweep_figure(r, results.load_paged()),
+    "node_floor_figure": lambda r, d, t: viz.node_floor_figure(results.load_floor()),
     "attention_figure": lambda r, d, t: viz.attention_figure(results.load_paged()),
     "sections_figure": lambda r, d, t: viz.sections_figure(
         viz.recorded_groups(results.load_engine()), results.load_engine()

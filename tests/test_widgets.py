@@ -118,3 +118,24 @@ def test_admission_explorer_counts_fewer_admissions_as_min_admit_grows(toy_model
     assert one["min_admit"] == 1 and eight["min_admit"] == 8
     assert eight["admissions"] < one["admissions"] and eight["rows_a_step"] < one["rows_a_step"]
     assert "admissions" in capsys.readouterr().out
+
+
+def test_floor_explorer_multiplies_the_recorded_kernels_by_the_recorded_floor(capsys):
+    from tinyllm.lab.results import load_floor, load_paged
+
+    floor, paged = load_floor(), load_paged()
+    w = widgets.floor_explorer(floor, paged)
+    rows = {r["name"]: r for r in paged["paged"]["rows"]}
+    assert list(control(w, "step").options) == list(rows)
+    assert control(w, "step").value == "paged fused, ideal host"
+    assert (
+        w.result["floor_us"]
+        == rows["paged fused, ideal host"]["kernels"] * floor["triton"]["us_per_node"]
+    )
+    control(w, "way").value = "triton, PDL"
+    control(w, "step").value = "graph, ideal host"
+    assert (
+        w.result["floor_us"]
+        == rows["graph, ideal host"]["kernels"] * floor["triton, PDL"]["us_per_node"]
+    )
+    assert "of the step" in capsys.readouterr().out

@@ -271,3 +271,25 @@ def admission_explorer(model, n_rows: int = 16, n_requests: int = 48):
         return out
 
     return _show(show, min_admit=_slider(W.IntSlider, 1, 1, n_rows, "min_admit"))
+
+
+def floor_explorer(floor: dict, paged: dict):
+    """Notebook 11: pick a recorded step (paged's steps on equal footing) and a way of
+    launching a node (floor's three lines): the floor of the step's kernels, kernels × µs a
+    node, against its recorded time. Pure arithmetic on two recordings."""
+    steps = {r["name"]: r for r in paged["paged"]["rows"]}
+    ways = [w for w in ("triton", "torch add_", "triton, PDL") if w in floor]
+
+    def show(step, way):
+        r, per = steps[step], floor[way]["us_per_node"]
+        us, k = r["step_us"]["median"], r["kernels"]
+        at_floor = k * per
+        print(f"{step}: {us} µs a step, {k} kernels")
+        print(f"at {per} µs a node ({way}), its kernels' floor is {at_floor:.1f} µs, "
+              f"{at_floor / us:.0%} of the step")  # fmt: skip
+        return {"step_us": us, "kernels": k, "floor_us": at_floor}
+
+    return _show(show, step=W.Dropdown(options=list(steps), value=list(steps)[-1],
+                                       description="step", style={"description_width": "initial"}),
+                 way=W.ToggleButtons(options=ways, description="node",
+                                     style={"description_width": "initial"}))  # fmt: skip

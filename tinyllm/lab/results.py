@@ -87,6 +87,14 @@ def load_floor(gpu: str = SHIPPED) -> dict | None:
     return _read(path) if path.exists() else None
 
 
+def load_fused(gpu: str = SHIPPED) -> dict | None:
+    """results/<gpu>_fused.json: one layer's RoPE, K/V write and attention as one op
+    (kernels.rope_write_attend) against the same job as separate ops, per call, at batch 1
+    and 8 and two lengths, with each way's kernels; or None."""
+    path = results_dir() / f"{gpu}_fused.json"
+    return _read(path) if path.exists() else None
+
+
 def load_engine_scale(gpu: str = SHIPPED) -> dict | None:
     """results/<gpu>_engine_scale.json (python -m tinyllm.lab.bench --sections engine_scale):
     PagedEngine at 1 to 256 rows (lab.engine_time.scale, each run in a process of its own):

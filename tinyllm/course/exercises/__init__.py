@@ -1,4 +1,4 @@
-"""Checkers for the notebooks' exercises, one module per notebook (nb00 ... nb10) on a
+"""Checkers for the notebooks' exercises, one module per notebook (nb00 ... nb11) on a
 shared harness.
 
 Each checker compares the learner's answer with what the package really does, on edge
@@ -44,6 +44,7 @@ from tinyllm.course.exercises.nb08 import (
 )
 from tinyllm.course.exercises.nb09 import check_hand_out, check_noise_key, check_step_sampling
 from tinyllm.course.exercises.nb10 import check_admit_count, check_flush_span
+from tinyllm.course.exercises.nb11 import check_idle_share, check_kernels_to_remove
 
 __all__ = [
     "check_token_count",
@@ -78,4 +79,6 @@ __all__ = [
     "check_noise_key",
     "check_flush_span",
     "check_admit_count",
+    "check_idle_share",
+    "check_kernels_to_remove",
 ]

@@ -355,6 +355,16 @@ def as_int(x) -> int | None:
     return value if type(value) is int else None
 
 
+def whole(x) -> int | None:
+    """x as an int if it is one on the host: a Python int or a numpy integer scalar. Not a
+    bool, a float, a tensor or an array: for answers the host does arithmetic with."""
+    if type(x) is int:
+        return x
+    if _numpy(x) and getattr(x, "ndim", None) == 0 and x.dtype.kind in "iu":
+        return int(x)
+    return None
+
+
 def as_number(x) -> float | None:
     """x as a float if it is a real number (the rule above: int, float, numpy's, a
     one-element tensor or array), else None. Not a bool, nor a string. Never raises."""

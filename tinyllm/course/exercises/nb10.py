@@ -12,19 +12,12 @@ from tinyllm.course.exercises.harness import (
     hint,
     ok,
     shown_type,
+    whole,
 )
 
 
-def _an_int(x) -> int | None:
-    """x as an int if it is one: a Python int or a numpy integer scalar, never a bool, a
-    float, a tensor or an array (the engine does host arithmetic with it)."""
-    if isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_)):
-        return int(x)
-    return None
-
-
-def _not_an_int(got, what: str) -> str:
-    return (f"returned {shown_type(got)}: return {what} as a Python int, such as int(...). "
+def _notwhole(got, what: str) -> str:
+    return (f"returned {shown_type(got)}: return {what} as an int, such as int(...). "
             f"The host does arithmetic with it, not the device")  # fmt: skip
 
 
@@ -40,9 +33,9 @@ def _same_span(got, want, dirty, before) -> str | None:
             "changed dirty, its input: the flush clears the marks itself, after its upload. "
             "Only read dirty here"
         )
-    n = _an_int(got)
+    n = whole(got)
     if n is None:
-        return _not_an_int(got, "the number of rows uploaded")
+        return _notwhole(got, "the number of rows uploaded")
     if n == want:
         return None
     changed = [i for i, d in enumerate(dirty) if d]
@@ -119,9 +112,9 @@ def _admitted(free: int, waiting: int, min_admit: int) -> int:
 
 
 def _same_count(got, want, free, waiting, min_admit) -> str | None:
-    n = _an_int(got)
+    n = whole(got)
     if n is None:
-        return _not_an_int(got, "how many requests to admit")
+        return _notwhole(got, "how many requests to admit")
     if n == want:
         return None
     if n > free:
@@ -168,6 +161,7 @@ def check_admit_count(fn) -> Verdict:
         (0, 5, 1),
         (3, 2, 1),
         (10, 40, 16),
+        (15, 40, 16),
         (16, 40, 16),
         (20, 40, 16),
         (20, 3, 16),

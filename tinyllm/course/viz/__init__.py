@@ -11,7 +11,7 @@ and shapes.bucket_tradeoff), so a picture of a mask is the mask the decoder uses
 
 - style: colours, labels, units (every figure);
 - shapes: masks and buckets (notebooks 02, 03, 06);
-- timing: recorded GPU timings and traces (01, 04, 07);
+- timing: recorded GPU timings and traces, and the floor of a graph node (01, 04, 07, 11);
 - serving: logit differences, the engine's slots, training loss (00, 05, 06);
 - costs: the peers, the cost model, the kernel diet, position sweeps, reduce-overhead's
   host time, and the two paths to replayed compiled kernels (01, 07), what a larger window
@@ -96,6 +96,7 @@ from tinyllm.course.viz.timing import (
     floor_times,
     gpu_idle_share,
     kernels_figure,
+    node_floor_figure,
     step_time_figure,
     timeline_figure,
 )
@@ -107,7 +108,7 @@ __all__ = [
     "bucket_tradeoff", "bucket_tradeoff_figure", "buckets_figure", "capture_figure",
     "cpu_gpu_figure",
     "engine_figure", "engine_slots_run", "floor_figure", "floor_times", "footnote_text",
-    "gpu_idle_share", "kernels_figure", "label_source", "launch_costs",
+    "gpu_idle_share", "kernels_figure", "label_source", "launch_costs", "node_floor_figure",
     "launches_figure", "logit_diff_figure", "loss_figure", "mask_figure", "new_figure",
     "pool_figure", "sig3", "slot_segments", "slot_timeline_figure", "slots_figure",
     "static_cache_figure", "static_cache_step", "step_time_figure", "timeline_figure",

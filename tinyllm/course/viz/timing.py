@@ -265,3 +265,30 @@ def floor_figure(res: dict, batch: int = 1):
         fontsize=10,
     )
     return label_source(fig, res)
+
+
+NODE_COLORS = {"torch add_": COLORS["eager"], "triton": COLORS["graph"],
+               "triton, PDL": COLORS["fused"]}  # fmt: skip
+
+
+def node_floor_figure(floor: dict):
+    """results/<gpu>_floor.json: µs per replay of a graph of K one-number kernels, launched
+    three ways, each with its fitted line (lab.floor.fit, from K = 10 on); the title gives the
+    µs each node adds."""
+    fig, ax = new_figure(figsize=(7, 3.8))
+    ks = floor["ks"]
+    for name, color in NODE_COLORS.items():
+        way = floor[name]
+        ax.plot(ks, way["us"], "o", color=color, label=f"{name}: {way['us_per_node']} µs a node")
+        line = [way["fixed_us"] + way["us_per_node"] * k for k in ks]
+        ax.plot(ks, line, "-", color=color, lw=1, alpha=0.6)
+    ax.set(xlabel="kernels in the graph (K)", ylabel="µs per replay", ylim=(0, None))
+    ax.legend(fontsize=8)
+    per = {name: floor[name]["us_per_node"] for name in NODE_COLORS}
+    ax.set_title(
+        f"A replayed graph still pays about {sig3(per['triton'])} µs for each Triton kernel,\n"
+        f"{sig3(per['torch add_'])} µs for each of torch's, and {sig3(per['triton, PDL'])} µs "
+        f"with PDL",
+        fontsize=10,
+    )
+    return label_source(fig, floor, "each kernel adds one to one number: no work worth timing")

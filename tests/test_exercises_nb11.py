@@ -1,0 +1,150 @@
+"""tinyllm.course.exercises.nb11: the checkers of notebook 11's exercises (the idle share of
+one replay, the kernels a target asks for).
+
+A checker accepts the right answer and answers every wrong one with one [HINT] line:
+never a traceback, never a false [OK].
+"""
+
+import json
+import math
+
+import numpy as np
+import pytest
+from conftest import assert_hint, assert_ok
+
+from tinyllm.course.exercises import check_idle_share, check_kernels_to_remove
+from tinyllm.course.exercises.nb11 import IDLE_CASES, _idle_share, _to_remove
+from tinyllm.course.viz import timing
+from tinyllm.lab.results import results_dir
+
+# --- exercise 1: the idle share of one replay --------------------------------------------------
+
+
+def my_idle_share(intervals):
+    spans = sorted(intervals)
+    busy, end = 0.0, spans[0][0]
+    for start, stop in spans:
+        if stop > end:
+            busy += stop - max(start, end)
+            end = stop
+    return 1 - busy / (end - spans[0][0])
+
+
+def test_the_reference_is_the_figures_idle_share():
+    """The checker's reference is viz.timing.gpu_idle_share, and so is a learner's right
+    answer, on every case and on a recorded replay."""
+    for intervals, _ in IDLE_CASES:
+        assert math.isclose(_idle_share(intervals), my_idle_share(intervals))
+    trace = json.loads((results_dir() / "traces" / "h200.json").read_text())
+    events = [e for e in trace["batch"]["1"]["graph"] if e["step"] == 0]
+    kernels = [(e["start_us"], e["start_us"] + e["dur_us"]) for e in events
+               if e["kind"] == "gpu" and not e["name"].startswith("Memcpy")]  # fmt: skip
+    assert math.isclose(my_idle_share(kernels), timing.gpu_idle_share(events))
+
+
+def sorts_in_place(intervals):
+    intervals.sort()
+    return my_idle_share(intervals)
+
+
+def summed(intervals):
+    spans = sorted(intervals)
+    span = max(b for _, b in spans) - spans[0][0]
+    return 1 - sum(b - a for a, b in spans) / span
+
+
+def unsorted_span(intervals):
+    return 1 - sum(b - a for a, b in intervals) / (intervals[-1][1] - intervals[0][0])
+
+
+def merge_with_last_end(intervals):  # forgets that a kernel may end before the one it follows
+    spans = sorted(intervals)
+    busy, end = 0.0, spans[0][0]
+    for start, stop in spans:
+        busy += max(0.0, stop - max(start, end))
+        end = stop
+    return 1 - busy / (end - spans[0][0])
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        my_idle_share,
+        lambda iv: np.float64(my_idle_share(iv)),
+        lambda iv: round(my_idle_share(iv), 12),
+    ],
+    ids=["float", "numpy float", "rounded to 12 digits"],
+)
+def test_idle_share_right(answer, capsys):
+    assert_ok(check_idle_share, answer, capsys)
+
+
+@pytest.mark.parametrize(
+    "answer, needles",
+    [
+        (
+            lambda iv: timing.gpu_idle_share(
+                [{"kind": "gpu", "name": "k", "start_us": a, "dur_us": b - a} for a, b in iv]
+            ),
+            ("gpu_idle_share", "write it"),
+        ),
+        (sorts_in_place, ("changed intervals", "sorted(intervals)")),
+        (summed, ("overlap", "counted twice")),
+        (unsorted_span, ("any order", "sort them")),
+        (lambda iv: 100 * my_idle_share(iv), ("not a percentage",)),
+        (lambda iv: 1 - my_idle_share(iv), ("busy share",)),
+        (merge_with_last_end, ("latest end", "inside it")),
+        (lambda iv: str(my_idle_share(iv)), ("a number from 0 to 1",)),
+        (lambda iv: my_idle_share(iv) > 0.5, ("a number from 0 to 1",)),
+    ],
+    ids=[
+        "the package's own",
+        "sorts in place",
+        "durations summed",
+        "list order",
+        "percent",
+        "busy share",
+        "last end, not the latest",
+        "a string",
+        "a bool",
+    ],  # fmt: skip
+)
+def test_idle_share_wrong(answer, needles, capsys):
+    assert_hint(check_idle_share, answer, capsys, *needles)
+
+
+# --- exercise 2: how many kernels a target asks for --------------------------------------------
+
+
+def my_kernels_to_remove(step_us, target_us, us_per_node):
+    return max(0, math.ceil((step_us - target_us) / us_per_node))
+
+
+def test_the_count_is_the_gap_over_the_floor_rounded_up():
+    assert _to_remove(55.7, 42.0, 0.898) == 16  # 15 kernels save 13.47 µs of the 13.7
+    assert _to_remove(10.0, 9.0, 0.5) == 2 and _to_remove(40.0, 45.0, 0.9) == 0
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [my_kernels_to_remove, lambda s, t, u: np.int64(my_kernels_to_remove(s, t, u))],
+    ids=["int", "numpy int"],
+)
+def test_kernels_to_remove_right(answer, capsys):
+    assert_ok(check_kernels_to_remove, answer, capsys)
+
+
+@pytest.mark.parametrize(
+    "answer, needles",
+    [
+        (lambda s, t, u: math.floor((s - t) / u), ("Round up",)),
+        (lambda s, t, u: round((s - t) / u), ("Round up",)),
+        (lambda s, t, u: math.ceil((s - t) / u), ("already under", "No kernel")),
+        (lambda s, t, u: (s - t) / u, ("whole number",)),
+        (lambda s, t, u: float(my_kernels_to_remove(s, t, u)), ("whole number",)),
+        (lambda s, t, u: math.ceil(s / u), ("the whole step",)),
+    ],
+    ids=["floor", "nearest", "negative", "a float", "a whole float", "the whole step"],
+)
+def test_kernels_to_remove_wrong(answer, needles, capsys):
+    assert_hint(check_kernels_to_remove, answer, capsys, *needles)
