@@ -872,3 +872,12 @@ def test_replay_loop_whose_torch_raises_not_implemented_is_not_told_it_is_unsolv
     out = assert_hint(lambda fn: check_replay_loop(fn, toy_model), meta_copy, capsys,
                       "NotImplementedError")  # fmt: skip
     assert "not solved yet" not in out
+
+
+def test_paged_write_with_the_offset_of_another_block_size_gets_a_hint(capsys):
+    def offset_by_four(pool, k_new, block_table, lens, block_size):
+        pos = lens.long()
+        blocks = block_table.long().gather(1, (pos // block_size)[:, None])[:, 0]
+        pool[blocks, :, pos % 4] = k_new
+
+    assert_hint(check_paged_write, offset_by_four, capsys, "block_size=8")

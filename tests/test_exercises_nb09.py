@@ -1053,3 +1053,22 @@ def test_hand_out_that_drops_the_eos_id_is_told_it_belongs_in_out(capsys):
         return finished
 
     assert_hint(check_hand_out, drops_eos, capsys, "drew eos_id this step", "belongs in out")
+
+
+def test_hand_out_that_never_finishes_a_request_on_its_first_token_gets_a_hint(capsys):
+    def first_token_never_ends(reqs, ids, eos_id):
+        finished = []
+        for req, tok in zip(reqs, ids):
+            if req is None:
+                continue
+            if len(req.out) == req.max_new_tokens or (req.out and req.out[-1] == eos_id):
+                continue
+            if not req.out:
+                req.out.append(tok)
+                continue
+            req.out.append(tok)
+            if tok == eos_id or len(req.out) == req.max_new_tokens:
+                finished.append(req.rid)
+        return finished
+
+    assert_hint(check_hand_out, first_token_never_ends, capsys, "only token")

@@ -181,3 +181,8 @@ def test_count_wrong(answer, needles, capsys):
 def test_count_waiting_for_one_row_fewer_than_min_admit_gets_a_hint(capsys):
     assert_hint(check_admit_count, lambda f, w, m: min(f, w) if f >= min(w, m - 1) else 0,
                 capsys, "Wait until 16 rows are free")  # fmt: skip
+
+
+def test_span_whose_empty_case_raises_a_value_error_is_told_to_return_0(capsys):
+    assert_hint(check_flush_span, lambda d: int(np.max(np.where(d)[0])) + 1, capsys,
+                "ValueError", "uploads 0 rows")  # fmt: skip

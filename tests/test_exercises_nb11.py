@@ -42,6 +42,15 @@ def test_the_reference_is_the_figures_idle_share():
     assert math.isclose(my_idle_share(kernels), timing.gpu_idle_share(events))
 
 
+def span_to_the_last_start(intervals):
+    spans = sorted(intervals)
+    busy, end = 0.0, spans[0][0]
+    for start, stop in spans:
+        busy += max(0.0, stop - max(start, end))
+        end = max(end, stop)
+    return 1 - busy / (spans[-1][1] - spans[0][0])
+
+
 def sorts_in_place(intervals):
     intervals.sort()
     return my_idle_share(intervals)
@@ -72,8 +81,9 @@ def merge_with_last_end(intervals):  # forgets that a kernel may end before the 
         my_idle_share,
         lambda iv: np.float64(my_idle_share(iv)),
         lambda iv: round(my_idle_share(iv), 12),
+        lambda iv: np.float32(my_idle_share(np.array(iv, dtype=np.float32).tolist())),
     ],
-    ids=["float", "numpy float", "rounded to 12 digits"],
+    ids=["float", "numpy float", "rounded to 12 digits", "float32"],
 )
 def test_idle_share_right(answer, capsys):
     assert_ok(check_idle_share, answer, capsys)
@@ -95,6 +105,8 @@ def test_idle_share_right(answer, capsys):
         (lambda iv: 1 - my_idle_share(iv), ("busy share",)),
         (merge_with_last_end, ("latest end", "inside it")),
         (lambda iv: str(my_idle_share(iv)), ("a number from 0 to 1",)),
+        (span_to_the_last_start, ("expected",)),
+        (lambda iv: round(my_idle_share(iv), 1), ("expected",)),
         (lambda iv: my_idle_share(iv) > 0.5, ("a number from 0 to 1",)),
     ],
     ids=[
@@ -106,6 +118,8 @@ def test_idle_share_right(answer, capsys):
         "busy share",
         "last end, not the latest",
         "a string",
+        "span to the last start",
+        "rounded",
         "a bool",
     ],  # fmt: skip
 )
@@ -143,8 +157,17 @@ def test_kernels_to_remove_right(answer, capsys):
         (lambda s, t, u: (s - t) / u, ("whole number",)),
         (lambda s, t, u: float(my_kernels_to_remove(s, t, u)), ("whole number",)),
         (lambda s, t, u: math.ceil(s / u), ("the whole step",)),
+        (lambda s, t, u: max(0, round((s - t) / u + 0.5)), ("expected",)),
     ],
-    ids=["floor", "nearest", "negative", "a float", "a whole float", "the whole step"],
+    ids=[
+        "floor",
+        "nearest",
+        "negative",
+        "a float",
+        "a whole float",
+        "the whole step",
+        "half up, rounded to even",
+    ],
 )
 def test_kernels_to_remove_wrong(answer, needles, capsys):
     assert_hint(check_kernels_to_remove, answer, capsys, *needles)

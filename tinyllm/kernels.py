@@ -269,7 +269,7 @@ def _(q, k_cache, v_cache, block_table, lens):
     return torch.empty_like(q)
 
 
-# --- one kernel a layer: RoPE, the K/V write and the attention (notebook 10) -----------------
+# --- one kernel a layer: RoPE, the K/V write and the attention (notebooks 08 and 11) --------
 
 
 def fused_kernel_body(QKV, COS, SIN, K, V, TABLE, LENS, OUT, PART, MAX, SUM, scale,

@@ -411,7 +411,7 @@ def check_paged_write(fn) -> Verdict:
     pool (n_blocks, heads, block_size, D) at position lens[b] of its blocks, in place, with
     device ops only: run eagerly, then captured once under the CPU graph simulator and
     replayed at new lengths (across a block boundary)."""
-    eager = [([0, 3, 5], 4), ([4, 7, 15], 4), ([1, 8, 17], 8)]
+    eager = [([0, 3, 5], 4), ([4, 7, 15], 4), ([1, 8, 17], 8), ([5, 8, 14], 8)]
     for lens, bs in eager:
         shown_as = f"lens={lens}, block_size={bs}"
         case = _write_case(lens, block_size=bs)

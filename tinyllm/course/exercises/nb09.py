@@ -524,6 +524,8 @@ def _requests():
         ([req(0, [7], 4), req(1, [8], 4)], [0, 6], "eos_id 0: request 0 emits it now"),
         ([req(0, [7, 8], 3), req(1, [8], 4)], [EOS, 6],
          "request 0 emits EOS as its last allowed token"),
+        ([req(0, [], 1), req(1, [], 4)], [EOS, 5],
+         "request 0 takes its only token, request 1 its first: both first tokens"),
         ([req(0, [7], 4), req(1, [8], 4)], [5, int("1000")],
          "eos_id 1000: request 1 emits it now"),  # an int of its own: `is` is not ==
         ([req(0, [7, 8, 9], 4), req(1, [8], 4)], [5, EOS],

@@ -74,7 +74,7 @@ def _same_span(got, want, dirty, before) -> str | None:
 
 
 def _explain_span(error: Exception) -> str | None:
-    if isinstance(error, IndexError):
+    if isinstance(error, (IndexError, ValueError)):
         return "when no row changed there is no last changed row: the flush uploads 0 rows"
     return None
 
