@@ -1072,3 +1072,19 @@ def test_hand_out_that_never_finishes_a_request_on_its_first_token_gets_a_hint(c
         return finished
 
     assert_hint(check_hand_out, first_token_never_ends, capsys, "only token")
+
+
+def test_hand_out_that_returns_from_inside_its_loop_gets_a_hint(capsys):
+    def returns_inside(reqs, ids, eos_id):
+        finished = []
+        for req, tok in zip(reqs, ids):
+            if req is None:
+                continue
+            if len(req.out) == req.max_new_tokens or (req.out and req.out[-1] == eos_id):
+                continue
+            req.out.append(tok)
+            if tok == eos_id or len(req.out) == req.max_new_tokens:
+                finished.append(req.rid)
+            return finished
+
+    assert_hint(check_hand_out, returns_inside, capsys, "return inside the loop")

@@ -626,6 +626,18 @@ def _stopped_early(reqs, ref, before) -> bool:
     return False
 
 
+def _ends_after_one_row(fn) -> bool:
+    """Whether fn, on a fresh step of three running requests, none finishing, hands out row
+    0's id alone: a return inside its loop ends it after the first row."""
+    reqs = [Request(i, [1, 2], 9, out=[7]) for i in range(3)]
+    try:
+        with time_limit(CALL_SECONDS, "too slow"):
+            fn(reqs, [5, 6, 11], EOS)
+        return [r.out for r in reqs] == [[7, 5], [7], [7]]
+    except (Exception, TooSlow):
+        return False
+
+
 def _appends_to_done_only(fn) -> bool:
     """Whether fn, on a fresh step where request 0 finished the step before and request 1
     runs, appends to request 0 alone: its test for a done request is inverted."""
@@ -713,6 +725,12 @@ def check_hand_out(fn) -> Verdict:
                     why = (
                         "the loop stopped early: rows after a done request (or a padded row) "
                         "were skipped; use continue, not break, to pass over one row"
+                    )
+                elif _ends_after_one_row(fn):
+                    why = (
+                        "the loop ended part way: the rows after one row kept their out. A "
+                        "return inside the loop ends it at the first row that returns; return "
+                        "the finished rids once, after the loop"
                     )
                 elif unchanged and _appends_to_done_only(fn):
                     why = (
