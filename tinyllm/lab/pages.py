@@ -128,16 +128,42 @@ def attention_times(lengths=(40, 128, 256, 512, 1024), batches=(1, 8), calls: in
     return out
 
 
+def walked(model, idx, name: str, compile=False) -> Variant:
+    """The windowed GraphDecoder's step as an ideal host runs it, position after position:
+    copy the token in, replay the graph of the window that holds the next key, move the host
+    position. Every bucket's graph is captured up front."""
+    t0 = _clock()
+    dec = GraphDecoder(model, idx.shape[0], compile=compile)
+    dec.prefill(idx)
+    dec.capture()
+    setup_s = _clock() - t0
+
+    def step(tok):
+        dec.tok.copy_(tok)
+        out = dec.replay(dec.graph_key())
+        dec.cache.advance_host()
+        return out
+
+    return Variant(name, lambda: dec.prefill(idx), step, idx[:, -1:].clone(), setup_s)
+
+
 def paged_sweep(model, idx, bin_size: int = 16) -> dict:
-    """The paged step against position, 32 to max_len - 1, unfused and compiled, each step
-    its graph replayed alone (replayed(): an ideal host, so the kernels set every time; the
-    rows hold the blocks of every position up front): medians per bin."""
+    """The step against position, 32 to max_len - 1, for the windowed and the paged decoder,
+    unfused and compiled, each step its graph replayed alone (walked() and replayed(): an
+    ideal host, so the kernels set every time; the paged rows hold the blocks of every
+    position up front): medians per bin."""
     n = model.cfg.max_seq_len - idx.shape[1]
     out = {"positions": list(range(idx.shape[1], idx.shape[1] + n, bin_size)), "bin_size": bin_size}
-    for name, compile in (("paged", False), ("paged fused", True)):
-        times = position_sweep(replayed(model, idx, name, kv="paged", compile=compile, room=n), n)
-        out[f"{name}_us"] = [round(statistics.median(b), 1) for b in
-                             (times[i : i + bin_size] for i in range(0, n, bin_size))]  # fmt: skip
+    variants = (
+        walked(model, idx, "windowed"),
+        walked(model, idx, "windowed fused", compile=True),
+        replayed(model, idx, "paged", kv="paged", room=n),
+        replayed(model, idx, "paged fused", kv="paged", compile=True, room=n),
+    )
+    for v in variants:
+        times = position_sweep(v, n)
+        out[f"{v.name}_us"] = [round(statistics.median(b), 1) for b in
+                               (times[i : i + bin_size] for i in range(0, n, bin_size))]  # fmt: skip
     return out
 
 
