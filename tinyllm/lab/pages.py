@@ -162,8 +162,8 @@ def paged_sweep(model, idx, bin_size: int = 16) -> dict:
     )
     for v in variants:
         times = position_sweep(v, n)
-        out[f"{v.name}_us"] = [round(statistics.median(b), 1) for b in
-                               (times[i : i + bin_size] for i in range(0, n, bin_size))]  # fmt: skip
+        bins = (times[i : i + bin_size] for i in range(0, n, bin_size))
+        out[f"{v.name}_us"] = [round(statistics.median(b), 1) for b in bins]
     return out
 
 
