@@ -67,6 +67,11 @@ def test_block_of_right(answer, capsys):
         (lambda p, bs: (p / bs, p % bs), ("a float", "rounded down")),
         (lambda p, bs: ("0", "1"), ("each an int",)),
         (lambda p, bs: (p // 16, p % 16), ("another block size", "block_size argument")),
+        # the entry of pos - 1 with the offset of pos: early at every multiple, 0 included
+        (
+            lambda p, bs: ((p - 1) // bs, p % bs),
+            ("pos=0, block_size=4", "(pos - 1) // block_size lands one entry early"),
+        ),
         # the answer for pos - 1: positions taken to count from 1
         (
             lambda p, bs: ((p - 1) // bs, (p - 1) % bs),
@@ -680,6 +685,12 @@ def write_with_a_cpu_arange(pool, k_new, block_table, lens, block_size):
     pool[block_table.long()[torch.arange(len(pos)), pos // block_size], :, pos % block_size] = k_new
 
 
+def write_with_a_list_index(pool, k_new, block_table, lens, block_size):
+    pos = lens.long()
+    rows = list(range(len(pos)))  # a Python list as an index: a new tensor made on the host
+    pool[block_table.long()[rows, pos // block_size], :, pos % block_size] = k_new
+
+
 @pytest.mark.parametrize(
     "answer, needles",
     [
@@ -690,8 +701,10 @@ def write_with_a_cpu_arange(pool, k_new, block_table, lens, block_size):
         (lambda pool, k, t, lens, bs: my_paged_write(pool, k, t.to(device="cpu"), lens, bs),
          ("copies a tensor to the host",)),
         (write_with_a_cpu_arange, ("a tensor on the CPU (without device=)", "device=lens.device")),
+        (write_with_a_list_index, ("a Python list used as an index", "torch.arange(n, device=")),
     ],
-    ids=['.to("cpu")', ".to(torch.device)", ".to(device=)", "a device-less arange"],
+    ids=['.to("cpu")', ".to(torch.device)", ".to(device=)", "a device-less arange",
+         "a list index"],
 )  # fmt: skip
 def test_paged_write_that_leaves_the_device_gets_a_hint(answer, needles, capsys):
     assert_hint(check_paged_write, answer, capsys, *needles)

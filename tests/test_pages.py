@@ -25,6 +25,8 @@ def paged_section() -> dict:
         "sweep": {
             "positions": [32, 48, 64, 992, 1008],
             "bin_size": 16,
+            "windowed_us": [170.0, 170.0, 171.0, 330.0, 331.0],
+            "windowed fused_us": [84.0, 84.0, 85.0, 248.0, 248.0],
             "paged_us": [130.0, 131.0, 132.0, 140.0, 141.0],
             "paged fused_us": [60.0, 61.0, 62.0, 66.0, 68.0],
         },

@@ -229,7 +229,7 @@ SHIPPED_FIGURES = {  # every figure drawn from a recording, on the shipped ones
     "window_times_figure": lambda r, d, t: viz.window_times_figure(r),
     "launches_figure": lambda r, d, t: viz.launches_figure(viz.launch_costs(r)),
     "pool_figure": lambda r, d, t: viz.pool_figure(r),
-    "paged_sweep_figure": lambda r, d, t: viz.paged_sweep_figure(r, results.load_paged()),
+    "paged_sweep_figure": lambda r, d, t: viz.paged_sweep_figure(results.load_paged()),
     "node_floor_figure": lambda r, d, t: viz.node_floor_figure(results.load_floor()),
     "attention_figure": lambda r, d, t: viz.attention_figure(results.load_paged()),
     "sections_figure": lambda r, d, t: viz.sections_figure(

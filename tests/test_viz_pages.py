@@ -52,11 +52,12 @@ def test_pages_figure_draws_the_scene():
 
 
 def test_the_paged_figures_state_what_the_recording_says():
-    res, paged = results.load_results(), results.load_paged()
-    fig = viz.paged_sweep_figure(res, paged)
+    paged = results.load_paged()
+    fig = viz.paged_sweep_figure(paged)
     title = fig.axes[0].get_title()
-    rise = long_over_short(paged["paged"]["sweep"], "paged fused")
-    assert f"the paged fused step {viz.sig3(rise)}×" in title
+    for name in ("windowed fused", "paged fused"):
+        rise = long_over_short(paged["paged"]["sweep"], name)
+        assert f"the {name} step" in title and f"{viz.sig3(rise)}×" in title
     assert len(fig.axes[0].get_lines()) == 4  # the windowed and paged lines, unfused and fused
     assert viz.footnote_text(fig).splitlines()[0] == results.provenance_label(paged)
     att = paged["paged"]["attention"]["1"]

@@ -127,10 +127,16 @@ def _same_where(got, want, block_size=None, pos=None) -> str | None:
         )
     if off == want[1] + 1:
         return f"returned {(i, off)}, expected {want}: offsets count from 0"
+    if pos is not None and (i, off) == ((pos - 1) // block_size, want[1]):
+        return (
+            f"returned {(i, off)}, expected {want}: the entry is pos // block_size. "
+            f"(pos - 1) // block_size lands one entry early wherever pos is a multiple of "
+            f"block_size, position 0 included"
+        )
     if want[1] == 0 and i == want[0] - 1:
         return (
-            f"returned {(i, off)}, expected {want}: the position block_size is the first of "
-            f"the next block, at offset 0"
+            f"returned {(i, off)}, expected {want}: position {pos} is a multiple of "
+            f"block_size, so it is the first position of entry {want[0]}, at offset 0"
         )
     return f"returned {(i, off)}, expected {want}"
 

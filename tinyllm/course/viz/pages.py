@@ -10,7 +10,7 @@ windowed sweep where the message needs it.
 import numpy as np
 from matplotlib.patches import Rectangle
 
-from tinyllm.course.viz.style import COLORS, label_source, new_figure, provenance_note, sig3
+from tinyllm.course.viz.style import COLORS, label_source, new_figure, sig3
 from tinyllm.lab.pages import bin_spans, long_over_short
 from tinyllm.paged import PagedKVCache
 
@@ -121,37 +121,32 @@ def pages_figure(scene: dict):
 # --- the recordings -------------------------------------------------------------------------
 
 
-def paged_sweep_figure(res: dict, paged: dict):
-    """Step time against position: the windowed graphs (res, results/h200.json) climb their
-    bucket staircase, the paged step (paged, results/h200_paged.json) stays flat."""
-    win, sw = res["position_sweep"], paged["paged"]["sweep"]
+def paged_sweep_figure(paged: dict):
+    """Step time against position, each step replayed alone (paged, results/h200_paged.json):
+    the windowed graphs climb their bucket staircase, the paged step stays nearly flat."""
+    sw = paged["paged"]["sweep"]
     fig, ax = new_figure(figsize=(8, 3.8))
     lines = (
-        (win, "graph", "windowed graph replay, unfused (bucketed)", COLORS["graph"], ":"),
-        (win, "fused", "windowed, fused kernels (bucketed)", COLORS["fused"], ":"),
-        (sw, "paged", "paged, unfused, replayed alone", COLORS["graph"], "-"),
-        (sw, "paged fused", "paged, fused kernels, replayed alone", COLORS["fused"], "-"),
+        ("windowed", "windowed, unfused (bucketed)", COLORS["graph"], ":"),
+        ("windowed fused", "windowed, fused kernels (bucketed)", COLORS["fused"], ":"),
+        ("paged", "paged, unfused", COLORS["graph"], "-"),
+        ("paged fused", "paged, fused kernels", COLORS["fused"], "-"),
     )
-    for data, key, label, color, ls in lines:
-        ax.plot(data["positions"], data[f"{key}_us"], drawstyle="steps-post", color=color,
-                ls=ls, label=label)  # fmt: skip
-    top = max(max(d[f"{k}_us"]) for d, k, *_ in lines)
+    for key, label, color, ls in lines:
+        ax.plot(sw["positions"], sw[f"{key}_us"], drawstyle="steps-post", color=color, ls=ls,
+                label=label)  # fmt: skip
+    top = max(max(sw[f"{k}_us"]) for k, *_ in lines)
     ax.set(xlabel="position (tokens)", ylim=(0, 1.55 * top),
            ylabel=f"step time, batch 1 (µs, median per {sw['bin_size']} positions)")  # fmt: skip
     ax.legend(fontsize=7, loc="upper left", ncols=2)  # above the lines, hiding none
-    paged_rise = long_over_short(sw, "paged fused")
-    win_rise = long_over_short(win, "fused")
     short, long = bin_spans(sw)
     ax.set_title(
-        f"From positions {short} to {long} the windowed fused step grows "
-        f"{sig3(win_rise)}×,\nthe paged fused step {sig3(paged_rise)}×",
+        f"Each step replayed alone, from positions {short} to {long}:\nthe windowed fused "
+        f"step grows {sig3(long_over_short(sw, 'windowed fused'))}×, the paged fused step "
+        f"{sig3(long_over_short(sw, 'paged fused'))}×",
         fontsize=10,
     )
-    return label_source(fig, paged, f"windowed lines: {_label(res)}")
-
-
-def _label(res: dict) -> str:
-    return provenance_note(res) or "unlabelled data"
+    return label_source(fig, paged)
 
 
 def attention_figure(paged: dict, batch: str = "1"):
