@@ -880,13 +880,20 @@ def _noise_problem(u, B, V=NOISE_V) -> str | None:
             "returned values outside (0, 1): uniforms in the open interval, never 0 or 1 "
             "(log(u) must be finite)"
         )
-    ends = int(((u == 0) | (u == 1)).sum())
-    if ends:
+    zeros, ones = int((u == 0).sum()), int((u == 1).sum())
+    if zeros:
         return (
-            f"returned {ends} of {u.numel()} values exactly 0 or 1: Gumbel's -log(-log(u)) "
-            f"is infinite at u = 0 or 1 (log(0) = -inf), so such a token is never or always "
-            f"drawn. Keep the uniforms strictly inside (0, 1), as uniform_noise does with "
-            f"(bits + 0.5) * 2**-23"
+            f"returned {zeros} of {u.numel()} values exactly 0: Gumbel's -log(-log(u)) is "
+            f"-inf at u = 0, so that token is never drawn. bits * 2**-b is 0 when the bits "
+            f"kept are all 0. Add one half first: (bits + 0.5) * 2**-23, as uniform_noise does"
+        )
+    if ones:
+        return (
+            f"returned {ones} of {u.numel()} values exactly 1: Gumbel's -log(-log(u)) is "
+            f"+inf at u = 1, so that token is always drawn. A float32 holds 24 significant "
+            f"bits, so a value within 2**-25 of 1 rounds to 1.0: (bits + 0.5) * 2**-24 does, "
+            f"and so does a float64 uniform turned to float32 at the end. Keep the top 23 "
+            f"bits: (bits + 0.5) * 2**-23 is exact in float32 and never 1"
         )
     return None
 
