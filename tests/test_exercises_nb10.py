@@ -61,6 +61,13 @@ def test_span_right(answer, capsys):
     assert_ok(check_flush_span, answer, capsys)
 
 
+def skips_row_0(dirty):
+    for i in range(len(dirty) - 1, 0, -1):  # stops at row 1
+        if dirty[i]:
+            return i + 1
+    return 0
+
+
 @pytest.mark.parametrize(
     "answer, needles",
     [
@@ -81,6 +88,13 @@ def test_span_right(answer, capsys):
             lambda d: int(np.flatnonzero(d)[-1] - np.flatnonzero(d)[0]) + 1 if d.any() else 0,
             ("first changed row", "starts at row 0"),
         ),
+        (lambda d: int(np.where(d)[1][-1]) + 1 if d.any() else 0, ("IndexError",)),
+        (
+            lambda d: int(np.flatnonzero(d)[-1]) + 1 if d.any() else None,
+            ("returned None, expected 0", "no row changed", "Return the int 0"),
+        ),
+        (skips_row_0, ("row 0 changed", "does your loop reach row 0")),
+        (lambda d: str(my_span(d)), ("str", "as an int, a Python one")),
     ],
     ids=[
         "counted",
@@ -97,6 +111,10 @@ def test_span_right(answer, capsys):
         "(1,) tensor",
         "clears the marks",
         "from the first changed row",
+        "an IndexError with rows changed",
+        "None when none changed",
+        "a loop that skips row 0",
+        "str",
     ],  # fmt: skip
 )
 def test_span_wrong(answer, needles, capsys):
@@ -181,6 +199,12 @@ def test_count_wrong(answer, needles, capsys):
 def test_count_waiting_for_one_row_fewer_than_min_admit_gets_a_hint(capsys):
     assert_hint(check_admit_count, lambda f, w, m: min(f, w) if f >= min(w, m - 1) else 0,
                 capsys, "Wait until 16 rows are free")  # fmt: skip
+
+
+def test_span_whose_index_error_has_changed_rows_is_not_told_none_changed(capsys):
+    out = assert_hint(check_flush_span, lambda d: int(np.where(d)[1][-1]) + 1, capsys,
+                      "IndexError")  # fmt: skip
+    assert "uploads 0 rows" not in out
 
 
 def test_span_whose_empty_case_raises_a_value_error_is_told_to_return_0(capsys):

@@ -10,6 +10,7 @@ import math
 
 import numpy as np
 import pytest
+import torch
 from conftest import assert_hint, assert_ok
 
 from tinyllm.course.exercises import check_idle_share, check_kernels_to_remove
@@ -66,6 +67,44 @@ def unsorted_span(intervals):
     return 1 - sum(b - a for a, b in intervals) / (intervals[-1][1] - intervals[0][0])
 
 
+def merge_in_list_order(intervals):  # forgets to sort
+    busy, end = 0.0, intervals[0][0]
+    for start, stop in intervals:
+        busy += max(0.0, stop - max(start, end))
+        end = max(end, stop)
+    return 1 - busy / (end - intervals[0][0])
+
+
+def idle_over_summed_durations(intervals):  # divides by the durations added up, not the span
+    spans = sorted(intervals)
+    span = max(b for _, b in spans) - spans[0][0]
+    idle = span * my_idle_share(intervals)
+    return idle / sum(b - a for a, b in intervals)
+
+
+def busy_over_summed_durations(intervals):
+    spans = sorted(intervals)
+    span = max(b for _, b in spans) - spans[0][0]
+    busy = span * (1 - my_idle_share(intervals))
+    return 1 - busy / sum(b - a for a, b in intervals)
+
+
+def idle_time(intervals):  # the idle µs, not their share
+    spans = sorted(intervals)
+    return (max(b for _, b in spans) - spans[0][0]) * my_idle_share(intervals)
+
+
+def span_from_zero(intervals):  # divides by the latest end, as if the span started at 0
+    spans = sorted(intervals)
+    latest = max(b for _, b in spans)
+    busy = (latest - spans[0][0]) * (1 - my_idle_share(intervals))
+    return 1 - busy / latest
+
+
+def only_passes(intervals):
+    pass
+
+
 def merge_with_last_end(intervals):  # forgets that a kernel may end before the one it follows
     spans = sorted(intervals)
     busy, end = 0.0, spans[0][0]
@@ -104,10 +143,23 @@ def test_idle_share_right(answer, capsys):
         (lambda iv: 100 * my_idle_share(iv), ("not a percentage",)),
         (lambda iv: 1 - my_idle_share(iv), ("busy share",)),
         (merge_with_last_end, ("latest end", "inside it")),
-        (lambda iv: str(my_idle_share(iv)), ("a number from 0 to 1",)),
+        (lambda iv: str(my_idle_share(iv)), ("a number from 0 to 1", "string", "not its text")),
         (span_to_the_last_start, ("expected",)),
         (lambda iv: round(my_idle_share(iv), 1), ("expected",)),
         (lambda iv: my_idle_share(iv) > 0.5, ("a number from 0 to 1",)),
+        (lambda iv: None, ("returned None", "no `return` line", "the idle share")),
+        (only_passes, ("returned None", "no `return` line", "the idle share")),
+        (lambda iv: 0, ("0 on every case", "no kernel ever waits")),
+        (lambda iv: 0.0, ("0 on every case", "no kernel ever waits")),
+        (lambda iv: 1, ("1 on every case", "no kernel ever runs")),
+        (lambda iv: [my_idle_share(iv)], ("a list of one number", "not a list")),
+        (lambda iv: float("nan"), ("returned nan", "not a share")),
+        (merge_in_list_order, ("counts on the list's order", "sorted(intervals)")),
+        (idle_over_summed_durations, ("durations added up", "span")),
+        (busy_over_summed_durations, ("durations added up", "span")),
+        (idle_time, ("the idle time", "over the span")),
+        (span_from_zero, ("as if the span started at 0", "earliest start")),
+        (lambda iv: 1 - my_idle_share(iv), ("busy share", "1 minus it")),
     ],
     ids=[
         "the package's own",
@@ -121,6 +173,19 @@ def test_idle_share_right(answer, capsys):
         "span to the last start",
         "rounded",
         "a bool",
+        "return None",
+        "only pass",
+        "return 0",
+        "return 0.0",
+        "return 1",
+        "a list",
+        "nan",
+        "merged in list order",
+        "idle over the summed durations",
+        "busy over the summed durations",
+        "idle time, not its share",
+        "span from 0",
+        "busy share, 1 minus it",
     ],  # fmt: skip
 )
 def test_idle_share_wrong(answer, needles, capsys):
@@ -154,10 +219,26 @@ def test_kernels_to_remove_right(answer, capsys):
         (lambda s, t, u: math.floor((s - t) / u), ("Round up",)),
         (lambda s, t, u: round((s - t) / u), ("Round up",)),
         (lambda s, t, u: math.ceil((s - t) / u), ("already under", "No kernel")),
-        (lambda s, t, u: (s - t) / u, ("whole number",)),
-        (lambda s, t, u: float(my_kernels_to_remove(s, t, u)), ("whole number",)),
+        (lambda s, t, u: (s - t) / u, ("whole number", "part of a kernel")),
+        (lambda s, t, u: float(my_kernels_to_remove(s, t, u)), ("whole number", "16, not 16.0")),
         (lambda s, t, u: math.ceil(s / u), ("the whole step",)),
         (lambda s, t, u: max(0, round((s - t) / u + 0.5)), ("expected",)),
+        (lambda s, t, u: None, ("returned None", "no `return` line", "an int")),
+        (lambda s, t, u: 0, ("0 on every case", "at its target already")),
+        (lambda s, t, u: 0.0, ("0, not 0.0",)),
+        (lambda s, t, u: 1, ("1 on every case", "what one kernel saves")),
+        (lambda s, t, u: str(my_kernels_to_remove(s, t, u)), ("the string '16'", "not its text")),
+        (lambda s, t, u: [my_kernels_to_remove(s, t, u)], ("a list of one number", "not a list")),
+        (lambda s, t, u: max(0, np.ceil((s - t) / u)), ("16, not 16.0", "np.ceil")),
+        (lambda s, t, u: torch.tensor(my_kernels_to_remove(s, t, u)), ("a Python int",)),
+        (lambda s, t, u: math.ceil(abs(s - t) / u), ("already under", "abs()")),
+        (
+            lambda s, t, u: max(0, math.ceil(u / (s - t))) if s != t else 0,
+            ("divided the floor of a node by the time to save",),
+        ),
+        (lambda s, t, u: max(0, math.ceil((t - s) / u)), ("subtracted the other way",)),
+        (lambda s, t, u: math.ceil((t - s) / u), ("subtracted the other way",)),
+        (lambda s, t, u: max(0, math.ceil((s - t) * u)), ("multiplied", "divide by it")),
     ],
     ids=[
         "floor",
@@ -167,7 +248,20 @@ def test_kernels_to_remove_right(answer, capsys):
         "a whole float",
         "the whole step",
         "half up, rounded to even",
-    ],
+        "return None",
+        "return 0",
+        "return 0.0",
+        "return 1",
+        "a string",
+        "a list",
+        "np.ceil",
+        "a tensor",
+        "abs",
+        "divided the wrong way",
+        "subtracted the wrong way",
+        "subtracted the wrong way, no max",
+        "multiplied",
+    ],  # fmt: skip
 )
 def test_kernels_to_remove_wrong(answer, needles, capsys):
     assert_hint(check_kernels_to_remove, answer, capsys, *needles)

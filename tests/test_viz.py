@@ -173,6 +173,28 @@ def test_timeline_draws_every_event_at_least_min_width(batch, steps):
     assert "widened" in viz.footnote_text(fig)
 
 
+def test_timeline_kernels_only_draws_the_kernels_span():
+    """kernels_only draws one replay's kernels alone: no token copy, no CPU lane, and an axis
+    from the first kernel's start to the last one's end, as its title says."""
+    trace = json.loads((RESULTS_DIR / "traces" / "h200.json").read_text())
+    events = [e for e in trace["batch"]["1"]["graph"] if e["step"] == 0]
+    kernels = [e for e in events if e["kind"] == "gpu" and not e["name"].startswith("Memcpy")]
+    assert len(kernels) < len([e for e in events if e["kind"] == "gpu"])  # a copy is there
+    fig = viz.timeline_figure(trace, 1, methods=("graph",), kernels_only=True)
+    ax = fig.axes[0]
+    t0 = min(e["start_us"] for e in kernels)
+    end = max(e["start_us"] + e["dur_us"] for e in kernels)
+    assert ax.get_xlim() == pytest.approx((0, end - t0))
+    spans = drawn_spans(ax)
+    assert len(spans) == len(kernels)  # one bar per kernel, nothing else
+    assert sorted(x for x, _ in spans) == pytest.approx(sorted(e["start_us"] - t0 for e in kernels))
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["GPU kernels"]
+    assert "the kernels alone" in fig.get_suptitle()
+    assert f"{viz.gpu_idle_share(events):.0%}" in fig.get_suptitle()
+    default = viz.timeline_figure(trace, 1, methods=("graph",))  # the copy and the CPU lane
+    assert len(drawn_spans(default.axes[0])) == len(events)
+
+
 RECORDED_FIGURES = {
     "step_time": lambda r, t: viz.step_time_figure(r),
     "cpu_gpu": lambda r, t: viz.cpu_gpu_figure(r, 1),

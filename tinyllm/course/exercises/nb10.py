@@ -17,8 +17,8 @@ from tinyllm.course.exercises.harness import (
 
 
 def _notwhole(got, what: str) -> str:
-    return (f"returned {shown_type(got)}: return {what} as an int, such as int(...). "
-            f"The host does arithmetic with it, not the device")  # fmt: skip
+    return (f"returned {shown_type(got)}: return {what} as an int, a Python one: int(...). "
+            f"The host counts with it")  # fmt: skip
 
 
 def _span(dirty) -> int:
@@ -33,12 +33,19 @@ def _same_span(got, want, dirty, before) -> str | None:
             "changed dirty, its input: the flush clears the marks itself, after its upload. "
             "Only read dirty here"
         )
+    changed = [i for i, d in enumerate(dirty) if d]
+    if got is None and not changed:
+        return (
+            "returned None, expected 0: no row changed, so the flush uploads 0 rows. "
+            "Return the int 0 there"
+        )
+    if got is None:
+        return "returned None: did you forget `return`?"
     n = whole(got)
     if n is None:
         return _notwhole(got, "the number of rows uploaded")
     if n == want:
         return None
-    changed = [i for i, d in enumerate(dirty) if d]
     if not changed:
         return (
             f"returned {n}, expected 0: no row changed, so flush uploads nothing. Your "
@@ -54,6 +61,12 @@ def _same_span(got, want, dirty, before) -> str | None:
             f"returned {n}, the number of rows that changed; expected {want}. The upload is "
             f"one copy of rows 0 to the last changed row, with the unchanged rows between "
             f"them: one copy cannot skip rows"
+        )
+    if n == 0:
+        return (
+            f"returned 0, expected {want}: row {changed[-1]} changed, so the flush uploads "
+            f"rows 0 to {changed[-1]}. If you search from the end, does your loop reach row "
+            f"0? range(len(dirty) - 1, 0, -1) stops at row 1"
         )
     if n == want - 1:
         return (
@@ -73,8 +86,8 @@ def _same_span(got, want, dirty, before) -> str | None:
     return f"returned {n}, expected {want}: rows 0 to the last changed row"
 
 
-def _explain_span(error: Exception) -> str | None:
-    if isinstance(error, (IndexError, ValueError)):
+def _explain_span(error: Exception, dirty) -> str | None:
+    if isinstance(error, (IndexError, ValueError)) and not dirty.any():
         return "when no row changed there is no last changed row: the flush uploads 0 rows"
     return None
 
@@ -96,7 +109,8 @@ def check_flush_span(fn) -> Verdict:
     for d in cases:
         dirty = np.array(d, dtype=bool)
         before, shown_as = dirty.copy(), f"dirty={dirty.astype(int).tolist()}"
-        got = call(fn, (dirty,), shown_as, seconds=CALL_SECONDS, explain=_explain_span)
+        got = call(fn, (dirty,), shown_as, seconds=CALL_SECONDS, none_ok=True,
+                   explain=lambda e, d=before: _explain_span(e, d))  # fmt: skip
         if got is FAILED:
             return False
         problem = _same_span(got, _span(before), dirty, before)

@@ -1,22 +1,56 @@
 """Checkers of notebook 11 · what a graph leaves."""
 
+import contextlib
+import io
 import math
 
 from tinyllm.course.exercises.harness import (
     CALL_SECONDS,
     FAILED,
+    TooSlow,
     Verdict,
     as_number,
     call,
-    check_cases,
     checker,
     entered,
     hint,
+    items,
     ok,
+    shown,
     shown_type,
+    time_limit,
     whole,
 )
 from tinyllm.course.viz.timing import gpu_idle_share
+
+
+def _quietly(fn, args: tuple):
+    """fn(*args) with its prints swallowed, or FAILED if it raises or runs out of time: a
+    second look at a learner's function, after the checker has found a wrong answer."""
+    try:
+        with contextlib.redirect_stdout(io.StringIO()), time_limit(CALL_SECONDS, "too slow"):
+            return fn(*args)
+    except (Exception, TooSlow, SystemExit):
+        return FAILED
+
+
+def _not_a_number(got, what: str) -> str | None:
+    """What is wrong with an answer that is not one number (after 'your function '), or None
+    for a number. `what` names the answer: 'the idle share, a number from 0 to 1'."""
+    if got is None:
+        return f"returned None. A function with no `return` line returns None. Return {what}"
+    if isinstance(got, bool):
+        return f"returned the bool {got}, a yes or no. Return {what}"
+    if isinstance(got, str):
+        return f"returned the string {shown(got)}, which is text. Return {what}, not its text"
+    listed = items(got, (list, tuple))
+    if listed is not None:
+        kind = type(got).__name__
+        if len(listed) == 1 and as_number(listed[0]) is not None:
+            return f"returned a {kind} of one number, {shown(got)}. Return {what}, not a {kind}"
+        return f"returned {shown_type(got)}. Return one number, {what}, not a {kind}"
+    return None
+
 
 # --- exercise 1: the idle share of one replay -------------------------------------------------
 
@@ -38,6 +72,17 @@ IDLE_CASES = [  # (intervals, what the case holds)
     ([(0.0, 10.0), (2.0, 3.0)], "the last kernel to start ends first"),
     ([(0.0, 1.5), (4.25, 7.0), (2.0, 3.0)], "shares that are not round"),
 ]
+SHARE = "the idle share, a number from 0 to 1"
+
+
+def _busy(intervals) -> float:
+    """The time in which at least one interval runs."""
+    spans = sorted(intervals)
+    busy, end = 0.0, spans[0][0]
+    for start, stop in spans:
+        busy += max(0.0, stop - max(start, end))
+        end = max(end, stop)
+    return busy
 
 
 def _latest_end_lost(intervals) -> float | None:
@@ -55,77 +100,146 @@ def _overlaps(intervals) -> bool:
     return any(b[0] < a[1] for a, b in zip(spans, spans[1:]))
 
 
-def _same_share(got, want, intervals, before) -> str | None:
-    if intervals != before:
-        return (
-            "changed intervals, its input (a sort in place?): the trace is read by others "
-            "after you. Work on sorted(intervals)"
-        )
-    x = as_number(got)
-    if x is None or isinstance(got, bool):
-        return f"returned {shown_type(got)}: return the idle share, a number from 0 to 1"
-    if math.isclose(x, want, rel_tol=1e-6, abs_tol=1e-7):  # float32 sums round too
-        return None
-    if math.isclose(x, 100 * want, abs_tol=1e-7):
-        return f"returned {x:g}, expected {want:.4g}: a share from 0 to 1, not a percentage"
-    summed = sum(stop - start for start, stop in intervals)
+def _near(x: float, y: float | None) -> bool:
+    return y is not None and math.isclose(x, y, abs_tol=1e-9)
+
+
+def _share_problem(x: float, want: float, intervals) -> str | None:
+    """What a wrong share x (after 'returned x, expected want: ') shows of the mistake
+    behind it, or None when it matches no mistake the checker knows."""
     spans = sorted(intervals)
-    span = max(stop for _, stop in spans) - spans[0][0]
-    if _overlaps(intervals) and math.isclose(x, 1 - summed / span, abs_tol=1e-9):
+    first, latest = spans[0][0], max(stop for _, stop in spans)
+    span, busy = latest - first, _busy(intervals)
+    summed = sum(stop - start for start, stop in intervals)
+    if math.isclose(x, 100 * want, abs_tol=1e-7):
+        return "a share is from 0 to 1, not a percentage"
+    if _near(x, 1 - want):
         return (
-            f"returned {x:.4g}, expected {want:.4g}: you added every kernel's duration, but "
-            f"two kernels overlap here and their common time counted twice. Count the time "
-            f"in which at least one kernel runs"
+            "that is the busy share, the time kernels run over the span. "
+            "The idle share is the rest of the span: 1 minus it"
         )
-    first, last = intervals[0][0], intervals[-1][1]
-    if (
-        intervals != spans
-        and (last - first) != 0
-        and math.isclose(x, 1 - summed / (last - first), abs_tol=1e-9)
-    ):
+    if _near(x, span - busy):
         return (
-            f"returned {x:.4g}, expected {want:.4g}: the span runs from the earliest start "
-            f"to the latest end, not from the first interval in the list to the last. The "
-            f"trace's intervals come in any order: sort them"
+            f"that is the idle time, {span - busy:g} µs. "
+            f"The share is that time over the span, {span:g} µs"
+        )
+    if _overlaps(intervals) and _near(x, 1 - summed / span):
+        return (
+            "you added every kernel's duration. But two kernels overlap here, "
+            "and their common time counted twice. "
+            "Count the time in which at least one kernel runs"
+        )
+    last = intervals[-1][1] - intervals[0][0]
+    if intervals != spans and last and _near(x, 1 - summed / last):
+        return (
+            "the span runs from the earliest start to the latest end. "
+            "It is not from the first interval in the list to the last. "
+            "The trace's intervals come in any order: sort them"
         )
     lost = _latest_end_lost(intervals)
-    if lost is not None and not math.isclose(lost, want) and math.isclose(x, lost, abs_tol=1e-9):
+    to_last = spans[-1][1] - first
+    if (lost is not None and not _near(want, lost) and _near(x, lost)) or (
+        to_last and latest != spans[-1][1] and _near(x, 1 - busy / to_last)
+    ):
         return (
-            f"returned {x:.4g}, expected {want:.4g}: a kernel can end before the one that "
-            f"started earlier, when it runs inside it. Keep the latest end seen, "
-            f"max(end, stop), not the last one"
+            "a kernel can end before one that started earlier, when it runs inside it. "
+            "So the last kernel to start need not end last. "
+            "Keep the latest end seen, max(end, stop), not the last one"
         )
-    if math.isclose(x, 1 - want, abs_tol=1e-9):
+    if first and _near(x, 1 - busy / latest):
         return (
-            f"returned {x:.4g}, expected {want:.4g}: that is the busy share. The idle share "
-            f"is the rest of the span"
+            f"you divided by the latest end, as if the span started at 0. "
+            f"Here the first kernel starts at {first:g} µs. "
+            f"The span is the latest end less the earliest start"
         )
-    return f"returned {x:.4g}, expected {want:.4g}"
+    if (
+        summed
+        and not _near(summed, span)
+        and any(_near(x, y) for y in (1 - busy / summed, (span - busy) / summed))
+    ):
+        return (
+            "you divided by the kernels' durations added up. "
+            "The share is of the span instead: from the earliest start to the latest end"
+        )
+    if not 0 <= x <= 1:
+        return "a share is never below 0 or above 1"
+    return None
+
+
+def _same_for_all(values: list, wants: list, inputs: str, why: dict) -> str | None:
+    """The hint for a function that returned one value whatever it was given (after 'your
+    function '), when that value is wrong somewhere; `why` says what some values mean."""
+    if any(v != values[0] for v in values):
+        return None
+    if all(math.isclose(v, w) for v, w in zip(values, wants)):
+        return None
+    v = values[0]
+    said = "".join(f" {m}" for value, m in why.items() if v == value)
+    return f"returned {v:g} on every case, whatever the {inputs}.{said}"
 
 
 @checker
 def check_idle_share(fn) -> Verdict:
     """fn(intervals) → the share of one replay's span with no kernel running: intervals is
     a list of (start_us, end_us), in any order, that may overlap."""
+    answers = []
     for intervals, what in IDLE_CASES:
         given, before = list(intervals), list(intervals)
         shown_as = f"intervals={intervals} ({what})"
         with entered(gpu_idle_share) as ran:
-            got = call(fn, (given,), shown_as, seconds=CALL_SECONDS)
+            got = call(fn, (given,), shown_as, none_ok=True, seconds=CALL_SECONDS)
         if got is FAILED:
             return False
         if ran[gpu_idle_share]:
             return hint(
-                "your function calls viz.gpu_idle_share, the package's own answer: this "
-                "exercise is to write it. Merge the intervals, then divide"
+                "your function calls viz.gpu_idle_share, the package's own answer. "
+                "This exercise asks you to write it. Merge the intervals, then divide"
             )
-        problem = _same_share(got, _idle_share(intervals), given, before)
+        if given != before:
+            return hint(
+                f"on {shown_as} your function changed intervals, its input. A sort in place "
+                f"does that. The trace is read by others after you. Work on sorted(intervals)"
+            )
+        problem = _not_a_number(got, SHARE)
+        x = as_number(got)
+        if problem is None and x is None:
+            problem = f"returned {shown_type(got)}. Return {SHARE}"
+        if problem is None and not math.isfinite(x):
+            problem = f"returned {x}, which is not a share. Return {SHARE}"
         if problem:
             return hint(f"on {shown_as} your function {problem}")
+        answers.append(x)
+    wants = [_idle_share(intervals) for intervals, _ in IDLE_CASES]
+    why = {0: "0 says no kernel ever waits. Yet the first case has gaps between its kernels.",
+           1: "1 says no kernel ever runs."}  # fmt: skip
+    same = _same_for_all(answers, wants, "intervals", why)
+    if same:
+        return hint(
+            f"your function {same} Compute the share from them: the idle time over the span"
+        )
+    for (intervals, what), x, want in zip(IDLE_CASES, answers, wants):
+        if math.isclose(x, want, rel_tol=1e-6, abs_tol=1e-7):  # float32 sums round too
+            continue
+        shown_as = f"intervals={intervals} ({what})"
+        wrong = f"on {shown_as} your function returned {x:.4g}, expected {want:.4g}"
+        if intervals != sorted(intervals):
+            again = as_number(_quietly(fn, (sorted(intervals),)))
+            if again is not None and math.isclose(again, want, rel_tol=1e-6, abs_tol=1e-7):
+                return hint(
+                    f"{wrong}. On the same intervals sorted, it returns the right share. "
+                    f"So it counts on the list's order. The trace's intervals come in any "
+                    f"order: sort them first, with sorted(intervals)"
+                )
+        problem = _share_problem(x, want, intervals)
+        return hint(f"{wrong}: {problem}" if problem else wrong)
     return ok("the idle share: the span less the time some kernel runs, overlaps counted once")
 
 
 # --- exercise 2: how many kernels a target asks for -----------------------------------------
+
+COUNT = "a whole number of kernels, an int"
+REMOVE_CASES = [(55.7, 42.0, 0.898), (118.8, 70.0, 1.038), (20.0, 20.0, 0.9), (40.0, 45.0, 0.9),
+                (10.0, 9.0, 0.5), (10.0, 9.5, 0.5), (62.7, 42.0, 0.451)]  # fmt: skip
 
 
 def _to_remove(step_us: float, target_us: float, us_per_node: float) -> int:
@@ -134,45 +248,106 @@ def _to_remove(step_us: float, target_us: float, us_per_node: float) -> int:
     return max(0, math.ceil((step_us - target_us) / us_per_node - 1e-9))
 
 
-def _same_count(got, want, step_us, target_us, us_per_node) -> str | None:
-    n = whole(got)
-    if n is None:
-        return f"returned {shown_type(got)}: a number of kernels is a whole number, an int"
-    got = n
-    if got == want:
+def _roundings(x: float) -> set[int]:
+    return {math.floor(x), math.ceil(x), round(x)}
+
+
+def _not_a_count(got) -> str | None:
+    """What is wrong with an answer that is not an int (after 'your function '), or None."""
+    if whole(got) is not None:
         return None
+    problem = _not_a_number(got, COUNT)
+    if problem:
+        return problem
+    x = as_number(got)
+    if x is None or not math.isfinite(x):
+        return f"returned {shown_type(got)}. Return {COUNT}"
+    if x != int(x):
+        return (
+            f"returned {shown_type(got)}. A step cannot lose part of a kernel. Return a "
+            f"whole number, an int. Round it so that the kernels lost reach the target"
+        )
+    if isinstance(got, float) or getattr(getattr(got, "dtype", None), "kind", "") == "f":
+        return (
+            f"returned {shown_type(got)}. A count of kernels is a whole number, an int: "
+            f"{int(x)}, not {x!r}. math.ceil gives an int. np.ceil and / give floats"
+        )
+    return f"returned {shown_type(got)}. A count of kernels is a Python int: int(x) gives one"
+
+
+def _same_count(got: int, want: int, step_us, target_us, us_per_node) -> str:
+    """What a wrong count shows of the mistake behind it (after 'returned got, expected
+    want'), or '' when it matches no mistake the checker knows."""
     gap = (step_us - target_us) / us_per_node
+    over = step_us - target_us
     if want == 0 and got < 0:
         return (
-            f"returned {got}, expected 0: the step takes {step_us} µs, already under the "
-            f"{target_us} µs target. No kernel needs to go"
+            f"the step takes {step_us} µs, already under the {target_us} µs target. "
+            f"No kernel needs to go, and a count is never negative"
+        )
+    if want == 0 and got > 0 and step_us < target_us:
+        why = (". abs() counts a step under its target as one over it"
+               if got in _roundings(-gap) else "")  # fmt: skip
+        return (
+            f"the step takes {step_us} µs, already under the {target_us} µs target. "
+            f"No kernel needs to go{why}"
         )
     if got == math.floor(gap) and want == got + 1:
         return (
-            f"returned {got}, expected {want}: {got} kernels save {got * us_per_node:.4g} µs, "
-            f"short of the {step_us - target_us:.4g} µs to go. Round up"
+            f"{got} kernels save {got * us_per_node:.4g} µs, short of the {over:.4g} µs to "
+            f"go. Round up"
         )
-    if got == round(gap) and got != want:
-        return f"returned {got}, expected {want}: round up, never to the nearest"
+    if got == round(gap):
+        return "round up, never to the nearest"
+    if over > 0 and got in {0, *_roundings(-gap)}:
+        return (
+            f"the step is {over:.4g} µs over its target. You subtracted the other way. "
+            f"The time to save is step_us - target_us"
+        )
+    if over > 0 and got in _roundings(us_per_node / over):
+        return (
+            "you divided the floor of a node by the time to save. Divide the other way: "
+            "how many floors of a node fit in the time to save"
+        )
+    if got in _roundings(over * us_per_node):
+        return (
+            "you multiplied the time to save by the floor of a node. Each kernel saves "
+            "us_per_node µs, so divide by it"
+        )
     if got == math.ceil(step_us / us_per_node - 1e-9):
         return (
-            f"returned {got}, expected {want}: that is every kernel the whole step's time "
-            f"would hold. Only the gap to the target, {step_us - target_us:.4g} µs, must go"
+            f"that is every kernel the whole step's time would hold. "
+            f"Only the gap to the target, {over:.4g} µs, must go"
         )
-    return f"returned {got}, expected {want}"
+    return ""
 
 
 @checker
 def check_kernels_to_remove(fn) -> Verdict:
     """fn(step_us, target_us, us_per_node) → the fewest kernels a step must lose to reach the
     target, if each kernel removed saved its floor alone: an int, 0 when it is there."""
-    cases = [(55.7, 42.0, 0.898), (118.8, 70.0, 1.038), (20.0, 20.0, 0.9), (40.0, 45.0, 0.9),
-             (10.0, 9.0, 0.5), (10.0, 9.5, 0.5), (62.7, 42.0, 0.451)]  # fmt: skip
-    return check_cases(
-        fn,
-        [(c, f"step_us={c[0]}, target_us={c[1]}, us_per_node={c[2]}") for c in cases],
-        _to_remove,
-        "the gap to the target over the floor of a node, rounded up",
-        _same_count,
-        with_args=True,
-    )
+    answers = []
+    for case in REMOVE_CASES:
+        shown_as = f"step_us={case[0]}, target_us={case[1]}, us_per_node={case[2]}"
+        got = call(fn, case, shown_as, none_ok=True, seconds=CALL_SECONDS)
+        if got is FAILED:
+            return False
+        problem = _not_a_count(got)
+        if problem:
+            return hint(f"on {shown_as} your function {problem}")
+        answers.append(whole(got))
+    wants = [_to_remove(*case) for case in REMOVE_CASES]
+    why = {0: "0 says each step is at its target already. Yet the first step is over it."}
+    same = _same_for_all(answers, wants, "step and the target", why)
+    if same:
+        return hint(
+            f"your function {same} Compute the count from them: the time to save, over what "
+            f"one kernel saves"
+        )
+    for case, got, want in zip(REMOVE_CASES, answers, wants):
+        if got != want:
+            shown_as = f"step_us={case[0]}, target_us={case[1]}, us_per_node={case[2]}"
+            problem = _same_count(got, want, *case)
+            wrong = f"on {shown_as} your function returned {got}, expected {want}"
+            return hint(f"{wrong}: {problem}" if problem else wrong)
+    return ok("the gap to the target over the floor of a node, rounded up")

@@ -3,6 +3,7 @@ CPU issue time against GPU kernel time, the profiled timeline, kernels by family
 bandwidth floor, capture and pools, and fusion. Each draws results/<gpu>.json or its trace."""
 
 import numpy as np
+from matplotlib.colors import to_rgba
 from matplotlib.patches import Patch
 
 from tinyllm.course.viz.style import (
@@ -102,15 +103,16 @@ def _first_steps(events: list[dict], steps: int) -> list[dict]:
     return [e for e in events if e["step"] in keep]
 
 
+def is_kernel(event: dict) -> bool:
+    """A GPU event that is a kernel: not a copy or a fill (Memcpy, Memset)."""
+    return event["kind"] == "gpu" and not event.get("name", "").startswith(("Memcpy", "Memset"))
+
+
 def gpu_idle_share(events: list[dict]) -> float:
     """Share of the time from the first kernel's start to the last one's end with no
     kernel running. Copies (the token into the graph's static input) are left out: they
     run before the launch and would count the launch itself as a gap."""
-    spans = sorted(
-        (e["start_us"], e["start_us"] + e["dur_us"])
-        for e in events
-        if e["kind"] == "gpu" and not e.get("name", "").startswith(("Memcpy", "Memset"))
-    )
+    spans = sorted((e["start_us"], e["start_us"] + e["dur_us"]) for e in events if is_kernel(e))
     busy, end = 0.0, spans[0][0]
     for s, e in spans:
         busy += max(0.0, e - max(s, end))
@@ -127,10 +129,15 @@ def widened(spans, min_width: float) -> list[tuple[float, float]]:
     return [(start, max(width, min_width)) for start, width in spans]
 
 
-def timeline_figure(trace: dict, batch: int, steps: int = 1, methods=("eager", "graph")):
+def timeline_figure(
+    trace: dict, batch: int, steps: int = 1, methods=("eager", "graph"), kernels_only=False
+):
     """Profiled decode steps, one row per method: kernels as bars on a µs axis, the CPU's
     launch calls as a thin lane under them. Every bar is at least MIN_BAR_SHARE of the
-    time axis wide, so each kernel is seen (the footnote says so); starts are exact."""
+    time axis wide, so each kernel is seen (the footnote says so); starts are exact.
+    kernels_only: the GPU's kernels alone, from the first one's start to the last one's
+    end. The copies (Memcpy, Memset), the CPU's lane and the time before the first kernel
+    are left out, and the title says so."""
     runs = trace["batch"].get(str(batch))
     if runs is None:
         raise ValueError(
@@ -140,37 +147,67 @@ def timeline_figure(trace: dict, batch: int, steps: int = 1, methods=("eager", "
         len(methods), 1, sharex=True, squeeze=False, figsize=(9, 1.2 + 1.3 * len(methods))
     )
     shown = {m: _first_steps(runs[m], steps) for m in methods}
+    if kernels_only:
+        shown = {m: [e for e in shown[m] if is_kernel(e)] for m in methods}
+    lanes = (
+        (("gpu", 1, 0.7, 1.0),) if kernels_only else (("gpu", 1, 0.7, 1.0), ("cpu", 0, 0.3, 0.6))
+    )
     t0 = {m: min(e["start_us"] for e in shown[m]) for m in methods}
     span = max(e["start_us"] + e["dur_us"] - t0[m] for m in methods for e in shown[m])
     min_width = MIN_BAR_SHARE * span
-    idle = {}
+    idle, narrow = {}, False
     for ax, m in zip(axes[:, 0], methods):
         events = shown[m]
-        for kind, y, h, alpha in (("gpu", 1, 0.7, 1.0), ("cpu", 0, 0.3, 0.6)):
+        for kind, y, h, alpha in lanes:
             spans = [(e["start_us"] - t0[m], e["dur_us"]) for e in events if e["kind"] == kind]
+            narrow = narrow or any(d < min_width for _, d in spans)
+            colors = COLORS[m]
+            if kernels_only:  # two shades in turn: kernels back to back are told apart
+                spans.sort()
+                colors = [to_rgba(COLORS[m], 1.0 if i % 2 else 0.55) for i in range(len(spans))]
             bars = ax.broken_barh(
-                widened(spans, min_width), (y - h / 2, h), facecolors=COLORS[m], alpha=alpha
+                widened(spans, min_width),
+                (y - h / 2, h),
+                facecolors=colors,
+                alpha=None if kernels_only else alpha,
             )
             bars.set_gid(f"{m} {kind}")
-        ax.set_yticks([0, 1], ["CPU launches", "GPU kernels"])
+        if kernels_only:
+            ax.set_yticks([1], ["GPU kernels"])
+            ax.set_ylim(0.4, 1.6)
+        else:
+            ax.set_yticks([0, 1], ["CPU launches", "GPU kernels"])
         ax.set_ylabel(LABELS[m], fontsize=8)
         idle[m] = gpu_idle_share(events)
-    axes[-1, 0].set_xlim(0, span * 1.01)
-    axes[-1, 0].set_xlabel("time since the step's first event (µs)")
     what = ", ".join(f"{LABELS[m]} {idle[m]:.0%}" for m in methods)
-    gone = "eager" in idle and "graph" in idle and idle["graph"] < idle["eager"]
-    fig.suptitle(
-        ("Graph replay removes the launch gaps: " if gone else "")
-        + f"GPU idle between kernels, batch {batch}: {what}\n(under the profiler, "
-        f"which slows the CPU side: see the untraced step times for the real ones)",
-        fontsize=10,
-    )
-    return label_source(
-        fig,
-        trace,
+    if kernels_only:
+        axes[-1, 0].set_xlim(0, span)
+        axes[-1, 0].set_xlabel("time since the first kernel's start (µs)")
+        fig.suptitle(
+            f"GPU idle between kernels, batch {batch}: {what}\n(the kernels alone, from the "
+            f"first one's start to the last one's end: the copies and the CPU are not drawn)",
+            fontsize=10,
+        )
+    else:
+        axes[-1, 0].set_xlim(0, span * 1.01)
+        axes[-1, 0].set_xlabel("time since the step's first event (µs)")
+        gone = "eager" in idle and "graph" in idle and idle["graph"] < idle["eager"]
+        fig.suptitle(
+            ("Graph replay removes the launch gaps: " if gone else "")
+            + f"GPU idle between kernels, batch {batch}: {what}\n(under the profiler, "
+            f"which slows the CPU side: see the untraced step times for the real ones)",
+            fontsize=10,
+        )
+    notes = [
         f"Bars narrower than {sig3(min_width)} µs are widened to {sig3(min_width)} µs to be "
-        f"seen (starts exact); the idle shares use the true durations.",
-    )
+        f"seen (starts exact); the idle shares use the true durations."
+    ]
+    if kernels_only:  # the widening note only where a bar was widened
+        notes = (notes if narrow else []) + [
+            "Kernels alternate two shades, so that kernels back to back are told apart; "
+            "white is time with no kernel running."
+        ]
+    return label_source(fig, trace, *notes)
 
 
 def capture_figure(res: dict):
