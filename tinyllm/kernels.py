@@ -340,15 +340,14 @@ def fused_kernel_body(QKV, COS, SIN, K, V, TABLE, LENS, OUT, PART, MAX, SUM, DON
         if tl.atomic_add(done, 1) == N_SPLITS - 1:  # acq_rel: the other shares' stores seen
             splits = tl.arange(0, N_SPLITS)
             at = b * max_row + heads[:, None] * max_head + splits[None, :]
-            maxes = tl.load(MAX + at, mask=real[:, None], other=0.0, cache_modifier=".cg")
-            sums = tl.load(SUM + at, mask=real[:, None], other=0.0, cache_modifier=".cg")
-            parts = tl.load(part + splits[None, :, None] * part_split, mask=real[:, None, None],
-                            other=0.0, cache_modifier=".cg")  # fmt: skip
-            shares = tl.exp(maxes - tl.max(maxes, axis=1)[:, None])  # names of their own:
-            total = tl.sum(shares[:, :, None] * parts, axis=1)  # a branch keeps the types
-            total = total / tl.sum(shares * sums, axis=1)[:, None]  # of the names before it
+            m = tl.load(MAX + at, mask=real[:, None], other=0.0, cache_modifier=".cg")
+            w = tl.load(SUM + at, mask=real[:, None], other=0.0, cache_modifier=".cg")
+            scale = tl.exp(m - tl.max(m, axis=1)[:, None])
+            acc = tl.load(part + splits[None, :, None] * part_split, mask=real[:, None, None],
+                          other=0.0, cache_modifier=".cg")  # fmt: skip
+            acc = tl.sum(scale[:, :, None] * acc, axis=1) / tl.sum(scale * w, axis=1)[:, None]
             out = OUT + b * out_row + heads[:, None] * out_head + d[None, :]
-            tl.store(out, total.to(OUT.dtype.element_ty), mask=real[:, None])
+            tl.store(out, acc.to(OUT.dtype.element_ty), mask=real[:, None])
             tl.atomic_xchg(done, 0)  # the count back to 0 for the next launch
 
 
