@@ -272,7 +272,7 @@ def _(q, k_cache, v_cache, block_table, lens):
 # --- one kernel a layer: RoPE, the K/V write and the attention (notebooks 08 and 11) --------
 
 
-def fused_kernel_body(QKV, COS, SIN, K, V, TABLE, LENS, OUT, PART, MAX, SUM, DONE, scale,
+def fused_kernel_body(QKV, COS, SIN, K, V, TABLE, LENS, OUT, PART, MAX, SUM, scale,
                       qkv_row, qkv_head, rope_row, k_block, k_head, k_pos, table_row, lens_row,
                       out_row, out_head, part_row, part_head, part_split, max_row, max_head,
                       H: tl.constexpr, G: tl.constexpr, G_PAD: tl.constexpr, D: tl.constexpr,
@@ -282,9 +282,7 @@ def fused_kernel_body(QKV, COS, SIN, K, V, TABLE, LENS, OUT, PART, MAX, SUM, DON
     rotates its G queries and the row's new key (COS, SIN: the widened rows at the row's
     position), and the program whose share holds the new position writes the new key and
     value into their block, then attends over its share with them. With one share it writes
-    the output. With more it writes partials, then counts itself done in DONE[b, g]: the last
-    share of (b, g) to finish combines them all (combine_kernel's sums, for its G heads) and
-    sets the count back to 0 for the next launch. So the step needs no second kernel."""
+    the output; with more, partials for combine_kernel."""
     b, g, s = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     n_old = tl.load(LENS + b * lens_row)  # the keys before: the new one takes position n_old
     n_keys = n_old + 1
@@ -331,41 +329,14 @@ def fused_kernel_body(QKV, COS, SIN, K, V, TABLE, LENS, OUT, PART, MAX, SUM, DON
         out = OUT + b * out_row + heads[:, None] * out_head + d[None, :]
         tl.store(out, (acc / w[:, None]).to(OUT.dtype.element_ty), mask=real[:, None])
     else:
-        part = PART + b * part_row + heads[:, None, None] * part_head + d[None, None, :]
-        tl.store(part + s * part_split, acc[:, None, :], mask=real[:, None, None])
+        out = PART + b * part_row + heads[:, None] * part_head + s * part_split + d[None, :]
+        tl.store(out, acc, mask=real[:, None])
         tl.store(MAX + b * max_row + heads * max_head + s, m, mask=real)
         tl.store(SUM + b * max_row + heads * max_head + s, w, mask=real)
-        tl.debug_barrier()  # every thread's stores before the count that publishes them
-        done = DONE + b * (H // G) + g
-        if tl.atomic_add(done, 1) == N_SPLITS - 1:  # acq_rel: the other shares' stores seen
-            splits = tl.arange(0, N_SPLITS)
-            at = b * max_row + heads[:, None] * max_head + splits[None, :]
-            m = tl.load(MAX + at, mask=real[:, None], other=0.0, cache_modifier=".cg")
-            w = tl.load(SUM + at, mask=real[:, None], other=0.0, cache_modifier=".cg")
-            scale = tl.exp(m - tl.max(m, axis=1)[:, None])
-            acc = tl.load(part + splits[None, :, None] * part_split, mask=real[:, None, None],
-                          other=0.0, cache_modifier=".cg")  # fmt: skip
-            acc = tl.sum(scale[:, :, None] * acc, axis=1) / tl.sum(scale * w, axis=1)[:, None]
-            out = OUT + b * out_row + heads[:, None] * out_head + d[None, :]
-            tl.store(out, acc.to(OUT.dtype.element_ty), mask=real[:, None])
-            tl.atomic_xchg(done, 0)  # the count back to 0 for the next launch
 
 
 if triton is not None:
     fused_kernel = triton.jit(fused_kernel_body)
-
-_DONE: dict = {}  # (device, B·H_kv) → the fused kernel's counts of shares done, all 0 between
-# launches; made once and kept, so a graph that captured one keeps reading the same memory
-
-
-def done_counts(device, n: int) -> Tensor:
-    """The fused kernel's n counts (one per row and K/V head) on device, zeros: made on the
-    first call for (device, n), before any capture (a graph's warm-up runs the step first),
-    then the same tensor every time."""
-    key = (torch.device(device), n)
-    if key not in _DONE:
-        _DONE[key] = torch.zeros(n, dtype=torch.int32, device=device)
-    return _DONE[key]
 
 
 def split_count(B: int, H_kv: int, device) -> int:
@@ -413,17 +384,16 @@ def reference_rope_write_attend(qkv, cos, sin, k_cache, v_cache, block_table, le
     return reference_paged_decode_attention(qk[:, :H], k_cache, v_cache, block_table, n + 1)
 
 
-def triton_rope_write_attend(qkv, cos, sin, k_cache, v_cache, block_table, lens, kernel=None,
+def triton_rope_write_attend(qkv, cos, sin, k_cache, v_cache, block_table, lens, kernels=None,
                              n_splits=None, num_warps=NUM_WARPS) -> Tensor:  # fmt: skip
-    """Launch the fused kernel, after the door: one kernel, whose last share of each row and
-    K/V head combines the shares when a row's keys are split. kernel: default the compiled
-    one."""
+    """Launch the fused kernel (and combine_kernel when a row's keys are split), after the
+    door. kernels: a (fused, combine) pair, default the compiled ones."""
     B, _, D = qkv.shape
     _, H_kv, block_size, _ = k_cache.shape
     H = qkv.shape[1] - 2 * H_kv
     check_step_args(qkv, cos, sin, k_cache, v_cache, block_table, lens,
                     values=CHECK_VALUES or qkv.device.type == "cpu")  # fmt: skip
-    fused = kernel or fused_kernel
+    fused, combine = kernels or (fused_kernel, combine_kernel)
     n_splits = split_count(B, H_kv, qkv.device) if n_splits is None else n_splits
     G = H // H_kv
     out = torch.empty(B, H, D, dtype=qkv.dtype, device=qkv.device)
@@ -431,14 +401,18 @@ def triton_rope_write_attend(qkv, cos, sin, k_cache, v_cache, block_table, lens,
     m = torch.empty(B, H, n_splits, dtype=torch.float32, device=qkv.device)
     w = torch.empty_like(m)
     fused[(B, H_kv, n_splits)](
-        qkv, cos, sin, k_cache, v_cache, block_table, lens, out, part, m, w,
-        done_counts(qkv.device, B * H_kv), D**-0.5,
+        qkv, cos, sin, k_cache, v_cache, block_table, lens, out, part, m, w, D**-0.5,
         qkv.stride(0), qkv.stride(1), cos.stride(0), k_cache.stride(0), k_cache.stride(1),
         k_cache.stride(2), block_table.stride(0), lens.stride(0), out.stride(0), out.stride(1),
         part.stride(0), part.stride(1), part.stride(2), m.stride(0), m.stride(1),
         H=H, G=G, G_PAD=max(2, triton.next_power_of_2(G)), D=D, BLOCK=block_size,
         N_SPLITS=n_splits, num_warps=num_warps,
     )  # fmt: skip
+    if n_splits > 1:
+        combine[(B, H)](
+            part, m, w, out, part.stride(0), part.stride(1), part.stride(2), m.stride(0),
+            m.stride(1), out.stride(0), out.stride(1), D=D, N_SPLITS=n_splits, num_warps=1,
+        )  # fmt: skip
     return out
 
 
@@ -447,11 +421,11 @@ def interpreted_rope_write_attend(*args, n_splits: int = 2) -> Tensor:
     if triton is None:
         raise RuntimeError("Triton is not installed here (it installs on Linux): the "
                            "reference runs instead")  # fmt: skip
-    kernel = InterpretedFunction(fused_kernel_body)
+    kernels = (InterpretedFunction(fused_kernel_body), InterpretedFunction(combine_kernel_body))
     if isinstance(fused_kernel, InterpretedFunction):
-        kernel = None
+        kernels = None
     with _library_interpreted():
-        return triton_rope_write_attend(*args, kernel=kernel, n_splits=n_splits)
+        return triton_rope_write_attend(*args, kernels=kernels, n_splits=n_splits)
 
 
 @torch.library.custom_op("tinyllm::rope_write_attend", mutates_args=("k_cache", "v_cache"))
