@@ -1021,7 +1021,7 @@ def test_step_sampling_that_makes_a_tensor_under_capture_is_told_so(capsys):
         scores = logits / t - torch.log(-torch.log(u))
         return torch.where(temperature > 0, scores.argmax(-1), logits.argmax(-1))
 
-    out = assert_hint(check_step_sampling, new_tensor, capsys, "copies a host value into a new "
+    out = assert_hint(check_step_sampling, new_tensor, capsys, "copied host values into a new "
                       "tensor", "torch.where(t > 0, t, 1.0)")  # fmt: skip
     assert ".item()" not in out
 
@@ -1092,3 +1092,22 @@ def test_hand_out_that_returns_from_inside_its_loop_gets_a_hint(capsys):
             return finished
 
     assert_hint(check_hand_out, returns_inside, capsys, "return inside the loop")
+
+
+def reports_a_finished_request_again(reqs, ids, eos_id):
+    """Drops the extra token, yet reports the request that had finished before as finished."""
+    out = []
+    for req, tok in zip(reqs, ids):
+        if req is None:
+            continue
+        done = len(req.out) == req.max_new_tokens or (bool(req.out) and req.out[-1] == eos_id)
+        if not done:
+            req.out.append(tok)
+        if done or tok == eos_id or len(req.out) == req.max_new_tokens:
+            out.append(req.rid)
+    return out
+
+
+def test_hand_out_that_reports_a_finished_request_again_is_told_so(capsys):
+    assert_hint(check_hand_out, reports_a_finished_request_again, capsys,
+                "had finished at an earlier step", "not finished again")  # fmt: skip

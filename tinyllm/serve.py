@@ -12,7 +12,8 @@ What it adds to the slot engine of notebook 06, each measured in notebook 09 or 
 - the ids read one step late: step t reads the ids the turns before it sampled, from
   rows.tok; they are copied to the host, step t is launched, then they are handed to their
   requests. overlap=True does that while the GPU runs step t;
-- every graph captured before serving (capture()): run() never captures.
+- every graph captured before serving (capture()): run() captures them first if needed, and
+  no graph is captured while serving.
 
 A step reads like nano-vllm's three lines: the rows that cross into a new block grow, the
 graph replays, then the ids it read are handed out and the finished rows released. Their
@@ -386,7 +387,8 @@ class PagedEngine(Serving):
         each prefill bucket (rows, positions), largest first, into one pool (Graphs). In a
         terminal, a progress bar shows when it takes more than a second (a notebook's output
         stays as it was: tqdm's disable=None, no bar off a terminal). Returns its seconds, also kept
-        as capture_s; run() never captures."""
+        as capture_s. run() calls it first if it has not run: no graph is captured while
+        serving."""
         validate_use_graph(True, self.device, self.graph_api)
         todo = [(self.decode_graphs, self.decode, size, size) for size in self.capture_sizes]
         if self.fill_graphs is not None:

@@ -9,8 +9,9 @@ serving engine picks its own list; here they are side by side, each a function o
 maximum batch (the engine's n_slots):
 
 - PRESETS: each engine's default list, as its code builds it (the citation above each);
-- occupancy() and padding(): the bench's engine workload served on the host alone, with the
-  engine's admission rule, and each preset's padded rows (pure arithmetic, any machine);
+- occupancy() and padding(): the bench's engine workload served on the host alone, every
+  free row taking the next request at once (min_admit=1), and each preset's padded rows (pure
+  arithmetic, any machine);
 - measure(): each preset's graphs captured into one pool, largest first and smallest first
   (seconds and the pool's bytes), beside the estimate "pool of the largest graph × number of
   graphs" (the per-graph linear estimate that vLLM issue #45178 criticises).
@@ -116,10 +117,10 @@ def workload(n_requests: int = 256, seed: int = 0) -> tuple[list[int], list[int]
 
 
 def occupancy(news, n_slots: int) -> list[int]:
-    """Rows in use at each decode step when PagedEngine(eos_id=None) serves requests
-    of news[i] new tokens, submitted in order: before each step every free slot takes the
-    next queued request (FIFO). The host reads each step's ids one step late, so a request
-    of n new tokens runs in n steps: its prefill gives the first, n - 1 steps the rest, and
+    """Rows in use at each decode step when PagedEngine(eos_id=None, min_admit=1) serves
+    requests of news[i] new tokens, submitted in order: before each step every free slot
+    takes the next queued request (FIFO). The host reads each step's ids one step late, so a
+    request of n new tokens runs in n steps: its prefill gives the first, n - 1 steps the rest, and
     one more step runs before its end is seen (that token is dropped); then its row is free.
     Compaction keeps the requests in the first rows, so the rows in use are the running
     requests."""

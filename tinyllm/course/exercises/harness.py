@@ -255,7 +255,8 @@ NEW_TENSOR_UNDER_CAPTURE = (
     "replay the copy would not run). torch.tensor(...) does that, and so does a Python list "
     "used as an index (t[[0, 1, 2]] or t[list(range(n))]). Index with a tensor made on the "
     "device (torch.arange(n, device=t.device)), use a Python number where a tensor op takes "
-    "one (x // block_size), or compute it from the inputs with tensor ops"
+    "one (x // block_size, torch.where(t > 0, t, 1.0)), or compute it from the inputs with "
+    "tensor ops"
 )
 
 

@@ -810,6 +810,18 @@ def check_hand_out(fn) -> Verdict:
                 f"max_new_tokens ids, after appending this one (len(req.out) == "
                 f"req.max_new_tokens)"
             )
+        done_before = {
+            w.rid for w in ref if w is not None and w.rid not in want_finished
+            and (len(w.out) >= w.max_new_tokens or (eos is not None and w.out[-1:] == [eos]))
+        }  # fmt: skip
+        again = sorted(set(rids) - set(want_finished))
+        if again and set(again) <= done_before:
+            return hint(
+                f"on {shown_as}: your function returned finished rids {rids}, expected "
+                f"{sorted(want_finished)}: request {again[0]} had finished at an earlier step. "
+                f"Its row ran once more, and that token is dropped. It is not finished again: "
+                f"report a request only at the step it finishes"
+            )
         if rids != sorted(want_finished) and eos is None:
             return hint(
                 f"on {shown_as}: your function returned finished rids {rids}, expected "
