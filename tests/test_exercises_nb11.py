@@ -105,6 +105,25 @@ def only_passes(intervals):
     pass
 
 
+def neighbour_gaps(intervals):  # gaps between sorted neighbours, no running max of the end
+    spans = sorted(intervals)
+    idle = sum(max(0.0, b[0] - a[1]) for a, b in zip(spans, spans[1:]))
+    return idle / (max(b for _, b in spans) - spans[0][0])
+
+
+def idle_over_latest_end(intervals):  # (span - busy) / latest end, as if the span started at 0
+    spans = sorted(intervals)
+    latest = max(b for _, b in spans)
+    span = latest - spans[0][0]
+    return span * my_idle_share(intervals) / latest
+
+
+def mean_gap(intervals):  # the idle µs over the number of gaps, not over the span
+    spans = sorted(intervals)
+    idle = (max(b for _, b in spans) - spans[0][0]) * my_idle_share(intervals)
+    return idle / (len(spans) - 1)
+
+
 def merge_with_last_end(intervals):  # forgets that a kernel may end before the one it follows
     spans = sorted(intervals)
     busy, end = 0.0, spans[0][0]
@@ -160,6 +179,13 @@ def test_idle_share_right(answer, capsys):
         (idle_time, ("the idle time", "over the span")),
         (span_from_zero, ("as if the span started at 0", "earliest start")),
         (lambda iv: 1 - my_idle_share(iv), ("busy share", "1 minus it")),
+        (lambda iv: round(my_idle_share(iv), 2), ("do not round",)),
+        (lambda iv: round(my_idle_share(iv), 3), ("do not round",)),
+        (lambda iv: math.floor(my_idle_share(iv) * 100) / 100, ("do not round",)),
+        (lambda iv: torch.tensor(my_idle_share(iv)), ("tensor", "float")),
+        (neighbour_gaps, ("neighbours", "inside a longer one", "max(end, stop)")),
+        (idle_over_latest_end, ("as if the span started at 0", "earliest start")),
+        (mean_gap, ("mean gap", "over the span")),
     ],
     ids=[
         "the package's own",
@@ -186,6 +212,13 @@ def test_idle_share_right(answer, capsys):
         "idle time, not its share",
         "span from 0",
         "busy share, 1 minus it",
+        "rounded to 2 digits",
+        "rounded to 3 digits",
+        "floored to 2 digits",
+        "a tensor",
+        "gaps between neighbours",
+        "idle time over the latest end",
+        "the mean gap",
     ],  # fmt: skip
 )
 def test_idle_share_wrong(answer, needles, capsys):
@@ -202,6 +235,13 @@ def my_kernels_to_remove(step_us, target_us, us_per_node):
 def test_the_count_is_the_gap_over_the_floor_rounded_up():
     assert _to_remove(55.7, 42.0, 0.898) == 16  # 15 kernels save 13.47 µs of the 13.7
     assert _to_remove(10.0, 9.0, 0.5) == 2 and _to_remove(40.0, 45.0, 0.9) == 0
+
+
+def count_while_at_or_over(step_us, target_us, us_per_node):  # >=: one too many at the target
+    n = 0
+    while step_us - n * us_per_node >= target_us:
+        n += 1
+    return n
 
 
 @pytest.mark.parametrize(
@@ -239,6 +279,12 @@ def test_kernels_to_remove_right(answer, capsys):
         (lambda s, t, u: max(0, math.ceil((t - s) / u)), ("subtracted the other way",)),
         (lambda s, t, u: math.ceil((t - s) / u), ("subtracted the other way",)),
         (lambda s, t, u: max(0, math.ceil((s - t) * u)), ("multiplied", "divide by it")),
+        (count_while_at_or_over, ("At the target", "no kernel needs to go", ">=")),
+        (
+            lambda s, t, u: int((s - t) / u) + 1 if s > t else 0,
+            ("2 kernels save 1 µs", "no more kernel needs to go", "int(x) + 1", "math.ceil"),
+        ),
+        (lambda s, t, u: max(0, int((s - t) / u) + 1), ("int(x) + 1", "At the target")),
     ],
     ids=[
         "floor",
@@ -261,6 +307,9 @@ def test_kernels_to_remove_right(answer, capsys):
         "subtracted the wrong way",
         "subtracted the wrong way, no max",
         "multiplied",
+        "a loop on >=",
+        "int(x) + 1",
+        "int(x) + 1, at the target",
     ],  # fmt: skip
 )
 def test_kernels_to_remove_wrong(answer, needles, capsys):

@@ -4,6 +4,8 @@ import contextlib
 import io
 import math
 
+import torch
+
 from tinyllm.course.exercises.harness import (
     CALL_SECONDS,
     FAILED,
@@ -70,7 +72,8 @@ IDLE_CASES = [  # (intervals, what the case holds)
     ([(5.0, 7.0), (7.0, 9.0)], "two kernels end to end, no gap"),
     ([(1.0, 2.0), (4.0, 5.0)], "a span that starts at 1, not 0"),
     ([(0.0, 10.0), (2.0, 3.0)], "the last kernel to start ends first"),
-    ([(0.0, 1.5), (4.25, 7.0), (2.0, 3.0)], "shares that are not round"),
+    ([(0.0, 1.66), (4.25, 7.0), (1.93, 3.1)], "fractions of a µs, out of order"),
+    ([(0.5, 2.16), (2.43, 3.6), (3.91, 5.52)], "fractions of a µs, from 0.5"),
 ]
 SHARE = "the idle share, a number from 0 to 1"
 
@@ -93,6 +96,19 @@ def _latest_end_lost(intervals) -> float | None:
         busy += max(0.0, stop - max(start, end))
         end = stop
     return 1 - busy / (end - spans[0][0]) if end != spans[0][0] else None
+
+
+def _neighbour_gaps(intervals) -> float:
+    """The idle time a learner gets who adds the gaps between neighbours in start order,
+    each from the previous interval's end, not from the latest end seen."""
+    spans = sorted(intervals)
+    return sum(max(0.0, b[0] - a[1]) for a, b in zip(spans, spans[1:]))
+
+
+def _rounded(x: float, want: float) -> bool:
+    """Whether x is want rounded to 2 to 6 decimals, to the nearest, down or up: x has that
+    many decimals and lies within one of the last of them from want."""
+    return any(_near(x, round(x, d)) and abs(x - want) <= 1.000001 / 10**d for d in range(2, 7))
 
 
 def _overlaps(intervals) -> bool:
@@ -123,6 +139,20 @@ def _share_problem(x: float, want: float, intervals) -> str | None:
             f"that is the idle time, {span - busy:g} µs. "
             f"The share is that time over the span, {span:g} µs"
         )
+    if len(spans) > 2 and any(_near(x, idle / (len(spans) - 1)) for idle in
+                              (span - busy, _neighbour_gaps(intervals))):  # fmt: skip
+        return (
+            f"that is the mean gap, the idle time over the {len(spans) - 1} gaps, in µs. "
+            f"The idle share is the idle time over the span, {span:g} µs"
+        )
+    gaps = _neighbour_gaps(intervals)
+    if not _near(gaps, span - busy) and _near(x, gaps / span):
+        return (
+            "you added the gaps between neighbours in start order. But a kernel can run "
+            "inside a longer one, and the longer one still runs after it ends. Then the "
+            "gap after it is not idle. Measure each gap from the latest end seen so far, "
+            "max(end, stop)"
+        )
     if _overlaps(intervals) and _near(x, 1 - summed / span):
         return (
             "you added every kernel's duration. But two kernels overlap here, "
@@ -146,7 +176,7 @@ def _share_problem(x: float, want: float, intervals) -> str | None:
             "So the last kernel to start need not end last. "
             "Keep the latest end seen, max(end, stop), not the last one"
         )
-    if first and _near(x, 1 - busy / latest):
+    if first and (_near(x, 1 - busy / latest) or _near(x, (span - busy) / latest)):
         return (
             f"you divided by the latest end, as if the span started at 0. "
             f"Here the first kernel starts at {first:g} µs. "
@@ -160,6 +190,11 @@ def _share_problem(x: float, want: float, intervals) -> str | None:
         return (
             "you divided by the kernels' durations added up. "
             "The share is of the span instead: from the earliest start to the latest end"
+        )
+    if _rounded(x, want):
+        return (
+            "do not round the share. The checker compares it to many digits. "
+            "Return it as your division gives it"
         )
     if not 0 <= x <= 1:
         return "a share is never below 0 or above 1"
@@ -201,6 +236,11 @@ def check_idle_share(fn) -> Verdict:
                 f"does that. The trace is read by others after you. Work on sorted(intervals)"
             )
         problem = _not_a_number(got, SHARE)
+        if problem is None and (isinstance(got, torch.Tensor) or type(got).__name__ == "ndarray"):
+            problem = (
+                f"returned {shown_type(got)}. Return the idle share as a float, not a "
+                f"tensor or an array: float(...) gives one"
+            )
         x = as_number(got)
         if problem is None and x is None:
             problem = f"returned {shown_type(got)}. Return {SHARE}"
@@ -284,6 +324,21 @@ def _same_count(got: int, want: int, step_us, target_us, us_per_node) -> str:
         return (
             f"the step takes {step_us} µs, already under the {target_us} µs target. "
             f"No kernel needs to go, and a count is never negative"
+        )
+    if got == want + 1 and math.isclose(step_us - want * us_per_node, target_us):
+        if want == 0:
+            where = f"the step takes {step_us} µs, exactly its target. At the target no kernel"
+        else:
+            saves = f"{want} kernels save" if want > 1 else "1 kernel saves"
+            where = (
+                f"{saves} {want * us_per_node:.4g} µs, exactly the {over:.4g} µs to go. "
+                f"That puts the step at its target, so no more kernel"
+            )
+        return (
+            f"{where} needs to go: the step must take at most target_us. "
+            f"A loop on >= counts one kernel too many there. So does int(x) + 1 "
+            f"when x, the time to save over us_per_node, is whole. Loop while the step is "
+            f"over the target, with >, or round up with math.ceil"
         )
     if want == 0 and got > 0 and step_us < target_us:
         why = (". abs() counts a step under its target as one over it"
