@@ -782,7 +782,7 @@ def test_noise_key_that_exits_gets_a_hint(capsys):
         (lambda s, p, r, v: ((other_hash(s, p, v) >> 41) & (2**23 - 1)).float() * 2.0**-23,
          ("lands exactly on 0 or rounds to 1", "(bits + 0.5) * 2**-23")),
         (lambda s, p, r, v: ((other_hash(s, p, v) >> 40) & (2**24 - 1)).float().add(0.5) * 2.0**-24,
-         ("more than 23 bits",)),
+         ("off the grid", "more bits than float32 holds")),
         (lambda s, p, r, v: (my_hash(s, p, v) >> 41).float() * 2.0**-23,
          ("negative values", "Mask")),
         (lambda s, p, r, v: (my_noise_key(s, p, r, v), s.zero_())[0], ("changed its input seed",)),
@@ -800,6 +800,8 @@ def test_noise_key_that_exits_gets_a_hint(capsys):
                            "xored in after", "splitmix64(h ^ id)")),
         (bumps_position_in_place, ("changed its input position",
                                    "position + 1, not position.add_(1)")),
+        (lambda s, p, r, v: ((my_hash(s, p, v) >> 48) & (2**16 - 1)).float().add(0.5) * 2.0**-16,
+         ("made from 16 bits", "(h >> 41) & (2**23 - 1)")),
     ],
     ids=["seed + row", "position + row", "torch.rand", "no position", "no seed",
          "a generator per row on the host", "shape", "range", "ints", "one per row",
@@ -811,7 +813,7 @@ def test_noise_key_that_exits_gets_a_hint(capsys):
          "another order, bits * 2**-23", "another order, 24 bits",
          "an arithmetic shift", "zeroes the seed", "bumps the position", "position + id",
          "position * 64 + id", "seed * 31 + position", "the id multiplied",
-         "the id hashed apart", "position += 1"],
+         "the id hashed apart", "position += 1", "16 bits"],
 )  # fmt: skip
 def test_noise_key_wrong(answer, needles, capsys):
     out = assert_hint(check_noise_key, answer, capsys, *needles)
@@ -1111,3 +1113,18 @@ def reports_a_finished_request_again(reqs, ids, eos_id):
 def test_hand_out_that_reports_a_finished_request_again_is_told_so(capsys):
     assert_hint(check_hand_out, reports_a_finished_request_again, capsys,
                 "had finished at an earlier step", "not finished again")  # fmt: skip
+
+
+def test_step_sampling_whose_greedy_argmax_has_no_dim_is_told_so(capsys):
+    def flat_argmax(logits, temperature, seed, position):
+        u = uniform_noise(seed, position, logits.shape[-1])
+        t = torch.where(temperature > 0, temperature, 1.0)[:, None]
+        noisy = (logits / t - torch.log(-torch.log(u))).argmax(-1)
+        return torch.where(temperature > 0, noisy, logits.argmax())  # no dim: a flat index
+
+    assert_hint(check_step_sampling, flat_argmax, capsys, "past the vocabulary",
+                "argmax without dim=", "argmax(-1)")  # fmt: skip
+
+
+def test_hand_out_returning_a_numpy_array_of_rids_passes(capsys):
+    assert_ok(check_hand_out, lambda *a: np.array(my_hand_out(*a), dtype=np.int64), capsys)

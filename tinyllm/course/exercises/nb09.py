@@ -5,6 +5,7 @@ import re
 import traceback
 import types
 
+import numpy as np
 import torch
 
 from tinyllm import generation
@@ -259,6 +260,14 @@ def _ids_problem(got, want, case, shown_as, fn=None, noise_called=True) -> str |
     r = int((got.long() != want).nonzero()[0])
     t = float(temperature[r])
     logits = case[0]
+    past = got.long() >= logits.shape[-1]
+    if bool(past.any()):
+        r = int(past.nonzero()[0])
+        return (
+            f"on {shown_as} row {r} got id {int(got[r])}, past the vocabulary of "
+            f"{logits.shape[-1]} ids: an argmax without dim= takes the flat index over the "
+            f"whole batch. Take the argmax over the vocabulary of each row: argmax(-1)"
+        )
     if _over_the_rows(got, case):
         return (
             f"on {shown_as} row {r} (temperature {t:g}) got id {int(got[r])}, expected "
@@ -774,6 +783,8 @@ def check_hand_out(fn) -> Verdict:
                     f"on {shown_as}: request {r.rid}'s out went from {b} to {got_out}, "
                     f"expected {w.out}: {why}"
                 )
+        if isinstance(got, np.ndarray) and got.ndim == 1:  # as hand_out itself returns them
+            got = got.tolist()
         rids = items(got, (tuple, list, set, frozenset))
         if rids is None or any(as_int(x) is None for x in rids):
             return hint(
@@ -911,26 +922,35 @@ def _noise_problem(u, B, V=NOISE_V) -> str | None:
 
 
 def _lattice_problem(u) -> str | None:
-    """Uniforms of the form (k + 0.5) * 2**-b, b at most 23, are exact in float32 and never 0
-    or 1. Any other form of bits-to-float can land on 0 or round to 1 for some key, even if
-    no draw here did: k * 2**-b holds 0, (k + 1) * 2**-b holds 1, and 24 bits or more round
-    to 1 in float32. Read off the values: at scale 2**24 (float32) or 2**60 (float64) each
-    must be an integer, all with the same number of trailing zero bits."""
-    scale = 60 if u.dtype == torch.float64 else 24
+    """Uniforms of the form (k + 0.5) * 2**-23, 23 bits, are exact in float32 and never 0 or
+    1, as the exercise asks. Any other form of bits-to-float can land on 0 or round to 1 for
+    some key, even if no draw here did: k * 2**-b holds 0, (k + 1) * 2**-b holds 1, and a
+    division or a clamp lands off the grid, where float32 rounds. Read off the values: at
+    scale 2**24 (float32) or 2**60 (float64) each must be an odd multiple of one power of
+    two, 1 in float32 (23 bits) and at most 2**36 in float64 (23 bits or more)."""
+    scale, most = (60, 2**36) if u.dtype == torch.float64 else (24, 1)
     x = u.double().flatten() * 2.0**scale
+    form = "(bits + 0.5) * 2**-23 with 23 bits of the hash, the form the exercise asks for"
     if not bool((x == x.floor()).all()):
-        form = "more than 23 bits" if scale == 24 else "a form the checker cannot read"
-    else:
-        k = x.long()
-        lowest = k & -k  # each value's lowest set bit
-        if bool((lowest == lowest[0]).all()):
-            return None
-        form = "k * 2**-b or (k + 1) * 2**-b"
-    return (
-        f"returned uniforms made with {form}: such a mapping lands exactly on 0 or rounds to "
-        f"1 for some key, even if no draw here did. Use (bits + 0.5) * 2**-23 with the top "
-        f"23 bits, as uniform_noise does: exact in float32, never 0, never 1"
-    )
+        return (
+            f"returned uniforms off the grid of {form}. That form is exact in float32, never "
+            f"0 and never 1. Another mapping, such as a division, a clamp or more bits than "
+            f"float32 holds, can land on 0 or round to 1 for some key"
+        )
+    k = x.long()
+    lowest = k & -k  # each value's lowest set bit
+    if not bool((lowest == lowest[0]).all()):
+        return (
+            f"returned uniforms of the form k * 2**-b or (k + 1) * 2**-b: such a mapping lands "
+            f"exactly on 0 or rounds to 1 for some key, even if no draw here did. Use {form}"
+        )
+    if int(lowest[0]) > most:
+        bits = 23 - (int(lowest[0]) // most).bit_length() + 1
+        return (
+            f"returned uniforms made from {bits} bits of the hash: only 2**{bits} values. Use "
+            f"{form}: (h >> 41) & (2**23 - 1)"
+        )
+    return None
 
 
 def _explain_noise(error: Exception) -> str | None:
