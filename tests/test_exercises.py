@@ -569,6 +569,7 @@ FUNCTION_CHECKERS = {  # checkers of a learner's function, with the notebook's o
     "check_noise_key": ex.check_noise_key,
     "check_flush_span": ex.check_flush_span,
     "check_admit_count": ex.check_admit_count,
+    "check_gain_shown": ex.check_gain_shown,
     "check_idle_share": ex.check_idle_share,
     "check_kernels_to_remove": ex.check_kernels_to_remove,
 }

@@ -11,7 +11,7 @@ import torch
 from conftest import assert_hint, assert_ok
 
 from tinyllm import PagedEngine, Rows
-from tinyllm.course.exercises import check_admit_count, check_flush_span
+from tinyllm.course.exercises import check_admit_count, check_flush_span, check_gain_shown, nb10
 from tinyllm.course.exercises.nb10 import _admitted, _span
 
 # --- exercise 1: the rows one flush uploads --------------------------------------------------
@@ -210,3 +210,48 @@ def test_span_whose_index_error_has_changed_rows_is_not_told_none_changed(capsys
 def test_span_whose_empty_case_raises_a_value_error_is_told_to_return_0(capsys):
     assert_hint(check_flush_span, lambda d: int(np.max(np.where(d)[0])) + 1, capsys,
                 "ValueError", "uploads 0 rows")  # fmt: skip
+
+
+# --- exercise 3: a gain read against the spread -----------------------------------------------
+
+
+def my_gain_shown(tok_s, baseline_tok_s, runs):
+    return tok_s / baseline_tok_s > max(runs) / min(runs)
+
+
+def test_the_verdict_is_the_notebooks_reading():
+    """The reference reads 10's recording as the notebook does: a gain at 128 and 256 rows,
+    none at 32."""
+    from tinyllm.course.viz.engine import scale_groups
+    from tinyllm.lab.results import load_engine_scale
+
+    scale = load_engine_scale()
+    runs = scale_groups(scale)["PagedEngine"]
+    new = {r["n_rows"]: r for r in scale["rows"]}
+    old = {r["n_rows"]: r for r in scale["before"]}
+    spread_runs = {n: [r["tok_s"] for r in runs if r["n_rows"] == n] for n in old}
+    shown = {n: nb10._shown(new[n]["tok_s"], old[n]["tok_s"], spread_runs[n]) for n in old}
+    assert shown == {32: False, 128: True, 256: True}
+
+
+def test_gain_shown_right(capsys):
+    assert_ok(check_gain_shown, my_gain_shown, capsys)
+    assert_ok(check_gain_shown, lambda t, b, r: bool(np.float64(t / b) > max(r) / min(r)), capsys)
+
+
+@pytest.mark.parametrize(
+    "answer, needles",
+    [
+        (lambda t, b, r: t / b >= max(r) / min(r), ("equals the spread", "use >")),
+        (lambda t, b, r: b / t > max(r) / min(r), ("inverse",)),
+        (lambda t, b, r: t / b > max(r) / (sum(r) / len(r)), ("not a ratio to their mean",)),
+        (lambda t, b, r: t / b > 1, ("the spread",)),
+        (lambda t, b, r: "yes" if t / b > max(r) / min(r) else "no", ("True or False",)),
+        (lambda t, b, r: t / b - max(r) / min(r), ("True or False",)),
+        (lambda t, b, r: nb10._shown(t, b, r) and None, ("return",)),
+    ],
+    ids=[">=", "inverted gain", "spread over the mean", "any gain", "a string", "a float",
+         "None"],
+)  # fmt: skip
+def test_gain_shown_wrong(answer, needles, capsys):
+    assert_hint(check_gain_shown, answer, capsys, *needles)

@@ -43,7 +43,7 @@ from tinyllm.course.exercises.nb08 import (
     check_replay_loop,
 )
 from tinyllm.course.exercises.nb09 import check_hand_out, check_noise_key, check_step_sampling
-from tinyllm.course.exercises.nb10 import check_admit_count, check_flush_span
+from tinyllm.course.exercises.nb10 import check_admit_count, check_flush_span, check_gain_shown
 from tinyllm.course.exercises.nb11 import check_idle_share, check_kernels_to_remove
 
 __all__ = [
@@ -79,6 +79,7 @@ __all__ = [
     "check_noise_key",
     "check_flush_span",
     "check_admit_count",
+    "check_gain_shown",
     "check_idle_share",
     "check_kernels_to_remove",
 ]

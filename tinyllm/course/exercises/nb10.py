@@ -192,3 +192,72 @@ def check_admit_count(fn) -> Verdict:
         _same_count,
         with_args=True,
     )
+
+
+# --- exercise 3: a gain read against the spread -----------------------------------------------
+
+
+def _shown(tok_s: float, baseline: float, runs) -> bool:
+    """Whether tok_s over baseline is a gain larger than the spread of runs, the repeated
+    runs of one engine: max(runs) / min(runs)."""
+    return tok_s / baseline > max(runs) / min(runs)
+
+
+def _same_verdict(got, want, tok_s, baseline, runs) -> str | None:
+    if not isinstance(got, (bool, np.bool_)):
+        return f"returned {shown_type(got)}: return True or False"
+    if bool(got) == want:
+        return None
+    gain, spread = tok_s / baseline, max(runs) / min(runs)
+    if gain == spread:
+        return (
+            f"returned True, expected False: the gain, {gain:.3g}, equals the spread. A gain "
+            f"must be larger than the spread to be shown: use >"
+        )
+    if (baseline / tok_s > spread) == bool(got):
+        return (
+            f"returned {bool(got)}, expected {want}: the gain is tok_s / baseline_tok_s, "
+            f"{gain:.3g} here. baseline_tok_s / tok_s is its inverse"
+        )
+    if (tok_s - baseline > max(runs) - min(runs)) == bool(got):
+        return (
+            f"returned {bool(got)}, expected {want}: compare ratios, not differences. The "
+            f"gain is tok_s / baseline_tok_s, {gain:.3g} here; the spread is the fastest run "
+            f"over the slowest, {spread:.3g}"
+        )
+    mean = sum(runs) / len(runs)
+    if (gain > max(runs) / mean) == bool(got) or (gain > mean / min(runs)) == bool(got):
+        return (
+            f"returned {bool(got)}, expected {want}: the spread is the fastest run over the "
+            f"slowest, max(runs) / min(runs), {spread:.3g} here, not a ratio to their mean"
+        )
+    return (
+        f"returned {bool(got)}, expected {want}: the gain is {gain:.3g} and the spread "
+        f"{spread:.3g}. A gain is shown when it is larger than the spread"
+    )
+
+
+@checker
+def check_gain_shown(fn) -> Verdict:
+    """fn(tok_s, baseline_tok_s, runs) → whether tok_s over baseline_tok_s is a gain larger
+    than the spread of runs, the tok/s of repeated runs of one engine (max over min)."""
+    cases = [
+        (250_000.0, 180_000.0, [240_000.0, 251_000.0, 262_000.0]),
+        (78_000.0, 75_000.0, [74_000.0, 80_000.0, 77_000.0]),
+        (110.0, 100.0, [100.0, 110.0]),
+        (100.0, 120.0, [90.0, 95.0, 93.0]),
+        (300.0, 100.0, [130.0, 100.0, 120.0]),
+        (102.0, 100.0, [101.0, 100.0]),
+        (500.0, 400.0, [400.0, 420.0, 480.0]),
+    ]
+    return check_cases(
+        fn,
+        [
+            (c, f"tok_s={c[0]:g}, baseline_tok_s={c[1]:g}, runs={[f'{r:g}' for r in c[2]]}")
+            for c in cases
+        ],  # fmt: skip
+        _shown,
+        "a gain is shown only when it is larger than the spread of repeated runs",
+        _same_verdict,
+        with_args=True,
+    )
