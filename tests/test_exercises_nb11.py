@@ -133,6 +133,54 @@ def merge_with_last_end(intervals):  # forgets that a kernel may end before the 
     return 1 - busy / (end - spans[0][0])
 
 
+def sorted_by_end(intervals):  # sorts by the end, key=lambda x: x[1], not by the start
+    spans = sorted(intervals, key=lambda x: x[1])
+    busy, end = 0.0, spans[0][0]
+    for start, stop in spans:
+        busy += max(0.0, stop - max(start, end))
+        end = max(end, stop)
+    return 1 - busy / (end - spans[0][0])
+
+
+def sorted_by_end_from_earliest(intervals):  # as above, the span from the earliest start
+    spans = sorted(intervals, key=lambda x: x[1])
+    busy, end = 0.0, spans[0][0]
+    for start, stop in spans:
+        busy += max(0.0, stop - max(start, end))
+        end = max(end, stop)
+    return 1 - busy / (end - min(a for a, _ in intervals))
+
+
+def gaps_sorted_by_end(intervals):  # the gaps from the latest end, in end order
+    spans = sorted(intervals, key=lambda x: x[1])
+    idle, end = 0.0, spans[0][1]
+    for start, stop in spans[1:]:
+        idle += max(0.0, start - end)
+        end = max(end, stop)
+    return idle / (end - min(a for a, _ in intervals))
+
+
+def floor_division(intervals):  # (span - busy) // span: always 0.0
+    spans = sorted(intervals)
+    span = max(b for _, b in spans) - spans[0][0]
+    busy = span * (1 - my_idle_share(intervals))
+    return (span - busy) // span
+
+
+def at_least_half(intervals):  # an int, 0 or 1: a yes or no, not a share
+    return int(my_idle_share(intervals) >= 0.5)
+
+
+def test_the_probes_tell_the_mistakes_apart():
+    """The case sorted by end catches a merge in end order; the zero-length probe tells //
+    from a constant 0."""
+    probe = IDLE_CASES[-1][0]
+    assert math.isclose(my_idle_share(probe), 0.1)
+    for wrong in (sorted_by_end, sorted_by_end_from_earliest, gaps_sorted_by_end):
+        assert math.isclose(wrong(probe), 0.4)
+    assert floor_division([(0.0, 0.0), (10.0, 10.0)]) == 1.0
+
+
 @pytest.mark.parametrize(
     "answer",
     [
@@ -186,6 +234,13 @@ def test_idle_share_right(answer, capsys):
         (neighbour_gaps, ("neighbours", "inside a longer one", "max(end, stop)")),
         (idle_over_latest_end, ("as if the span started at 0", "earliest start")),
         (mean_gap, ("mean gap", "over the span")),
+        (sorted_by_end, ("sorted the intervals by their end", "Sort them by their start")),
+        (sorted_by_end_from_earliest, ("by their end", "by their start", "sorted(intervals)")),
+        (gaps_sorted_by_end, ("by their end", "by their start")),
+        (floor_division, ("Floor division, //", "rounds the share down to 0", "Use /")),
+        (at_least_half, ("that is an int", "a fraction from 0 to 1", "not a yes or no")),
+        (lambda iv: round(my_idle_share(iv)), ("the int 0 on every case", "nor a whole number")),
+        (lambda iv: round(my_idle_share(iv) + 0.3), ("that is an int", "nor a whole number")),
     ],
     ids=[
         "the package's own",
@@ -219,6 +274,13 @@ def test_idle_share_right(answer, capsys):
         "gaps between neighbours",
         "idle time over the latest end",
         "the mean gap",
+        "sorted by end",
+        "sorted by end, the span from the earliest start",
+        "gaps in end order",
+        "floor division",
+        "an int, 0 or 1",
+        "rounded to an int",
+        "rounded to an int, 0 or 1",
     ],  # fmt: skip
 )
 def test_idle_share_wrong(answer, needles, capsys):

@@ -74,8 +74,15 @@ IDLE_CASES = [  # (intervals, what the case holds)
     ([(0.0, 10.0), (2.0, 3.0)], "the last kernel to start ends first"),
     ([(0.0, 1.66), (4.25, 7.0), (1.93, 3.1)], "fractions of a µs, out of order"),
     ([(0.5, 2.16), (2.43, 3.6), (3.91, 5.52)], "fractions of a µs, from 0.5"),
+    ([(0.0, 1.0), (5.0, 6.0), (2.0, 10.0)], "a gap, then a long kernel with a short one inside"),
 ]
 SHARE = "the idle share, a number from 0 to 1"
+INT_SHARE = (
+    "The idle share is a fraction from 0 to 1, such as 0.2. "
+    "It is not a yes or no, nor a whole number"
+)
+BY_END_PROBE = IDLE_CASES[-1][0]  # right: 0.1; sorted by end, then merged: 0.4
+ZERO_LENGTH_PROBE = [(0.0, 0.0), (10.0, 10.0)]  # no kernel runs: the share is 1, even after //
 
 
 def _busy(intervals) -> float:
@@ -96,6 +103,33 @@ def _latest_end_lost(intervals) -> float | None:
         busy += max(0.0, stop - max(start, end))
         end = stop
     return 1 - busy / (end - spans[0][0]) if end != spans[0][0] else None
+
+
+def _by_end_shares(intervals) -> list[float]:
+    """The idle shares a learner gets who sorts the intervals by their end, not their start,
+    then merges them with the latest end seen: busy time merged or gaps added, over the span
+    from the earliest start or from the first start in end order."""
+    by_end = sorted(intervals, key=lambda iv: iv[1])
+    latest = by_end[-1][1]
+    busy, idle, end = 0.0, 0.0, by_end[0][0]
+    for start, stop in by_end:
+        idle += max(0.0, start - end)
+        busy += max(0.0, stop - max(start, end))
+        end = max(end, stop)
+    spans = {latest - min(start for start, _ in intervals), latest - by_end[0][0]}
+    return [share for span in spans if span > 0 for share in (1 - busy / span, idle / span)]
+
+
+def _sorted_by_end(fn, x: float, want: float, intervals) -> bool:
+    """Whether a wrong share x on intervals, and fn's share on BY_END_PROBE, are both what a
+    merge of the intervals sorted by their end gives."""
+    if not any(_near(x, y) and not _near(want, y) for y in _by_end_shares(intervals)):
+        return False
+    probe = as_number(_quietly(fn, (list(BY_END_PROBE),)))
+    right = _idle_share(BY_END_PROBE)
+    return probe is not None and any(
+        _near(probe, y) and not _near(right, y) for y in _by_end_shares(BY_END_PROBE)
+    )
 
 
 def _neighbour_gaps(intervals) -> float:
@@ -217,7 +251,7 @@ def _same_for_all(values: list, wants: list, inputs: str, why: dict) -> str | No
 def check_idle_share(fn) -> Verdict:
     """fn(intervals) → the share of one replay's span with no kernel running: intervals is
     a list of (start_us, end_us), in any order, that may overlap."""
-    answers = []
+    answers, raw = [], []
     for intervals, what in IDLE_CASES:
         given, before = list(intervals), list(intervals)
         shown_as = f"intervals={intervals} ({what})"
@@ -249,15 +283,28 @@ def check_idle_share(fn) -> Verdict:
         if problem:
             return hint(f"on {shown_as} your function {problem}")
         answers.append(x)
+        raw.append(got)
     wants = [_idle_share(intervals) for intervals, _ in IDLE_CASES]
     why = {0: "0 says no kernel ever waits. Yet the first case has gaps between its kernels.",
            1: "1 says no kernel ever runs."}  # fmt: skip
     same = _same_for_all(answers, wants, "intervals", why)
+    if same and all(x == 0 for x in answers):
+        probe = as_number(_quietly(fn, (list(ZERO_LENGTH_PROBE),)))
+        if probe is not None and _near(probe, 1.0) and all(whole(g) is not None for g in raw):
+            return hint(
+                f"your function returned the int 0 on every case: {INT_SHARE}. Return the "
+                f"idle time divided by the span, with /, and do not round it"
+            )
+        if probe is not None and _near(probe, 1.0):
+            return hint(
+                "your function returned 0 on every case. Floor division, //, rounds the "
+                "share down to 0: the idle time is always less than the span. Use /"
+            )
     if same:
         return hint(
             f"your function {same} Compute the share from them: the idle time over the span"
         )
-    for (intervals, what), x, want in zip(IDLE_CASES, answers, wants):
+    for (intervals, what), got, x, want in zip(IDLE_CASES, raw, answers, wants):
         if math.isclose(x, want, rel_tol=1e-6, abs_tol=1e-7):  # float32 sums round too
             continue
         shown_as = f"intervals={intervals} ({what})"
@@ -270,6 +317,18 @@ def check_idle_share(fn) -> Verdict:
                     f"So it counts on the list's order. The trace's intervals come in any "
                     f"order: sort them first, with sorted(intervals)"
                 )
+        if whole(got) is not None:
+            return hint(
+                f"{wrong}: that is an int. {INT_SHARE}. Return the idle time divided by "
+                f"the span, with /"
+            )
+        if _sorted_by_end(fn, x, want, intervals):
+            return hint(
+                f"{wrong}: you sorted the intervals by their end. Sort them by their start, "
+                f"with sorted(intervals). A kernel may start early and end late. In end order "
+                f"it comes after the short kernels it covers. The merge then misses the time "
+                f"it ran before them"
+            )
         problem = _share_problem(x, want, intervals)
         return hint(f"{wrong}: {problem}" if problem else wrong)
     return ok("the idle share: the span less the time some kernel runs, overlaps counted once")

@@ -322,10 +322,9 @@ def node_floor_figure(floor: dict):
     ax.set(xlabel="kernels in the graph (K)", ylabel="µs per replay", ylim=(0, None))
     ax.legend(fontsize=8)
     per = {name: floor[name]["us_per_node"] for name in NODE_COLORS}
-    ax.set_title(
-        f"A replayed graph still pays about {sig3(per['triton'])} µs for each Triton kernel,\n"
-        f"{sig3(per['torch add_'])} µs for each of torch's, and {sig3(per['triton, PDL'])} µs "
-        f"with PDL",
+    ax.set_title(  # the recorded values, as the legend shows them
+        f"A replayed graph still pays {per['triton']} µs for each Triton kernel,\n"
+        f"{per['torch add_']} µs for each of torch's, and {per['triton, PDL']} µs with PDL",
         fontsize=10,
     )
     return label_source(fig, floor, "each kernel adds one to one number: no work worth timing")
