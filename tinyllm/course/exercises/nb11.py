@@ -86,13 +86,9 @@ ZERO_LENGTH_PROBE = [(0.0, 0.0), (10.0, 10.0)]  # no kernel runs: the share is 1
 
 
 def _busy(intervals) -> float:
-    """The time in which at least one interval runs."""
-    spans = sorted(intervals)
-    busy, end = 0.0, spans[0][0]
-    for start, stop in spans:
-        busy += max(0.0, stop - max(start, end))
-        end = max(end, stop)
-    return busy
+    """The time in which at least one interval runs: the span less its idle share."""
+    span = max(stop for _, stop in intervals) - min(start for start, _ in intervals)
+    return span * (1 - _idle_share(intervals))
 
 
 def _latest_end_lost(intervals) -> float | None:
