@@ -780,7 +780,7 @@ def test_noise_key_that_exits_gets_a_hint(capsys):
                              * 2.0**-24).float(),
          ("exactly 1:", "a float64 uniform turned to float32 at the end")),
         (lambda s, p, r, v: ((other_hash(s, p, v) >> 41) & (2**23 - 1)).float() * 2.0**-23,
-         ("lands exactly on 0 or rounds to 1", "(bits + 0.5) * 2**-23")),
+         ("not all of the form (k + 0.5) * 2**-b", "(bits + 0.5) * 2**-23")),
         (lambda s, p, r, v: ((other_hash(s, p, v) >> 40) & (2**24 - 1)).float().add(0.5) * 2.0**-24,
          ("off the grid", "more bits than float32 holds")),
         (lambda s, p, r, v: (my_hash(s, p, v) >> 41).float() * 2.0**-23,
@@ -1128,3 +1128,28 @@ def test_step_sampling_whose_greedy_argmax_has_no_dim_is_told_so(capsys):
 
 def test_hand_out_returning_a_numpy_array_of_rids_passes(capsys):
     assert_ok(check_hand_out, lambda *a: np.array(my_hand_out(*a), dtype=np.int64), capsys)
+
+
+def test_hand_out_that_tests_eos_ids_truth_in_its_done_check_is_told_so(capsys):
+    def truthy_done(reqs, ids, eos_id):
+        out = []
+        for req, tok in zip(reqs, ids):
+            if req is None:
+                continue
+            if len(req.out) >= req.max_new_tokens or (eos_id and req.out and req.out[-1] == eos_id):
+                continue  # eos_id 0 is falsy: a request that emitted 0 is never done here
+            req.out.append(tok)
+            if (eos_id is not None and tok == eos_id) or len(req.out) == req.max_new_tokens:
+                out.append(req.rid)
+        return out
+
+    assert_hint(check_hand_out, truthy_done, capsys, "emitted it the step before",
+                "never test eos_id's truth")  # fmt: skip
+
+
+def test_noise_key_clamped_off_the_grid_is_told_of_the_form_asked(capsys):
+    def clamped(s, p, r, v):
+        bits = (my_hash(s, p, v) >> 41) & (2**23 - 1)
+        return (bits.float() * 2.0**-23).clamp(1e-7, 1 - 1e-7)  # no half: 0 clamped away
+
+    assert_hint(check_noise_key, clamped, capsys, "not all of the form", "a clamp")

@@ -531,6 +531,8 @@ def _requests():
         ([req(2, [7], 4), req(0, [8], 4), req(1, [9], 4)], [20, 21, EOS],
          "after compaction: request 2 in row 0, request 0 in row 1, request 1 in row 2"),
         ([req(0, [7], 4), req(1, [8], 4)], [0, 6], "eos_id 0: request 0 emits it now"),
+        ([req(0, [7, 0], 4), req(1, [8], 4)], [5, 6],
+         "eos_id 0: request 0 emitted it the step before, so its id now is the extra one"),
         ([req(0, [7, 8], 3), req(1, [8], 4)], [EOS, 6],
          "request 0 emits EOS as its last allowed token"),
         ([req(0, [], 1), req(1, [], 4)], [EOS, 5],
@@ -729,6 +731,11 @@ def check_hand_out(fn) -> Verdict:
                         f"request {r.rid} had finished in the step before (its end is seen "
                         f"one step late), so its row ran once more: that extra token must be "
                         f"dropped"
+                    ) + (
+                        ". Its last id is eos_id 0, and 0 is an id too: compare with ==, "
+                        "never test eos_id's truth"
+                        if eos == 0 and w.out[-1:] == [0]
+                        else ""
                     )
                 elif _stopped_early(reqs, ref, before):
                     why = (
@@ -941,8 +948,9 @@ def _lattice_problem(u) -> str | None:
     lowest = k & -k  # each value's lowest set bit
     if not bool((lowest == lowest[0]).all()):
         return (
-            f"returned uniforms of the form k * 2**-b or (k + 1) * 2**-b: such a mapping lands "
-            f"exactly on 0 or rounds to 1 for some key, even if no draw here did. Use {form}"
+            f"returned uniforms not all of the form (k + 0.5) * 2**-b. Use {form}. A form "
+            f"like k * 2**-b or (k + 1) * 2**-b lands on 0 or 1 for some key, even if no draw "
+            f"here did, and a clamp or a division leaves the grid"
         )
     if int(lowest[0]) > most:
         bits = 23 - (int(lowest[0]) // most).bit_length() + 1
