@@ -169,7 +169,10 @@ def test_count_right(answer, capsys):
     "answer, needles",
     [
         (lambda f, w, m: min(f, w), ("min_admit is 16", "fewer, larger")),
-        (lambda f, w, m: min(f, w) if f >= m else 0, ("never admit", "min(waiting, min_admit)")),
+        (
+            lambda f, w, m: min(f, w) if f >= m else 0,
+            ("keeps them waiting while rows sit idle", "min(waiting, min_admit)"),
+        ),
         (lambda f, w, m: f if f >= min(w, m) else 0, ("only 2 requests wait",)),
         (lambda f, w, m: w if f >= min(w, m) else 0, ("only 3 rows are free",)),
         (lambda f, w, m: min(f, w) if f > min(w, m) else 0, ("With min_admit rows free",)),
@@ -181,7 +184,7 @@ def test_count_right(answer, capsys):
     ],
     ids=[
         "no min_admit",
-        "starves the last",
+        "holds back the last",
         "more than wait",
         "more than free",
         "one free row too many",
@@ -239,19 +242,27 @@ def test_gain_shown_right(capsys):
     assert_ok(check_gain_shown, lambda t, b, r: bool(np.float64(t / b) > max(r) / min(r)), capsys)
 
 
+def sorts_in_place(t, b, r):
+    r.sort()
+    return t / b > r[-1] / r[0]
+
+
 @pytest.mark.parametrize(
     "answer, needles",
     [
-        (lambda t, b, r: t / b >= max(r) / min(r), ("equals the spread", "use >")),
-        (lambda t, b, r: b / t > max(r) / min(r), ("inverse",)),
+        (lambda t, b, r: t / b >= max(r) / min(r), ("are equal", "use >")),
+        (lambda t, b, r: b / t > max(r) / min(r), ("each a ratio",)),
         (lambda t, b, r: t / b > max(r) / (sum(r) / len(r)), ("not a ratio to their mean",)),
+        (lambda t, b, r: t - b > max(r) - min(r), ("not differences",)),
+        (lambda t, b, r: t / b > r[-1] / r[0], ("in no order", "not the last over the first")),
+        (sorts_in_place, ("changed runs", "sorted(runs)")),
         (lambda t, b, r: t / b > 1, ("the spread",)),
         (lambda t, b, r: "yes" if t / b > max(r) / min(r) else "no", ("True or False",)),
         (lambda t, b, r: t / b - max(r) / min(r), ("True or False",)),
         (lambda t, b, r: nb10._shown(t, b, r) and None, ("return",)),
     ],
-    ids=[">=", "inverted gain", "spread over the mean", "any gain", "a string", "a float",
-         "None"],
+    ids=[">=", "inverted gain", "spread over the mean", "differences", "last over first",
+         "sorted in place", "any gain", "a string", "a float", "None"],
 )  # fmt: skip
 def test_gain_shown_wrong(answer, needles, capsys):
     assert_hint(check_gain_shown, answer, capsys, *needles)

@@ -231,7 +231,14 @@ def test_idle_share_right(answer, capsys):
         (lambda iv: round(my_idle_share(iv), 3), ("do not round",)),
         (lambda iv: math.floor(my_idle_share(iv) * 100) / 100, ("do not round",)),
         (lambda iv: torch.tensor(my_idle_share(iv)), ("tensor", "float")),
-        (neighbour_gaps, ("neighbours", "inside a longer one", "max(end, stop)")),
+        (
+            neighbour_gaps,
+            (
+                "the end of the kernel just before",
+                "inside a longer one",
+                "end = max(end, this kernel",
+            ),
+        ),
         (idle_over_latest_end, ("as if the span started at 0", "earliest start")),
         (mean_gap, ("mean gap", "over the span")),
         (sorted_by_end, ("sorted the intervals by their end", "Sort them by their start")),
@@ -376,3 +383,8 @@ def test_kernels_to_remove_right(answer, capsys):
 )
 def test_kernels_to_remove_wrong(answer, needles, capsys):
     assert_hint(check_kernels_to_remove, answer, capsys, *needles)
+
+
+def test_kernels_to_remove_that_divides_the_step_by_its_target_is_told_so(capsys):
+    assert_hint(check_kernels_to_remove, lambda s, t, u: math.ceil(s / t), capsys,
+                "divided the step by its target", "step_us - target_us")  # fmt: skip

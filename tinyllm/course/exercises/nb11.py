@@ -178,10 +178,10 @@ def _share_problem(x: float, want: float, intervals) -> str | None:
     gaps = _neighbour_gaps(intervals)
     if not _near(gaps, span - busy) and _near(x, gaps / span):
         return (
-            "you added the gaps between neighbours in start order. But a kernel can run "
-            "inside a longer one, and the longer one still runs after it ends. Then the "
-            "gap after it is not idle. Measure each gap from the latest end seen so far, "
-            "max(end, stop)"
+            "you measured each gap from the end of the kernel just before. But a kernel can "
+            "run inside a longer one, and the longer one still runs after it ends. Then the "
+            "gap after it is not idle. Measure each gap from the latest end seen so far: "
+            "end = max(end, this kernel's end)"
         )
     if _overlaps(intervals) and _near(x, 1 - summed / span):
         return (
@@ -204,7 +204,7 @@ def _share_problem(x: float, want: float, intervals) -> str | None:
         return (
             "a kernel can end before one that started earlier, when it runs inside it. "
             "So the last kernel to start need not end last. "
-            "Keep the latest end seen, max(end, stop), not the last one"
+            "Keep the latest end seen, end = max(end, this kernel's end), not the last one"
         )
     if first and (_near(x, 1 - busy / latest) or _near(x, (span - busy) / latest)):
         return (
@@ -423,6 +423,11 @@ def _same_count(got: int, want: int, step_us, target_us, us_per_node) -> str:
         return (
             "you multiplied the time to save by the floor of a node. Each kernel saves "
             "us_per_node µs, so divide by it"
+        )
+    if target_us and got in _roundings(step_us / target_us):
+        return (
+            f"you divided the step by its target. The time to save is step_us - target_us, "
+            f"{over:.4g} µs, and each kernel removed saves us_per_node"
         )
     if got == math.ceil(step_us / us_per_node - 1e-9):
         return (
