@@ -250,7 +250,7 @@ def sorts_in_place(t, b, r):
 @pytest.mark.parametrize(
     "answer, needles",
     [
-        (lambda t, b, r: t / b >= max(r) / min(r), ("are equal", "use >")),
+        (lambda t, b, r: t / b >= max(r) / min(r), ("are equal", "> and not >=")),
         (lambda t, b, r: b / t > max(r) / min(r), ("each a ratio",)),
         (lambda t, b, r: t / b > max(r) / (sum(r) / len(r)), ("not a ratio to their mean",)),
         (lambda t, b, r: t - b > max(r) - min(r), ("not differences",)),

@@ -212,7 +212,10 @@ def _same_verdict(got, want, tok_s, baseline, runs) -> str | None:
     gain, spread = tok_s / baseline, max(runs) / min(runs)
     said = f"returned {bool(got)}, expected {want}: the gain is {gain:.4g}, the spread {spread:.4g}"
     if gain == spread:
-        return f"{said}. They are equal, and a gain must be larger than the spread: use >"
+        return (
+            f"{said}. They are equal, and a gain must be larger than the spread to be shown. "
+            f"Check the comparison, > and not >=, and that the spread is max(runs) / min(runs)"
+        )
     if (tok_s - baseline > max(runs) - min(runs)) == bool(got):
         return f"{said}. Compare ratios, not differences: tok/s over tok/s, max over min"
     if runs != sorted(runs) and (gain > runs[-1] / runs[0]) == bool(got):
@@ -247,7 +250,7 @@ def check_gain_shown(fn) -> Verdict:
     than the spread of runs, the tok/s of repeated runs of one engine (max over min)."""
     for tok_s, baseline, runs in GAIN_CASES:
         given = list(runs)
-        shown_as = f"tok_s={tok_s:g}, baseline_tok_s={baseline:g}, runs={[f'{r:g}' for r in runs]}"
+        shown_as = f"tok_s={tok_s:g}, baseline_tok_s={baseline:g}, runs={runs}"
         got = call(fn, (tok_s, baseline, given), shown_as, seconds=CALL_SECONDS)
         if got is FAILED:
             return False
