@@ -773,7 +773,7 @@ def test_noise_key_that_exits_gets_a_hint(capsys):
         (top_bits_times_ulp, ("seeds [12943, 119692, 13297]", "exactly 0:", "Add one half")),
         (hash_over_two_to_the_64, ("seeds [12943, 119692, 13297]", "exactly 1:", "rounds to 1.0")),
         (lambda s, p, r, v: ((my_hash(s, p, v) >> 41) & (2**23 - 1)).float().add(1) * 2.0**-23,
-         ("seeds [12943, 119692, 13297]", "exactly 1:")),
+         ("seeds [12943, 119692, 13297]", "exactly 1:", "Add one half, not one")),
         (lambda s, p, r, v: ((my_hash(s, p, v) >> 40) & (2**24 - 1)).float().add(0.5) * 2.0**-24,
          ("seeds [12943, 119692, 13297]", "exactly 1:", "24 significant bits")),
         (lambda s, p, r, v: (((my_hash(s, p, v) >> 40) & (2**24 - 1)).double().add(0.5)

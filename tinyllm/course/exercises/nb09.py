@@ -917,6 +917,13 @@ def _noise_problem(u, B, V=NOISE_V) -> str | None:
             f"-inf at u = 0, so that token is never drawn. bits * 2**-b is 0 when the bits "
             f"kept are all 0. Add one half first: (bits + 0.5) * 2**-23, as uniform_noise does"
         )
+    grid = u.double().flatten() * 2.0**24
+    if ones and bool((grid == grid.floor()).all()) and bool((grid.long() % 2 == 0).all()):
+        return (
+            f"returned {ones} of {u.numel()} values exactly 1: Gumbel's -log(-log(u)) is "
+            f"+inf at u = 1, so that token is always drawn. (bits + 1) * 2**-23 is 1 when the "
+            f"23 bits are all 1. Add one half, not one: (bits + 0.5) * 2**-23"
+        )
     if ones:
         return (
             f"returned {ones} of {u.numel()} values exactly 1: Gumbel's -log(-log(u)) is "
