@@ -18,6 +18,7 @@ reduce-overhead as a user first tries it, and gpt-fast's recipe as its generate.
 """
 
 import argparse
+import dataclasses
 import importlib.util
 import json
 import os
@@ -216,26 +217,37 @@ def measure_engine_scale(n_requests: int, sizes=(1, 8, 32, 64, 128, 256),
     }
 
 
-# Hugging Face's continuous batching: its defaults, then its fast settings (its docs' names)
+# Hugging Face's continuous batching: its defaults, then its fast settings (its docs' names).
+# With CUDA graphs, num_blocks is set: left to HF, the cache takes 90% of the free memory, and
+# the graphs' static attention mask (batch tokens × every cached token) ran out of memory on
+# the H200 (results/gpu_checks/2026-12-02_c58a9f7). 256 blocks of 256 tokens hold the whole
+# workload's 48,229 tokens at once.
+HF_CACHE = {"num_blocks": 256}
 HF_BATCHING = {
     "hf continuous batching, defaults": {},
     "hf continuous batching, use_cuda_graph + use_async_batching": {
-        "use_cuda_graph": True, "use_async_batching": True},
+        "use_cuda_graph": True, "use_async_batching": True} | HF_CACHE,
     "hf continuous batching, the same + default_compile_level=1": {
-        "use_cuda_graph": True, "use_async_batching": True, "default_compile_level": 1},
+        "use_cuda_graph": True, "use_async_batching": True, "default_compile_level": 1}
+    | HF_CACHE,
 }  # fmt: skip
 
 
 def graph_generate_us(model, prompt: list[int], n_new: int, compile=False, use_graph=True,
-                      runs: int = 3):  # fmt: skip
+                      runs: int = 3) -> tuple[dict, torch.Tensor]:  # fmt: skip
     """GraphDecoder(kv="paged").generate at batch 1, greedy (use_graph=False: the same step
-    eagerly): µs per new token, the median of `runs` after one warm run, and the ids."""
+    eagerly): µs per new token, the median and the least of `runs` after one warm run, the
+    seconds of it all with the warm run (and the capture), and the ids."""
+    t0 = time.perf_counter()
     decoder = GraphDecoder(model, 1, max_len=512, kv="paged", compile=compile,
                            use_graph=use_graph, limits=Limits(params=model.n_params()))  # fmt: skip
     idx = torch.tensor([prompt], device=next(model.parameters()).device)
     decoder.generate(idx, n_new)
     timed = [peers.wall_s(lambda: decoder.generate(idx, n_new)) for _ in range(runs)]
-    return round(statistics.median(s for s, _ in timed) / n_new * 1e6, 1), timed[-1][1][0]
+    us = [s / n_new * 1e6 for s, _ in timed]
+    row = {"us_per_token": round(statistics.median(us), 1), "min": round(min(us), 1),
+           "wall_s_with_warm": round(time.perf_counter() - t0, 1)}  # fmt: skip
+    return row, timed[-1][1][0]
 
 
 def measure_hf(model, n_requests: int) -> dict:
@@ -246,34 +258,48 @@ def measure_hf(model, n_requests: int) -> dict:
     PagedEngine(overlap=True) at 32 and 256 rows, tok/s, and the share of requests whose
     greedy tokens equal the course engine's."""
     prompt = engine_time.workload(1)[0][0]
+    t0 = time.perf_counter()
     hf = peers.hf_generate_us(model, prompt)
-    generate = {"hf static + CompileConfig(reduce-overhead, fullgraph)":
-                {k: hf[k] for k in ("us_per_token", "min")}}  # fmt: skip
+    rows = [{"name": "hf static + CompileConfig(reduce-overhead, fullgraph)",
+             "us_per_token": hf["us_per_token"], "min": hf["min"],
+             "wall_s_with_warm": round(time.perf_counter() - t0, 1)}]  # fmt: skip
     for compile in (False, True):
-        us, ids = graph_generate_us(model, prompt, 256, compile)
-        generate[f"course GraphDecoder(kv='paged', compile={compile})"] = {
-            "us_per_token": us, "tokens_equal_hf": ids.tolist() == hf["ids"]}  # fmt: skip
+        row, ids = graph_generate_us(model, prompt, 256, compile)
+        rows.append({"name": f"course GraphDecoder(kv='paged', compile={compile})", **row,
+                     "tokens_equal_hf": ids.tolist() == hf["ids"]})  # fmt: skip
+    what = ("batch 1, 256 new tokens after a prompt of the bench's workload, greedy; µs per "
+            "token, median of 3 timed runs after the warm ones")  # fmt: skip
+    generate = {"what": what, "rows": rows}
     prompts, news = engine_time.workload(n_requests)
-    engine, course = {}, None
+    rows, course = [], None
     for n_rows in (32, 256):
         e = PagedEngine(model, n_rows, max_len=512, overlap=True)
         e.capture()
         engine_time.serve(e, prompts, news)
         done, s = engine_time.serve(e, prompts, news)
         course = course or [done[rid] for rid in sorted(done)]
-        engine[f"course PagedEngine({n_rows} rows, overlap=True)"] = {
-            "tok_s": round(sum(news) / s, 1)}  # fmt: skip
+        rows.append({"name": f"course PagedEngine({n_rows} rows, overlap=True)",
+                     "tok_s": round(sum(news) / s, 1)})  # fmt: skip
     for name, config in HF_BATCHING.items():
         torch.cuda.empty_cache()
+        t0 = time.perf_counter()
         try:
             row = peers.hf_continuous_batching(model, prompts, news, **config)
-        except Exception as error:  # HF's fast settings ran out of memory on the H200
-            engine[name] = {"error": f"{type(error).__name__}: {str(error)[:200]}"}
+        except Exception as error:  # a setting that fails is a result too
+            rows.append({"name": name, "config": config,
+                         "wall_s": round(time.perf_counter() - t0, 1),
+                         "error": f"{type(error).__name__}: {str(error)[:200]}"})  # fmt: skip
             continue
         ids = row.pop("ids")
         row["greedy_share_equal_course"] = round(
             sum(a == b for a, b in zip(ids, course)) / len(ids), 4)  # fmt: skip
-        engine[name] = row
+        row["lengths_as_asked"] = all(len(t) == n for t, n in zip(ids, news))
+        rows.append({"name": name, "config": config, **row,
+                     "wall_s": round(time.perf_counter() - t0, 1)})  # fmt: skip
+        print("hf", json.dumps(rows[-1]), flush=True)
+    engine = {"what": f"the bench's engine workload, engine_time.workload({n_requests}): each "
+              "request its own max_new_tokens, greedy, no eos; tok/s of a second run",
+              "rows": rows}  # fmt: skip
     return {"generate": generate, "engine": engine}
 
 
@@ -292,7 +318,7 @@ LLAMA_SIZES = {
 }  # fmt: skip
 
 
-def measure_sizes(bandwidth_GBps: float = 4800.0) -> dict:
+def measure_sizes(bandwidth_GBps: float = 4800.0, runs: int = 5) -> dict:
     """Where graphs stop mattering: the course's model at each of LLAMA_SIZES, random
     weights, bf16, GraphDecoder(kv="paged") at batch 1, generate() of 128 tokens after 32,
     with graphs and eagerly, µs per token; beside each, the weights' bytes over the
@@ -303,20 +329,26 @@ def measure_sizes(bandwidth_GBps: float = 4800.0) -> dict:
         with torch.device("cuda"):
             model = Transformer(cfg, limits=Limits(params=2**31)).to(torch.bfloat16).eval()
         prompt = torch.randint(0, cfg.vocab_size, (32,)).tolist()
-        graph_us, graph_ids = graph_generate_us(model, prompt, 128)
-        eager_us, eager_ids = graph_generate_us(model, prompt, 128, use_graph=False)
+        graph, graph_ids = graph_generate_us(model, prompt, 128, runs=runs)
+        eager, eager_ids = graph_generate_us(model, prompt, 128, use_graph=False, runs=runs)
         weight_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
         rows.append({
             "name": name, "params": model.n_params(), "weight_bytes": weight_bytes,
             "floor_us": round(weight_bytes / (bandwidth_GBps * 1e9) * 1e6, 1),
-            "graph_us": graph_us, "eager_us": eager_us,
-            "graph_gain": round(eager_us / graph_us, 2),
+            "graph_us": graph["us_per_token"], "graph_min_us": graph["min"],
+            "eager_us": eager["us_per_token"], "eager_min_us": eager["min"],
             "tokens_equal": graph_ids.tolist() == eager_ids.tolist(),
+            "graph_gain": round(eager["us_per_token"] / graph["us_per_token"], 2),
+            "config": dataclasses.asdict(cfg),
         })  # fmt: skip
         print("sizes", json.dumps(rows[-1]), flush=True)
         del model
         torch.cuda.empty_cache()
-    return {"bandwidth_GBps": bandwidth_GBps, "rows": rows}
+    what = (f"the course's model at Llama configurations, random weights, bf16, "
+            f"GraphDecoder(kv='paged') at batch 1, generate() of 128 tokens after 32; µs per "
+            f"token, median of {runs}, with graphs and eagerly; floor_us: the weights' bytes "
+            f"over {bandwidth_GBps / 1000:g} TB/s")  # fmt: skip
+    return {"what": what, "bandwidth_GBps": bandwidth_GBps, "rows": rows}
 
 
 def measure_engine_paged(model, n_requests: int) -> dict:

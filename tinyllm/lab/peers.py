@@ -373,13 +373,15 @@ def hf_generate_us(model, prompt: list[int], n_new: int = 256, compile: bool = T
             "ids": runs[-1][1][0, len(prompt) :].tolist()}  # fmt: skip
 
 
-def hf_continuous_batching(model, prompts: list[list[int]], news: list[int], **config) -> dict:
+def hf_continuous_batching(model, prompts: list[list[int]], news: list[int],
+                           give_up_s: float = 240.0, **config) -> dict:  # fmt: skip
     """HF's continuous batching of the course's weights on a workload (each request its own
     max_new_tokens, greedy, no eos), through its documented manager
     (continuous_batching_context_manager, warmup=True), run twice in it: tok/s of each run
     and the second run's ids, in request order. config: ContinuousBatchingConfig's fields
     (HF's fast settings: use_cuda_graph=True, use_async_batching=True,
-    default_compile_level=1)."""
+    default_compile_level=1). A run that has not ended after give_up_s raises TimeoutError,
+    so that one setting cannot hold up the bench."""
     from tinyllm.lab.hf import require_transformers, to_hf
 
     transformers = require_transformers()
@@ -395,8 +397,10 @@ def hf_continuous_batching(model, prompts: list[list[int]], news: list[int], **c
         def serve() -> list[list[int]]:
             rids = [manager.add_request(p, max_new_tokens=n, eos_token_id=-1)
                     for p, n in zip(prompts, news)]  # fmt: skip
-            done = {}
+            done, give_up = {}, time.perf_counter() + give_up_s
             while len(done) < len(rids):
+                if time.perf_counter() > give_up:
+                    raise TimeoutError(f"{len(done)} of {len(rids)} requests in {give_up_s:g} s")
                 r = manager.get_result(timeout=5)
                 if r is not None and r.is_finished():
                     done[r.request_id] = r.generated_tokens

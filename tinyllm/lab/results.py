@@ -105,12 +105,15 @@ def load_engine_scale(gpu: str = SHIPPED) -> dict | None:
 
 
 def load_hf(gpu: str = SHIPPED) -> dict | None:
-    """results/<gpu>_hf.json (results/gpu_checks/2026-12-02_c58a9f7/hf_probe.py and
-    size_sweep.py): Hugging Face transformers beside the course on the same weights
-    ("generate", "engine"), and graphs against eager from 3 M to 1.5 B parameters ("sizes"),
-    or None."""
+    """results/<gpu>_hf.json (python -m tinyllm.lab.bench --sections hf,sizes): Hugging Face
+    transformers beside the course on the same weights ("generate", "engine"), and graphs
+    against eager from 3 M to 1.5 B parameters ("sizes"), or None."""
     path = results_dir() / f"{gpu}_hf.json"
-    return _read(path) if path.exists() else None
+    if not path.exists():
+        return None
+    rec = _read(path)
+    rec.update(rec.pop("hf", {}))  # the bench's file holds "generate" and "engine" under "hf"
+    return rec
 
 
 def load_busy_events(gpu: str = SHIPPED) -> dict | None:
