@@ -309,7 +309,9 @@ def hf_section(rec: dict) -> list[str]:
     return [
         f"Hugging Face transformers {p['transformers']} beside the course, from "
         f"`results/h200_hf.json` (`{p['command']}`, {p['gpu']}, torch {p['torch']}, "
-        f"{p['date']}, commit {p['commit']}; {p['note']}). generate(): {gen['what']}. The "
+        f"{p['date']}, commit {p['commit']}"
+        + (f"; {p['note']}" if "note" in p else "")
+        + f"). generate(): {gen['what']}. The "
         f"engines: {eng['what']}.",
         "",
         "| | µs per token | tokens/s | greedy tokens equal to the course engine's |",

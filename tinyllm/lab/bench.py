@@ -539,6 +539,7 @@ def record(args, command: str) -> dict:
     if "engine_scale" in sections:
         res["engine_scale"] = measure_engine_scale(256 if args.quick else 2048)
     if "hf" in sections and importlib.util.find_spec("transformers"):
+        res["provenance"]["transformers"] = importlib.import_module("transformers").__version__
         res["hf"] = measure_hf(model, 64 if args.quick else 256)
     if "sizes" in sections:
         res["sizes"] = measure_sizes()
