@@ -220,12 +220,13 @@ def measure_engine_scale(n_requests: int, sizes=(1, 8, 32, 64, 128, 256),
 # Hugging Face's continuous batching: its defaults, then its fast settings (its docs' names).
 # With CUDA graphs, num_blocks is set: left to HF, the cache takes 90% of the free memory, and
 # the graphs' static attention mask (batch tokens × every cached token) ran out of memory on
-# the H200 (results/gpu_checks/2026-12-02_c58a9f7). 256 blocks of 256 tokens hold the whole
-# workload's 48,229 tokens at once. A row with that cache alone, no graphs, tells the two apart.
-HF_CACHE = {"num_blocks": 256}
+# the H200 (results/gpu_checks/2026-12-02_c58a9f7). A request of the workload holds at most 312
+# tokens, two blocks of 256: 1024 blocks hold all 256 requests at once, twice over. A row with
+# that cache alone, no graphs, tells the two apart.
+HF_CACHE = {"num_blocks": 1024}
 HF_BATCHING = {
     "hf continuous batching, defaults": {},
-    "hf continuous batching, num_blocks=256": HF_CACHE,
+    "hf continuous batching, num_blocks=1024": HF_CACHE,
     "hf continuous batching, use_cuda_graph + use_async_batching": {
         "use_cuda_graph": True, "use_async_batching": True} | HF_CACHE,
     "hf continuous batching, the same + default_compile_level=1": {
