@@ -853,8 +853,8 @@ def test_paged_write_that_makes_a_tensor_under_capture_is_told_so(capsys):
         bs = torch.tensor(block_size, device=lens.device)
         my_paged_write(pool, k_new, block_table, lens, bs)
 
-    out = assert_hint(check_paged_write, new_tensor, capsys, "copied host values into a new "
-                      "tensor", "Python number")  # fmt: skip
+    out = assert_hint(check_paged_write, new_tensor, capsys, "made a new tensor from host "
+                      "values", "Python number")  # fmt: skip
     assert ".item()" not in out
 
 

@@ -500,6 +500,23 @@ def test_hand_out_testing_eos_ids_truth_gets_a_hint(capsys):
                 "never test eos_id's truth")  # fmt: skip
 
 
+def test_hand_out_that_takes_no_eos_for_eos_0_gets_a_hint(capsys):
+    """eos_id or 0: with no EOS (None), an id 0 ends a request."""
+
+    def or_zero(reqs, ids, eos_id):
+        eos, finished = eos_id or 0, []
+        for req, tok in zip(reqs, ids):
+            if req is None or len(req.out) == req.max_new_tokens or req.out[-1:] == [eos]:
+                continue
+            req.out.append(tok)
+            if tok == eos or len(req.out) == req.max_new_tokens:
+                finished.append(req.rid)
+        return finished
+
+    assert_hint(check_hand_out, or_zero, capsys, "eos_id None", "draws id 0",
+                "no request finishes by EOS")  # fmt: skip
+
+
 def test_hand_out_that_extends_out_with_an_id_gets_a_hint(capsys):
     def extends(reqs, ids, eos_id):
         for req, tok in zip(reqs, ids):
@@ -1023,8 +1040,8 @@ def test_step_sampling_that_makes_a_tensor_under_capture_is_told_so(capsys):
         scores = logits / t - torch.log(-torch.log(u))
         return torch.where(temperature > 0, scores.argmax(-1), logits.argmax(-1))
 
-    out = assert_hint(check_step_sampling, new_tensor, capsys, "copied host values into a new "
-                      "tensor", "torch.where(t > 0, t, 1.0)")  # fmt: skip
+    out = assert_hint(check_step_sampling, new_tensor, capsys, "made a new tensor from host "
+                      "values", "torch.where(t > 0, t, 1.0)")  # fmt: skip
     assert ".item()" not in out
 
 

@@ -94,7 +94,11 @@ def skips_row_0(dirty):
             ("returned None, expected 0", "no row changed", "Return the int 0"),
         ),
         (skips_row_0, ("row 0 changed", "does your loop reach row 0")),
-        (lambda d: str(my_span(d)), ("str", "as an int, a Python one")),
+        (lambda d: str(my_span(d)), ("str", "as an int")),
+        (
+            lambda d: int(np.flatnonzero(d)[-1]) + 1 if len(d) > 1 and d.any() else 0,
+            ("dirty=[1]", "expected 1"),
+        ),
     ],
     ids=[
         "counted",
@@ -115,6 +119,7 @@ def skips_row_0(dirty):
         "None when none changed",
         "a loop that skips row 0",
         "str",
+        "one row left out",
     ],  # fmt: skip
 )
 def test_span_wrong(answer, needles, capsys):
@@ -181,6 +186,12 @@ def test_count_right(answer, capsys):
         (lambda f, w, m: float(my_count(f, w, m)), ("float",)),
         (lambda f, w, m: torch.tensor(my_count(f, w, m)), ("tensor", "as an int")),
         (lambda f, w, m: np.array([my_count(f, w, m)]), ("array", "as an int")),
+        (lambda f, w, m: min(f, w) if f >= min(w, m, 16) else 0, ("min_admit is 32",)),
+        (
+            lambda f, w, m: min(f, w) if f >= m or f > w else 0,
+            ("every waiting request fits", "with >="),
+        ),
+        (lambda f, w, m: min(f, w) if f >= 1 else 0, ("Wait until 16 rows are free",)),
     ],
     ids=[
         "no min_admit",
@@ -193,6 +204,9 @@ def test_count_right(answer, capsys):
         "float",
         "tensor",
         "numpy array",
+        "min_admit capped at 16",
+        "all waiting fit, yet it waits",
+        "admits at one free row",
     ],  # fmt: skip
 )
 def test_count_wrong(answer, needles, capsys):
@@ -202,6 +216,21 @@ def test_count_wrong(answer, needles, capsys):
 def test_count_waiting_for_one_row_fewer_than_min_admit_gets_a_hint(capsys):
     assert_hint(check_admit_count, lambda f, w, m: min(f, w) if f >= min(w, m - 1) else 0,
                 capsys, "Wait until 16 rows are free")  # fmt: skip
+
+
+def test_count_waiting_for_one_row_is_told_in_the_singular():
+    told = nb10._same_count(-1, 0, 0, 5, 1)
+    assert "Wait until 1 row is free" in told
+
+
+def test_gain_readings_are_told_apart():
+    """Each wrong reading gives another verdict vector on GAIN_CASES, and none is right, so a
+    learner is told the mistake their answers show (readings that share a hint aside)."""
+    verdicts = {}
+    for reading, told in nb10.WRONG_GAIN_READINGS:
+        v = tuple(bool(reading(*case)) for case in nb10.GAIN_CASES)
+        assert v != tuple(nb10._shown(*case) for case in nb10.GAIN_CASES)
+        assert verdicts.setdefault(v, told) == told
 
 
 def test_span_whose_index_error_has_changed_rows_is_not_told_none_changed(capsys):
@@ -250,19 +279,27 @@ def sorts_in_place(t, b, r):
 @pytest.mark.parametrize(
     "answer, needles",
     [
-        (lambda t, b, r: t / b >= max(r) / min(r), ("are equal", "> and not >=")),
-        (lambda t, b, r: b / t > max(r) / min(r), ("each a ratio",)),
+        (lambda t, b, r: t / b >= max(r) / min(r), ("equal to the spread", "with >, not >=")),
+        (lambda t, b, r: b / t > max(r) / min(r), ("a loss, however large",)),
         (lambda t, b, r: t / b > max(r) / (sum(r) / len(r)), ("not a ratio to their mean",)),
         (lambda t, b, r: t - b > max(r) - min(r), ("not differences",)),
-        (lambda t, b, r: t / b > r[-1] / r[0], ("in no order", "not the last over the first")),
+        (lambda t, b, r: t / b > r[-1] / r[0], ("no order", "not the last over the first")),
+        (lambda t, b, r: t / b > r[0] / r[-1], ("no order", "not the first over the last")),
+        (lambda t, b, r: round(t / b, 2) > round(max(r) / min(r), 2), ("not rounded",)),
+        (lambda t, b, r: t / b > min(r) / max(r), ("at least 1",)),
+        (lambda t, b, r: t / b > max(r) / min(r) - 1, ("not that minus 1",)),
+        (lambda t, b, r: t / b - 1 > (max(r) - min(r)) / (sum(r) / len(r)), ("their mean",)),
+        (lambda t, b, r: t / b - 1 > (max(r) - min(r)) / max(r), ("not the fastest",)),
         (sorts_in_place, ("changed runs", "sorted(runs)")),
-        (lambda t, b, r: t / b > 1, ("the spread",)),
+        (lambda t, b, r: t / b > 1, ("above 1 is not enough",)),
         (lambda t, b, r: "yes" if t / b > max(r) / min(r) else "no", ("True or False",)),
         (lambda t, b, r: t / b - max(r) / min(r), ("True or False",)),
         (lambda t, b, r: nb10._shown(t, b, r) and None, ("return",)),
     ],
     ids=[">=", "inverted gain", "spread over the mean", "differences", "last over first",
-         "sorted in place", "any gain", "a string", "a float", "None"],
+         "first over last", "rounded", "min over max", "spread minus 1", "relative to the mean",
+         "relative to the fastest", "sorted in place", "any gain", "a string", "a float",
+         "None"],
 )  # fmt: skip
 def test_gain_shown_wrong(answer, needles, capsys):
     assert_hint(check_gain_shown, answer, capsys, *needles)

@@ -542,6 +542,8 @@ def _requests():
         ([req(0, [7, 8, 9], 4), req(1, [8], 4)], [5, EOS],
          "eos_id None: no EOS (the engine's default), request 0 reaches max_new_tokens now, "
          "request 1's id 3 ends nothing"),
+        ([req(0, [7], 4), req(1, [8], 4)], [0, 6],
+         "eos_id None: request 0 draws id 0, which ends nothing"),
     ]  # fmt: skip
 
 

@@ -17,8 +17,8 @@ from tinyllm.course.exercises.harness import (
 
 
 def _notwhole(got, what: str) -> str:
-    return (f"returned {shown_type(got)}: return {what} as an int, a Python one: int(...). "
-            f"The host counts with it")  # fmt: skip
+    return (f"returned {shown_type(got)}: return {what} as an int: int(...). The host counts "
+            f"with it")  # fmt: skip
 
 
 def _span(dirty) -> int:
@@ -102,6 +102,7 @@ def check_flush_span(fn) -> Verdict:
         [True, False, False, False],
         [False, False, False, True],
         [True, True, True],
+        [True],
         [False] * 6,
         [False, False, True, True, False, True, False],
         list(g.random(32) < 0.1),
@@ -142,10 +143,19 @@ def _same_count(got, want, free, waiting, min_admit) -> str | None:
             f"requests from the queue"
         )
     if want == 0:
+        rows = min(waiting, min_admit)
+        rows_are = "1 row is" if rows == 1 else f"{rows} rows are"
         return (
             f"returned {n}, expected 0: {waiting} requests wait and min_admit is {min_admit}, "
-            f"but only {free} rows are free. Wait until {min(waiting, min_admit)} rows are "
-            f"free: fewer, larger admissions"
+            f"but only {free} rows are free. Wait until {rows_are} free: fewer, larger "
+            f"admissions"
+        )
+    if n == 0 and free == waiting < min_admit:
+        return (
+            f"returned 0, expected {want}: {waiting} requests wait and {free} rows are free, so "
+            f"every waiting request fits now. Admit once min(waiting, min_admit) rows are "
+            f"free, {waiting} here, compared with >=: waiting for min_admit rows keeps them "
+            f"waiting while rows sit idle"
         )
     if n == 0 and waiting < min_admit:
         return (
@@ -184,6 +194,8 @@ def check_admit_count(fn) -> Verdict:
         (3, 3, 16),
         (5, 0, 4),
         (256, 300, 16),
+        (20, 40, 32),
+        (40, 50, 32),
     ]
     return check_cases(
         fn,
@@ -204,31 +216,58 @@ def _shown(tok_s: float, baseline: float, runs) -> bool:
     return tok_s / baseline > max(runs) / min(runs)
 
 
-def _same_verdict(got, want, tok_s, baseline, runs) -> str | None:
-    if not isinstance(got, (bool, np.bool_)):
-        return f"returned {shown_type(got)}: return True or False"
-    if bool(got) == want:
-        return None
-    gain, spread = tok_s / baseline, max(runs) / min(runs)
-    said = f"returned {bool(got)}, expected {want}: the gain is {gain:.4g}, the spread {spread:.4g}"
-    if gain == spread:
-        return (
-            f"{said}. They are equal, and a gain must be larger than the spread to be shown. "
-            f"Check the comparison, > and not >=, and that the spread is max(runs) / min(runs)"
-        )
-    if (tok_s - baseline > max(runs) - min(runs)) == bool(got):
-        return f"{said}. Compare ratios, not differences: tok/s over tok/s, max over min"
-    if runs != sorted(runs) and (gain > runs[-1] / runs[0]) == bool(got):
-        return (
-            f"{said}. runs are in no order here: the spread is max(runs) / min(runs), not the "
-            f"last over the first"
-        )
-    mean = sum(runs) / len(runs)
-    if (gain > max(runs) / mean) == bool(got) or (gain > mean / min(runs)) == bool(got):
-        return f"{said}. The spread is the fastest run over the slowest, not a ratio to their mean"
-    if gain < 1 and (baseline / tok_s > spread) == bool(got):
-        return f"{said}. Here tok_s is below baseline_tok_s: a loss, however large, is no gain"
-    return f"{said}. A gain is shown when gain > spread, each a ratio"
+def _mean(runs) -> float:
+    return sum(runs) / len(runs)
+
+
+# The answers learners give for a shown gain, each with what it got wrong. A wrong answer is
+# told the first of these that gives its verdict on every case, since one case alone can
+# match several.
+WRONG_GAIN_READINGS = [
+    (lambda t, b, r: t / b >= max(r) / min(r),
+     "A gain equal to the spread is not larger than it: compare with >, not >="),
+    (lambda t, b, r: round(t / b, 2) > round(max(r) / min(r), 2),
+     "Compare the ratios as they are, not rounded: a gain and a spread may differ only past "
+     "the second decimal"),
+    (lambda t, b, r: t - b > max(r) - min(r),
+     "Compare ratios, not differences: tok/s over tok/s, max over min"),
+    (lambda t, b, r: t / b > r[-1] / r[0],
+     "runs come in no order: the spread is max(runs) / min(runs), not the last over the first"),
+    (lambda t, b, r: t / b > r[0] / r[-1],
+     "runs come in no order: the spread is max(runs) / min(runs), not the first over the last"),
+    (lambda t, b, r: b / t > max(r) / min(r),
+     "The gain is tok_s over baseline_tok_s: the new engine's rate over the old one's. Where "
+     "tok_s is the lower, it is a loss, however large, and no gain"),
+    (lambda t, b, r: t / b > 1,
+     "A gain above 1 is not enough: it must be larger than the spread, max(runs) / min(runs)"),
+    (lambda t, b, r: t / b > min(r) / max(r),
+     "The spread is the fastest run over the slowest, max(runs) / min(runs): at least 1"),
+    (lambda t, b, r: t / b > max(r) / min(r) - 1,
+     "The spread is the ratio itself, max(runs) / min(runs), not that minus 1: compare it "
+     "with the gain tok_s / baseline_tok_s"),
+    (lambda t, b, r: t / b > max(r) / _mean(r) or t / b > _mean(r) / min(r),
+     "The spread is the fastest run over the slowest, not a ratio to their mean"),
+    (lambda t, b, r: t / b > max(r) / _mean(r),
+     "The spread is the fastest run over the slowest, not a ratio to their mean"),
+    (lambda t, b, r: t / b > _mean(r) / min(r),
+     "The spread is the fastest run over the slowest, not a ratio to their mean"),
+    (lambda t, b, r: t / b - 1 > (max(r) - min(r)) / _mean(r),
+     "The spread is the fastest run over the slowest, not a ratio to their mean"),
+    (lambda t, b, r: t / b - 1 > (max(r) - min(r)) / max(r),
+     "The spread is max(runs) / min(runs): the slowest run is its base, not the fastest"),
+]  # fmt: skip
+
+
+def _told(verdicts: list[bool]) -> str:
+    """What a learner's verdicts on GAIN_CASES got wrong: the first WRONG_GAIN_READINGS that
+    gives every one of them, or the rule itself."""
+    for reading, told in WRONG_GAIN_READINGS:
+        if all(reading(*case) == v for case, v in zip(GAIN_CASES, verdicts)):
+            return told
+    return (
+        "A gain is shown when tok_s / baseline_tok_s > max(runs) / min(runs): the fastest run "
+        "over the slowest, at least 1"
+    )
 
 
 GAIN_CASES = [  # (tok_s, baseline_tok_s, runs)
@@ -241,6 +280,15 @@ GAIN_CASES = [  # (tok_s, baseline_tok_s, runs)
     (500.0, 400.0, [400.0, 420.0, 480.0]),
     (200.0, 100.0, [300.0, 400.0, 350.0]),  # the spread of another engine, at its own scale
     (130.0, 100.0, [140.0, 100.0, 120.0]),  # runs in no order: max over min, not last / first
+    (1034.0, 1000.0, [1000.0, 1030.0]),  # 1.034 over 1.03: both 1.03 when rounded to 2 places
+    # the cases below tell the wrong readings apart (WRONG_GAIN_READINGS)
+    (130.0, 100.0, [100.0, 140.0]),
+    (130.0, 100.0, [140.0, 100.0]),
+    (98.0, 100.0, [97.0, 100.0]),
+    (80.0, 100.0, [97.0, 100.0]),
+    (101.0, 100.0, [100.0, 110.0]),
+    (119.0, 100.0, [100.0, 120.0]),
+    (115.0, 100.0, [100.0, 120.0]),
 ]
 
 
@@ -248,6 +296,7 @@ GAIN_CASES = [  # (tok_s, baseline_tok_s, runs)
 def check_gain_shown(fn) -> Verdict:
     """fn(tok_s, baseline_tok_s, runs) → whether tok_s over baseline_tok_s is a gain larger
     than the spread of runs, the tok/s of repeated runs of one engine (max over min)."""
+    verdicts = []
     for tok_s, baseline, runs in GAIN_CASES:
         given = list(runs)
         shown_as = f"tok_s={tok_s:g}, baseline_tok_s={baseline:g}, runs={runs}"
@@ -259,7 +308,17 @@ def check_gain_shown(fn) -> Verdict:
                 f"on {shown_as} your function changed runs, its input (a sort in place?). "
                 f"Read it, or sort a copy: sorted(runs)"
             )
-        problem = _same_verdict(got, _shown(tok_s, baseline, runs), tok_s, baseline, runs)
-        if problem:
-            return hint(f"on {shown_as} your function {problem}")
+        if not isinstance(got, (bool, np.bool_)):
+            return hint(f"on {shown_as} your function returned {shown_type(got)}: return True "
+                        f"or False")  # fmt: skip
+        verdicts.append(bool(got))
+    for (tok_s, baseline, runs), got in zip(GAIN_CASES, verdicts):
+        want = _shown(tok_s, baseline, runs)
+        if got != want:
+            gain, spread = tok_s / baseline, max(runs) / min(runs)
+            return hint(
+                f"on tok_s={tok_s:g}, baseline_tok_s={baseline:g}, runs={runs} your function "
+                f"returned {got}, expected {want}: the gain is {gain:.4g}, the spread "
+                f"{spread:.4g}. {_told(verdicts)}"
+            )
     return ok("a gain is shown only when it is larger than the spread of repeated runs")
