@@ -5,6 +5,8 @@ A checker accepts the right answer and answers every wrong one with one [HINT] l
 never a traceback, never a false [OK].
 """
 
+import statistics
+
 import numpy as np
 import pytest
 import torch
@@ -94,6 +96,7 @@ def skips_row_0(dirty):
             ("returned None, expected 0", "no row changed", "Return the int 0"),
         ),
         (skips_row_0, ("row 0 changed", "does your loop reach row 0")),
+        (lambda d: 1 if len(d) == 1 else my_span(d), ("dirty=[0]", "expected 0")),
         (lambda d: str(my_span(d)), ("str", "as an int")),
         (
             lambda d: int(np.flatnonzero(d)[-1]) + 1 if len(d) > 1 and d.any() else 0,
@@ -118,6 +121,7 @@ def skips_row_0(dirty):
         "an IndexError with rows changed",
         "None when none changed",
         "a loop that skips row 0",
+        "one row taken as changed",
         "str",
         "one row left out",
     ],  # fmt: skip
@@ -281,16 +285,18 @@ def sorts_in_place(t, b, r):
     [
         (lambda t, b, r: t / b >= max(r) / min(r), ("equal to the spread", "with >, not >=")),
         (lambda t, b, r: b / t > max(r) / min(r), ("a loss, however large",)),
-        (lambda t, b, r: t / b > max(r) / (sum(r) / len(r)), ("not a ratio to their mean",)),
+        (lambda t, b, r: t / b > max(r) / (sum(r) / len(r)), ("middle value", "the mean")),
         (lambda t, b, r: t - b > max(r) - min(r), ("not differences",)),
         (lambda t, b, r: t / b > r[-1] / r[0], ("no order", "not the last over the first")),
         (lambda t, b, r: t / b > r[0] / r[-1], ("no order", "not the first over the last")),
         (lambda t, b, r: round(t / b, 2) > round(max(r) / min(r), 2), ("not rounded",)),
         (lambda t, b, r: t / b > min(r) / max(r), ("at least 1",)),
         (lambda t, b, r: t / b > max(r) / min(r) - 1, ("not that minus 1",)),
-        (lambda t, b, r: t / b - 1 > (max(r) - min(r)) / (sum(r) / len(r)), ("their mean",)),
+        (lambda t, b, r: t / b - 1 > (max(r) - min(r)) / (sum(r) / len(r)), ("middle value",)),
         (lambda t, b, r: t / b - 1 > (max(r) - min(r)) / max(r), ("not the fastest",)),
         (sorts_in_place, ("changed runs", "sorted(runs)")),
+        (lambda t, b, r: len(r) > 1 and t / b > max(r) / min(r), ("runs=[100.0]",)),
+        (lambda t, b, r: t / b > statistics.median(r) / min(r), ("middle value",)),
         (lambda t, b, r: t / b > 1, ("above 1 is not enough",)),
         (lambda t, b, r: "yes" if t / b > max(r) / min(r) else "no", ("True or False",)),
         (lambda t, b, r: t / b - max(r) / min(r), ("True or False",)),
@@ -298,8 +304,8 @@ def sorts_in_place(t, b, r):
     ],
     ids=[">=", "inverted gain", "spread over the mean", "differences", "last over first",
          "first over last", "rounded", "min over max", "spread minus 1", "relative to the mean",
-         "relative to the fastest", "sorted in place", "any gain", "a string", "a float",
-         "None"],
+         "relative to the fastest", "sorted in place", "one run", "median", "any gain",
+         "a string", "a float", "None"],
 )  # fmt: skip
 def test_gain_shown_wrong(answer, needles, capsys):
     assert_hint(check_gain_shown, answer, capsys, *needles)

@@ -103,6 +103,7 @@ def check_flush_span(fn) -> Verdict:
         [False, False, False, True],
         [True, True, True],
         [True],
+        [False],
         [False] * 6,
         [False, False, True, True, False, True, False],
         list(g.random(32) < 0.1),
@@ -220,6 +221,11 @@ def _mean(runs) -> float:
     return sum(runs) / len(runs)
 
 
+MIDDLE = (
+    "The spread is the fastest run over the slowest, max(runs) / min(runs): not a ratio to a "
+    "middle value such as the mean or the median, nor a spread from the standard deviation"
+)
+
 # The answers learners give for a shown gain, each with what it got wrong. A wrong answer is
 # told the first of these that gives its verdict on every case, since one case alone can
 # match several.
@@ -246,13 +252,13 @@ WRONG_GAIN_READINGS = [
      "The spread is the ratio itself, max(runs) / min(runs), not that minus 1: compare it "
      "with the gain tok_s / baseline_tok_s"),
     (lambda t, b, r: t / b > max(r) / _mean(r) or t / b > _mean(r) / min(r),
-     "The spread is the fastest run over the slowest, not a ratio to their mean"),
+     MIDDLE),
     (lambda t, b, r: t / b > max(r) / _mean(r),
-     "The spread is the fastest run over the slowest, not a ratio to their mean"),
+     MIDDLE),
     (lambda t, b, r: t / b > _mean(r) / min(r),
-     "The spread is the fastest run over the slowest, not a ratio to their mean"),
+     MIDDLE),
     (lambda t, b, r: t / b - 1 > (max(r) - min(r)) / _mean(r),
-     "The spread is the fastest run over the slowest, not a ratio to their mean"),
+     MIDDLE),
     (lambda t, b, r: t / b - 1 > (max(r) - min(r)) / max(r),
      "The spread is max(runs) / min(runs): the slowest run is its base, not the fastest"),
 ]  # fmt: skip
@@ -289,6 +295,7 @@ GAIN_CASES = [  # (tok_s, baseline_tok_s, runs)
     (101.0, 100.0, [100.0, 110.0]),
     (119.0, 100.0, [100.0, 120.0]),
     (115.0, 100.0, [100.0, 120.0]),
+    (105.0, 100.0, [100.0]),  # one run: its spread is 1
 ]
 
 
