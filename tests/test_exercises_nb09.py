@@ -500,6 +500,12 @@ def test_hand_out_testing_eos_ids_truth_gets_a_hint(capsys):
                 "never test eos_id's truth")  # fmt: skip
 
 
+def test_hand_out_returning_a_generator_expression_gets_a_hint(capsys):
+    out = assert_hint(check_hand_out, lambda *a: (rid for rid in my_hand_out(*a)), capsys,
+                      "returned a generator", "Return them as a list")  # fmt: skip
+    assert "never ran" not in out
+
+
 def test_hand_out_that_takes_no_eos_for_eos_0_gets_a_hint(capsys):
     """eos_id or 0: with no EOS (None), an id 0 ends a request."""
 

@@ -256,7 +256,8 @@ def measure_hf(model, n_requests: int) -> dict:
     """Hugging Face transformers beside the course, on the same weights, in the same run
     (lab/peers.py): generate() at batch 1 with HF's fast path against GraphDecoder(kv="paged")
     unfused and compiled, µs per token; continuous batching on the engine workload with HF's
-    defaults and its fast settings (a setting that fails keeps its error) against
+    defaults, its cache sized (HF_CACHE), and its fast settings with that cache (a setting
+    that fails keeps its error), against
     PagedEngine(overlap=True) at 32 and 256 rows, tok/s, and the share of requests whose
     greedy tokens equal the course engine's."""
     prompt = engine_time.workload(1)[0][0]

@@ -698,10 +698,15 @@ def check_hand_out(fn) -> Verdict:
                 f"the ids are the step's, and other code reads them too. Read ids[i], never "
                 f"pop or change the list"
             )
-        if inspect.isgenerator(got):
+        if inspect.isgenerator(got) and inspect.isgeneratorfunction(fn):
             return hint(
                 f"on {shown_as}: your function is a generator (it yields), so its body never "
                 f"ran. Append the ids, then return the finished rids as a list"
+            )
+        if inspect.isgenerator(got):
+            return hint(
+                f"on {shown_as}: your function returned a generator, which gives its rids only "
+                f"once, to whoever reads it first. Return them as a list: [ ... ], not ( ... )"
             )
         for i, (r, w, b) in enumerate(zip(reqs, ref, before)):
             if r is None:
