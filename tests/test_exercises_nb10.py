@@ -63,6 +63,14 @@ def test_span_right(answer, capsys):
     assert_ok(check_flush_span, answer, capsys)
 
 
+def misses_the_last_row(dirty):
+    last = 0
+    for i in range(len(dirty) - 1):  # stops before the last row
+        if dirty[i]:
+            last = i + 1
+    return last
+
+
 def skips_row_0(dirty):
     for i in range(len(dirty) - 1, 0, -1):  # stops at row 1
         if dirty[i]:
@@ -97,6 +105,7 @@ def skips_row_0(dirty):
         ),
         (skips_row_0, ("row 0 changed", "does your loop reach row 0")),
         (lambda d: 1 if len(d) == 1 else my_span(d), ("dirty=[0]", "expected 0")),
+        (misses_the_last_row, ("dirty=[0, 0, 0, 1]", "range(len(dirty) - 1) stops before")),
         (lambda d: str(my_span(d)), ("str", "as an int")),
         (
             lambda d: int(np.flatnonzero(d)[-1]) + 1 if len(d) > 1 and d.any() else 0,
@@ -122,6 +131,7 @@ def skips_row_0(dirty):
         "None when none changed",
         "a loop that skips row 0",
         "one row taken as changed",
+        "a loop that misses the last row",
         "str",
         "one row left out",
     ],  # fmt: skip
@@ -196,6 +206,10 @@ def test_count_right(answer, capsys):
             ("every waiting request fits", "with >="),
         ),
         (lambda f, w, m: min(f, w) if f >= 1 else 0, ("Wait until 16 rows are free",)),
+        (
+            lambda f, w, m: min(f, w) if f >= m or f == w else 0,
+            ("free=5, waiting=3", "min(waiting, min_admit)"),
+        ),
     ],
     ids=[
         "no min_admit",
@@ -211,6 +225,7 @@ def test_count_right(answer, capsys):
         "min_admit capped at 16",
         "all waiting fit, yet it waits",
         "admits at one free row",
+        "only when free equals waiting",
     ],  # fmt: skip
 )
 def test_count_wrong(answer, needles, capsys):
@@ -296,6 +311,7 @@ def sorts_in_place(t, b, r):
         (lambda t, b, r: t / b - 1 > (max(r) - min(r)) / max(r), ("not the fastest",)),
         (sorts_in_place, ("changed runs", "sorted(runs)")),
         (lambda t, b, r: len(r) > 1 and t / b > max(r) / min(r), ("runs=[100.0]",)),
+        (lambda t, b, r: t / b > max(r[:2]) / min(r[:2]), ("not the first two",)),
         (lambda t, b, r: t / b > statistics.median(r) / min(r), ("middle value",)),
         (lambda t, b, r: t / b > 1, ("above 1 is not enough",)),
         (lambda t, b, r: "yes" if t / b > max(r) / min(r) else "no", ("True or False",)),
@@ -304,7 +320,7 @@ def sorts_in_place(t, b, r):
     ],
     ids=[">=", "inverted gain", "spread over the mean", "differences", "last over first",
          "first over last", "rounded", "min over max", "spread minus 1", "relative to the mean",
-         "relative to the fastest", "sorted in place", "one run", "median", "any gain",
+         "relative to the fastest", "sorted in place", "one run", "first two", "median", "any gain",
          "a string", "a float", "None"],
 )  # fmt: skip
 def test_gain_shown_wrong(answer, needles, capsys):

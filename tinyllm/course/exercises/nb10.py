@@ -62,11 +62,17 @@ def _same_span(got, want, dirty, before) -> str | None:
             f"one copy of rows 0 to the last changed row, with the unchanged rows between "
             f"them: one copy cannot skip rows"
         )
+    if n == 0 and changed == [0]:
+        return (
+            f"returned 0, expected {want}: row 0 changed, so the flush uploads row 0. If you "
+            f"search from the end, does your loop reach row 0? range(len(dirty) - 1, 0, -1) "
+            f"stops at row 1"
+        )
     if n == 0:
         return (
             f"returned 0, expected {want}: row {changed[-1]} changed, so the flush uploads "
-            f"rows 0 to {changed[-1]}. If you search from the end, does your loop reach row "
-            f"0? range(len(dirty) - 1, 0, -1) stops at row 1"
+            f"rows 0 to {changed[-1]}. Does your loop reach every row? range(len(dirty) - 1) "
+            f"stops before the last one"
         )
     if n == want - 1:
         return (
@@ -197,6 +203,7 @@ def check_admit_count(fn) -> Verdict:
         (256, 300, 16),
         (20, 40, 32),
         (40, 50, 32),
+        (5, 3, 16),
     ]
     return check_cases(
         fn,
@@ -244,6 +251,8 @@ WRONG_GAIN_READINGS = [
     (lambda t, b, r: b / t > max(r) / min(r),
      "The gain is tok_s over baseline_tok_s: the new engine's rate over the old one's. Where "
      "tok_s is the lower, it is a loss, however large, and no gain"),
+    (lambda t, b, r: t / b > max(r[:2]) / min(r[:2]),
+     "The spread takes every run, not the first two: max(runs) / min(runs)"),
     (lambda t, b, r: t / b > 1,
      "A gain above 1 is not enough: it must be larger than the spread, max(runs) / min(runs)"),
     (lambda t, b, r: t / b > min(r) / max(r),
@@ -296,6 +305,7 @@ GAIN_CASES = [  # (tok_s, baseline_tok_s, runs)
     (119.0, 100.0, [100.0, 120.0]),
     (115.0, 100.0, [100.0, 120.0]),
     (105.0, 100.0, [100.0]),  # one run: its spread is 1
+    (125.0, 100.0, [100.0, 110.0, 130.0]),  # the third run decides
 ]
 
 
