@@ -500,6 +500,22 @@ def test_hand_out_testing_eos_ids_truth_gets_a_hint(capsys):
                 "never test eos_id's truth")  # fmt: skip
 
 
+def test_hand_out_taking_the_next_rows_id_gets_a_hint(capsys):
+    def next_row(reqs, ids, eos_id):
+        finished = []
+        for i, req in enumerate(reqs):
+            if req is None or len(req.out) == req.max_new_tokens or req.out[-1:] == [eos_id]:
+                continue
+            tok = ids[(i + 1) % len(ids)]
+            req.out.append(tok)
+            if tok == eos_id or len(req.out) == req.max_new_tokens:
+                finished.append(req.rid)
+        return finished
+
+    out = assert_hint(check_hand_out, next_row, capsys, "row i's own id")
+    assert "as an int" not in out
+
+
 def test_hand_out_returning_a_generator_expression_gets_a_hint(capsys):
     out = assert_hint(check_hand_out, lambda *a: (rid for rid in my_hand_out(*a)), capsys,
                       "returned a generator", "Return them as a list")  # fmt: skip

@@ -792,7 +792,10 @@ def check_hand_out(fn) -> Verdict:
                         f"row {i}: after compaction rows are not rids, so row i's id is ids[i]"
                     )
                 else:
-                    why = "append ids[i] to reqs[i].out, as an int"
+                    why = (
+                        "append ids[i], row i's own id, to reqs[i].out: for req, tok in "
+                        "zip(reqs, ids)"
+                    )
                 return hint(
                     f"on {shown_as}: request {r.rid}'s out went from {b} to {got_out}, "
                     f"expected {w.out}: {why}"
