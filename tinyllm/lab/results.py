@@ -95,6 +95,14 @@ def load_fused(gpu: str = SHIPPED) -> dict | None:
     return _read(path) if path.exists() else None
 
 
+def load_inductor_settings(gpu: str = SHIPPED) -> dict | None:
+    """results/<gpu>_inductor_settings.json: the paged fused step compiled with each of
+    Inductor's settings added to the course's options ("batch_1", "batch_8": per setting its
+    µs per step replayed alone, its kernels and their names); or None."""
+    path = results_dir() / f"{gpu}_inductor_settings.json"
+    return _read(path) if path.exists() else None
+
+
 def load_engine_scale(gpu: str = SHIPPED) -> dict | None:
     """results/<gpu>_engine_scale.json (python -m tinyllm.lab.bench --sections engine_scale):
     PagedEngine at 1 to 256 rows (lab.engine_time.scale, each run in a process of its own):
