@@ -502,15 +502,7 @@ def test_hand_out_testing_eos_ids_truth_gets_a_hint(capsys):
 
 def test_hand_out_taking_the_next_rows_id_gets_a_hint(capsys):
     def next_row(reqs, ids, eos_id):
-        finished = []
-        for i, req in enumerate(reqs):
-            if req is None or len(req.out) == req.max_new_tokens or req.out[-1:] == [eos_id]:
-                continue
-            tok = ids[(i + 1) % len(ids)]
-            req.out.append(tok)
-            if tok == eos_id or len(req.out) == req.max_new_tokens:
-                finished.append(req.rid)
-        return finished
+        return my_hand_out(reqs, list(ids[1:]) + list(ids[:1]), eos_id)  # row i takes ids[i + 1]
 
     out = assert_hint(check_hand_out, next_row, capsys, "row i's own id")
     assert "as an int" not in out
@@ -524,19 +516,8 @@ def test_hand_out_returning_a_generator_expression_gets_a_hint(capsys):
 
 def test_hand_out_that_takes_no_eos_for_eos_0_gets_a_hint(capsys):
     """eos_id or 0: with no EOS (None), an id 0 ends a request."""
-
-    def or_zero(reqs, ids, eos_id):
-        eos, finished = eos_id or 0, []
-        for req, tok in zip(reqs, ids):
-            if req is None or len(req.out) == req.max_new_tokens or req.out[-1:] == [eos]:
-                continue
-            req.out.append(tok)
-            if tok == eos or len(req.out) == req.max_new_tokens:
-                finished.append(req.rid)
-        return finished
-
-    assert_hint(check_hand_out, or_zero, capsys, "eos_id None", "draws id 0",
-                "no request finishes by EOS")  # fmt: skip
+    assert_hint(check_hand_out, lambda reqs, ids, eos_id: my_hand_out(reqs, ids, eos_id or 0),
+                capsys, "eos_id None", "draws id 0", "no request finishes by EOS")  # fmt: skip
 
 
 def test_hand_out_that_extends_out_with_an_id_gets_a_hint(capsys):
