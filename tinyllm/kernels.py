@@ -166,10 +166,14 @@ def split_kernel_body(Q, K, V, TABLE, LENS, PART, MAX, SUM, scale,
 
 def combine_kernel_body(PART, MAX, SUM, OUT, part_row, part_head, part_split, max_row,
                         max_head, out_row, out_head, D: tl.constexpr,
-                        N_SPLITS: tl.constexpr):  # fmt: skip
+                        N_SPLITS: tl.constexpr, PDL: tl.constexpr = False):  # fmt: skip
     """Program (b, h): query head h of row b from the n_splits partials (a split that had no
-    block has max -inf and weight 0, and counts for nothing)."""
+    block has max -inf and weight 0, and counts for nothing). PDL: launched early, it waits
+    for the kernel before (notebook 11, section 5)."""
     b, h = tl.program_id(0), tl.program_id(1)
+    if PDL:
+        tl.extra.cuda.gdc_wait()
+        tl.extra.cuda.gdc_launch_dependents()
     s, d = tl.arange(0, N_SPLITS), tl.arange(0, D)
     m = tl.load(MAX + b * max_row + h * max_head + s)
     w = tl.load(SUM + b * max_row + h * max_head + s)
@@ -276,14 +280,18 @@ def fused_kernel_body(QKV, COS, SIN, K, V, TABLE, LENS, OUT, PART, MAX, SUM, sca
                       qkv_row, qkv_head, rope_row, k_block, k_head, k_pos, table_row, lens_row,
                       out_row, out_head, part_row, part_head, part_split, max_row, max_head,
                       H: tl.constexpr, G: tl.constexpr, G_PAD: tl.constexpr, D: tl.constexpr,
-                      BLOCK: tl.constexpr, N_SPLITS: tl.constexpr):  # fmt: skip
+                      BLOCK: tl.constexpr, N_SPLITS: tl.constexpr,
+                      PDL: tl.constexpr = False):  # fmt: skip
     """Program (b, g, s): the decode step's attention for K/V head g of row b, from the
     projections before RoPE (QKV: H query heads, H_kv key heads, H_kv value heads). It
     rotates its G queries and the row's new key (COS, SIN: the widened rows at the row's
     position), and the program whose share holds the new position writes the new key and
     value into their block, then attends over its share with them. With one share it writes
-    the output; with more, partials for combine_kernel."""
+    the output; with more, partials for combine_kernel. PDL: as combine_kernel."""
     b, g, s = tl.program_id(0), tl.program_id(1), tl.program_id(2)
+    if PDL:
+        tl.extra.cuda.gdc_wait()
+        tl.extra.cuda.gdc_launch_dependents()
     n_old = tl.load(LENS + b * lens_row)  # the keys before: the new one takes position n_old
     n_keys = n_old + 1
     n_blocks = tl.cdiv(n_keys, BLOCK)
@@ -351,6 +359,13 @@ def split_count(B: int, H_kv: int, device) -> int:
     return min(N_SPLITS, 1 << (n.bit_length() - 1))
 
 
+def launches_pdl(device) -> bool:
+    """Whether the step's kernels launch with PDL: on CUDA GPUs of compute capability 9 and
+    up (Hopper, Blackwell), as Inductor's triton.enable_pdl does."""
+    device = torch.device(device)
+    return device.type == "cuda" and torch.cuda.get_device_capability(device)[0] >= 9
+
+
 def check_step_args(qkv, cos, sin, k_cache, v_cache, block_table, lens, values=False) -> None:
     """rope_write_attend's door: check_paged_args on the queries (lens + 1 keys, the new one
     counted, with values=True), and cos and sin (B, head_dim)."""
@@ -395,6 +410,7 @@ def triton_rope_write_attend(qkv, cos, sin, k_cache, v_cache, block_table, lens,
                     values=CHECK_VALUES or qkv.device.type == "cpu")  # fmt: skip
     fused, combine = kernels or (fused_kernel, combine_kernel)
     n_splits = split_count(B, H_kv, qkv.device) if n_splits is None else n_splits
+    pdl = {"PDL": True, "launch_pdl": True} if launches_pdl(qkv.device) else {}
     G = H // H_kv
     out = torch.empty(B, H, D, dtype=qkv.dtype, device=qkv.device)
     part = torch.empty(B, H, n_splits, D, dtype=torch.float32, device=qkv.device)
@@ -406,12 +422,13 @@ def triton_rope_write_attend(qkv, cos, sin, k_cache, v_cache, block_table, lens,
         k_cache.stride(2), block_table.stride(0), lens.stride(0), out.stride(0), out.stride(1),
         part.stride(0), part.stride(1), part.stride(2), m.stride(0), m.stride(1),
         H=H, G=G, G_PAD=max(2, triton.next_power_of_2(G)), D=D, BLOCK=block_size,
-        N_SPLITS=n_splits, num_warps=num_warps,
+        N_SPLITS=n_splits, num_warps=num_warps, **pdl,
     )  # fmt: skip
     if n_splits > 1:
         combine[(B, H)](
             part, m, w, out, part.stride(0), part.stride(1), part.stride(2), m.stride(0),
             m.stride(1), out.stride(0), out.stride(1), D=D, N_SPLITS=n_splits, num_warps=1,
+            **pdl,
         )  # fmt: skip
     return out
 

@@ -16,6 +16,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from tinyllm.config import ModelConfig
+from tinyllm.projections import decode_rows, norm_project, norm_swiglu, project_add
 from tinyllm.validate import LIMITS, validate_ids, validate_size
 
 
@@ -127,8 +128,23 @@ class Block(nn.Module):
         self.ffn = FeedForward(cfg)
 
     def forward(self, x: Tensor, cos: Tensor, sin: Tensor, kv=None) -> Tensor:
+        if kv is not None and kv.fused and decode_rows(x):
+            return self.decode(x, cos, sin, kv)
         x = x + self.attn(self.attn_norm(x), cos, sin, kv)
         return x + self.ffn(self.ffn_norm(x))
+
+    def decode(self, x: Tensor, cos: Tensor, sin: Tensor, kv) -> Tensor:
+        """The same layer in the paged decode step of a few rows, x (B, 1, d_model): five
+        ops, each one kernel on CUDA, the norms and the adds inside the matrix products
+        (projections.py)."""
+        a, B = self.attn, x.shape[0]
+        x = x.view(B, -1)
+        qkv = norm_project(x, self.attn_norm.weight, a.wqkv.weight, self.attn_norm.eps)
+        qkv = qkv.view(B, a.n_heads + 2 * a.n_kv_heads, a.head_dim)
+        y = kv.rope_write_attend(qkv, cos[:, 0], sin[:, 0], a.n_kv_heads)
+        x = project_add(y.view(B, -1), a.wo.weight, x)
+        h = norm_swiglu(x, self.ffn_norm.weight, self.ffn.w13.weight, self.ffn_norm.eps)
+        return project_add(h, self.ffn.w2.weight, x).view(B, 1, -1)
 
 
 class Transformer(nn.Module):
@@ -178,7 +194,11 @@ class Transformer(nn.Module):
             x = block(x, cos, sin, None if cache is None else cache.layer(i))
         if cache is not None:
             cache.end_step(T)
-        logits = self.lm_head(self.norm(x))
+        if cache is not None and cache.layer(0).fused and decode_rows(x):  # the norm in the head
+            logits = norm_project(x.view(B, -1), self.norm.weight, self.lm_head.weight,
+                                  self.norm.eps).view(B, 1, -1)  # fmt: skip
+        else:
+            logits = self.lm_head(self.norm(x))
         loss = None
         if targets is not None:
             loss = F.cross_entropy(logits.float().view(B * T, -1), targets.reshape(B * T))
