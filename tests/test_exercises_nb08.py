@@ -260,7 +260,7 @@ def test_paged_write_is_the_decode_steps():
     step.begin_step(1, rope_like)
     qkv = torch.randn(2, 3, 2)  # one query head, one K/V head
     pool = cache.k[0].clone()
-    step.rope_write_attend(0, qkv, torch.ones(2, 2), torch.zeros(2, 2), 1)
+    step.rope_write_attend(0, qkv, torch.ones(16, 1), torch.zeros(16, 1), 1)
     my_paged_write(pool, qkv[:, 1:2], cache.block_table, cache.lens_dev, 4)
     assert torch.equal(pool, cache.k[0])
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from tinyllm import GraphDecoder, PagedEngine, kernels, load_pretrained
+from tinyllm import GraphDecoder, PagedEngine, kernels, load_pretrained, projections
 from tinyllm.rows import Download, Upload
 
 pytestmark = pytest.mark.cuda
@@ -37,6 +37,26 @@ def test_the_triton_kernels_compute_the_reference_in_bf16(lens, heads):
     ref = kernels.reference_paged_decode_attention(q, k, v, table, lens_t)
     assert out.dtype == torch.bfloat16 and out.shape == q.shape
     assert (out.float() - ref.float()).abs().max() <= 2e-2 * ref.float().abs().max()
+
+
+@pytest.mark.parametrize("rows", [1, 8, 40])
+def test_the_projection_kernels_compute_their_references_in_bf16(rows):
+    """One row, a tile of rows (tl.dot), and three tiles, at the model's widths."""
+    g = torch.Generator(device="cuda").manual_seed(0)
+    x, res = (torch.randn(rows, n, device="cuda", generator=g).bfloat16() for n in (256, 768))
+    norm_w = torch.randn(256, device="cuda", generator=g).bfloat16()
+    w13 = (torch.randn(1536, 256, device="cuda", generator=g) * 0.05).bfloat16()
+    w2 = (torch.randn(256, 768, device="cuda", generator=g) * 0.05).bfloat16()
+    pairs = (
+        (projections.norm_project(x, norm_w, w13, 1e-5),
+         projections.reference_norm_project(x, norm_w, w13, 1e-5)),
+        (projections.norm_swiglu(x, norm_w, w13, 1e-5),
+         projections.reference_norm_swiglu(x, norm_w, w13, 1e-5)),
+        (projections.project_add(res, w2, x), projections.reference_project_add(res, w2, x)),
+    )  # fmt: skip
+    for got, want in pairs:
+        assert got.dtype == torch.bfloat16 and got.shape == want.shape
+        assert (got.float() - want.float()).abs().max() <= 2e-2 * want.float().abs().max()
 
 
 @pytest.mark.parametrize("batch", [1, 3, 8])

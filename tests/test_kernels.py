@@ -206,20 +206,20 @@ def test_check_values_bounds_the_reference_too(what, args, message, monkeypatch)
 
 
 def step_inputs(lens, H=4, H_kv=2, D=16, block=16, max_len=64, seed=1):
-    """A layer's projections before RoPE (B, H + 2·H_kv, D), the widened RoPE rows, pools, a
-    table and each row's keys before the step."""
+    """A layer's projections before RoPE (B, H + 2·H_kv, D), RoPE's tables of random angles
+    (max_len, D / 2), pools, a table and each row's keys before the step."""
     q, k, v, table, lens_t = inputs([n + 1 for n in lens], H, H_kv, D, block, max_len, seed)
     g = torch.Generator().manual_seed(seed + 1)
     qkv = torch.randn(len(lens), H + 2 * H_kv, D, generator=g)
-    angle = torch.rand(len(lens), D // 2, generator=g) * 6
-    cos, sin = torch.cat([angle.cos()] * 2, -1), torch.cat([-angle.sin(), angle.sin()], -1)
-    return qkv, cos, sin, k, v, table, lens_t - 1
+    angle = torch.rand(max_len, D // 2, generator=g) * 6
+    return qkv, angle.cos(), angle.sin(), k, v, table, lens_t - 1
 
 
-def rotate(x, cos, sin):
-    """model.apply_rope's rotation of x (B, heads, D), written out pair by pair."""
+def rotate(x, cos, sin, lens):
+    """model.apply_rope's rotation of x (B, heads, D) at each row's position, written out pair
+    by pair from the tables' rows lens[b]."""
     half = x.shape[-1] // 2
-    c, s = cos[:, None, :half], sin[:, None, half:]
+    c, s = cos[lens.long()][:, None], sin[lens.long()][:, None]
     x1, x2 = x[..., :half], x[..., half:]
     return torch.cat([x1 * c - x2 * s, x2 * c + x1 * s], dim=-1)
 
@@ -229,7 +229,7 @@ def test_the_fused_reference_rotates_writes_then_attends():
     H = qkv.shape[1] - 2 * k.shape[1]
     k2, v2 = k.clone(), v.clone()
     got = kernels.reference_rope_write_attend(qkv, cos, sin, k, v, table, lens)
-    q, new_k = rotate(qkv[:, :H], cos, sin), rotate(qkv[:, H : H + 2], cos, sin)
+    q, new_k = rotate(qkv[:, :H], cos, sin, lens), rotate(qkv[:, H : H + 2], cos, sin, lens)
     for b, n in enumerate(lens.tolist()):  # the new key and value at position n of row b
         block = int(table[b, n // 16])
         k2[block, :, n % 16], v2[block, :, n % 16] = new_k[b], qkv[b, H + 2 :]
@@ -260,7 +260,9 @@ def test_the_split_count_fills_the_gpu_and_is_one_for_large_batches():
 
 def test_the_fused_op_checks_its_arguments_at_its_door():
     qkv, cos, sin, k, v, table, lens = step_inputs([3, 9])
-    with pytest.raises(ValueError, match=r"cos must be \(B, D\)"):
-        kernels.rope_write_attend(qkv, cos[:, :8], sin, k, v, table, lens)
+    with pytest.raises(ValueError, match=r"cos must be RoPE's table, \(positions, D / 2\)"):
+        kernels.rope_write_attend(qkv, cos[:, :4], sin, k, v, table, lens)
+    with pytest.raises(ValueError, match=r"sin must be RoPE's table"):
+        kernels.rope_write_attend(qkv, cos, sin[:10], k, v, table, lens)
     with pytest.raises(ValueError, match="qkv's 4 heads"):
         kernels.rope_write_attend(qkv[:, :4], cos, sin, k, v, table, lens)

@@ -284,7 +284,7 @@ def fused_kernel_body(QKV, COS, SIN, K, V, TABLE, LENS, OUT, PART, MAX, SUM, sca
                       PDL: tl.constexpr = False):  # fmt: skip
     """Program (b, g, s): the decode step's attention for K/V head g of row b, from the
     projections before RoPE (QKV: H query heads, H_kv key heads, H_kv value heads). It
-    rotates its G queries and the row's new key (COS, SIN: the widened rows at the row's
+    rotates its G queries and the row's new key (COS, SIN: RoPE's tables, read at the row's
     position), and the program whose share holds the new position writes the new key and
     value into their block, then attends over its share with them. With one share it writes
     the output; with more, partials for combine_kernel. PDL: as combine_kernel."""
@@ -299,8 +299,10 @@ def fused_kernel_body(QKV, COS, SIN, K, V, TABLE, LENS, OUT, PART, MAX, SUM, sca
     first, last = s * per_split, tl.minimum((s + 1) * per_split, n_blocks)
     d, t = tl.arange(0, D), tl.arange(0, BLOCK)
     pair = (d + D // 2) % D  # RoPE's partner of each dimension (rotate-half)
-    cos = tl.load(COS + b * rope_row + d).to(tl.float32)
-    sin = tl.load(SIN + b * rope_row + d).to(tl.float32)  # widened: -sin, then sin
+    angle = n_old * rope_row + d % (D // 2)  # RoPE's tables: D/2 angles a position
+    cos = tl.load(COS + angle).to(tl.float32)
+    sin = tl.load(SIN + angle).to(tl.float32)
+    sin = tl.where(d < D // 2, -sin, sin)  # widened, as model.widen: -sin, then sin
     heads = g * G + tl.arange(0, G_PAD)
     real = tl.arange(0, G_PAD) < G
     row = QKV + b * qkv_row
@@ -368,7 +370,8 @@ def launches_pdl(device) -> bool:
 
 def check_step_args(qkv, cos, sin, k_cache, v_cache, block_table, lens, values=False) -> None:
     """rope_write_attend's door: check_paged_args on the queries (lens + 1 keys, the new one
-    counted, with values=True), and cos and sin (B, head_dim)."""
+    counted, with values=True), and cos and sin (positions, head_dim / 2), the lengths below
+    their positions with values=True."""
     if not isinstance(qkv, Tensor) or qkv.ndim != 3 or not isinstance(k_cache, Tensor):
         raise ValueError(f"qkv must be a (B, H + 2·H_kv, D) tensor, got {qkv!r:.60}")
     H = qkv.shape[1] - 2 * k_cache.shape[1] if k_cache.ndim == 4 else 0
@@ -378,21 +381,28 @@ def check_step_args(qkv, cos, sin, k_cache, v_cache, block_table, lens, values=F
     check_paged_args(qkv[:, :H], k_cache, v_cache, block_table, lens + 1 if values else lens,
                      values)  # fmt: skip
     for name, t in (("cos", cos), ("sin", sin)):
-        if not isinstance(t, Tensor) or t.shape != (qkv.shape[0], qkv.shape[2]):
+        if not isinstance(t, Tensor) or t.ndim != 2 or t.shape != (cos.shape[0], qkv.shape[2] // 2):
             got = tuple(t.shape) if isinstance(t, Tensor) else type(t).__name__
-            raise ValueError(f"{name} must be (B, D) = {(qkv.shape[0], qkv.shape[2])}, got {got}")
+            raise ValueError(f"{name} must be RoPE's table, (positions, D / 2) with D = "
+                             f"{qkv.shape[2]}, as cos; got {got}")  # fmt: skip
+        if t.device != qkv.device or t.stride(-1) != 1:
+            raise ValueError(f"{name} must be on {qkv.device} with unit stride along its angles")
+    if values and bool((lens >= cos.shape[0]).any()):
+        raise ValueError(f"lens holds {int(lens.max())}: RoPE's tables hold positions "
+                         f"[0, {cos.shape[0]})")  # fmt: skip
 
 
 def reference_rope_write_attend(qkv, cos, sin, k_cache, v_cache, block_table, lens) -> Tensor:
-    """The same step in PyTorch: RoPE on the queries and the new keys (model.apply_rope's
-    formula), the new K/V written at position lens[b] of each row, then attention over the
-    first lens[b] + 1 keys."""
+    """The same step in PyTorch: RoPE on the queries and the new keys at each row's position
+    (the tables' rows lens[b], widened, then model.apply_rope's formula), the new K/V written
+    at position lens[b] of each row, then attention over the first lens[b] + 1 keys."""
     H_kv, block_size = k_cache.shape[1], k_cache.shape[2]
     H = qkv.shape[1] - 2 * H_kv
+    n = lens.long()
+    cos, sin = torch.cat([cos[n], cos[n]], dim=-1), torch.cat([-sin[n], sin[n]], dim=-1)
     qk = qkv[:, : H + H_kv]
     x1, x2 = qk.chunk(2, dim=-1)
     qk = torch.addcmul(qk * cos[:, None], torch.cat([x2, x1], dim=-1), sin[:, None])
-    n = lens.long()
     blocks = block_table.long().gather(1, (n // block_size)[:, None])[:, 0]
     k_cache[blocks, :, n % block_size] = qk[:, H:]
     v_cache[blocks, :, n % block_size] = qkv[:, H + H_kv :]
@@ -449,9 +459,9 @@ def interpreted_rope_write_attend(*args, n_splits: int = 2) -> Tensor:
 def rope_write_attend(qkv: Tensor, cos: Tensor, sin: Tensor, k_cache: Tensor, v_cache: Tensor,
                       block_table: Tensor, lens: Tensor) -> Tensor:  # fmt: skip
     """One decode step's attention for a layer, from its projections: qkv (B, H + 2·H_kv, D)
-    before RoPE, cos and sin (B, D) the widened rows at each row's position, lens (B,) the
-    keys each row holds before the step. Writes the new K/V into the pools, returns (B, H, D).
-    The reference here, the fused Triton kernel on CUDA."""
+    before RoPE, cos and sin RoPE's tables (positions, D / 2), read at each row's position,
+    lens (B,) the keys each row holds before the step. Writes the new K/V into the pools,
+    returns (B, H, D). The reference here, the fused Triton kernel on CUDA."""
     check_step_args(qkv, cos, sin, k_cache, v_cache, block_table, lens, values=CHECK_VALUES)
     return reference_rope_write_attend(qkv, cos, sin, k_cache, v_cache, block_table, lens)
 

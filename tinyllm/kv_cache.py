@@ -15,8 +15,9 @@ projections before RoPE: `kv.rope_write_attend(qkv, cos, sin, kv_heads)`. Only t
 decode step does (paged.PagedDecode, one kernel a layer on CUDA).
 
 rope.cos / rope.sin are tables of max_seq_len rows and rope(T, offset) slices them. cos/sin
-come back shared by all rows, shape (T, D/2), or per row, shape (B, T, D/2). Without a cache
-the model runs the plain causal forward.
+come back shared by all rows, shape (T, D/2), or per row, shape (B, T, D/2); the paged decode
+step's come back whole, and its kernel reads each row's row. Without a cache the model runs
+the plain causal forward.
 
 Three caches:
 

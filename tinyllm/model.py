@@ -93,7 +93,7 @@ class Attention(nn.Module):
         H, H_kv, D = self.n_heads, self.n_kv_heads, self.head_dim
         qkv = self.wqkv(x).view(B, T, H + 2 * H_kv, D)
         if kv is not None and kv.fused:  # the paged decode step: RoPE, write, attend in one op
-            y = kv.rope_write_attend(qkv[:, 0], cos[:, 0], sin[:, 0], H_kv)
+            y = kv.rope_write_attend(qkv[:, 0], cos, sin, H_kv)
             return self.wo(y.reshape(B, T, H * D))
         qk = apply_rope(qkv[:, :, : H + H_kv], cos, sin)  # queries and keys in one pass
         q, k, v = (t.transpose(1, 2) for t in (qk[:, :, :H], qk[:, :, H:], qkv[:, :, H + H_kv :]))
@@ -141,7 +141,7 @@ class Block(nn.Module):
         x = x.view(B, -1)
         qkv = norm_project(x, self.attn_norm.weight, a.wqkv.weight, self.attn_norm.eps)
         qkv = qkv.view(B, a.n_heads + 2 * a.n_kv_heads, a.head_dim)
-        y = kv.rope_write_attend(qkv, cos[:, 0], sin[:, 0], a.n_kv_heads)
+        y = kv.rope_write_attend(qkv, cos, sin, a.n_kv_heads)
         x = project_add(y.view(B, -1), a.wo.weight, x)
         h = norm_swiglu(x, self.ffn_norm.weight, self.ffn.w13.weight, self.ffn_norm.eps)
         return project_add(h, self.ffn.w2.weight, x).view(B, 1, -1)
@@ -189,12 +189,14 @@ class Transformer(nn.Module):
         B, T = idx.shape
         x = self.tok_emb(idx)
         cos, sin = self.rope(T, 0) if cache is None else cache.begin_step(T, self.rope)
-        cos, sin = widen(cos, sin)
+        fused = cache is not None and cache.layer(0).fused  # the paged decode step
+        if not fused:  # its kernel reads RoPE's tables at each row's position, and widens
+            cos, sin = widen(cos, sin)
         for i, block in enumerate(self.blocks):
             x = block(x, cos, sin, None if cache is None else cache.layer(i))
         if cache is not None:
             cache.end_step(T)
-        if cache is not None and cache.layer(0).fused and decode_rows(x):  # the norm in the head
+        if fused and decode_rows(x):  # the norm inside the head's kernel
             logits = norm_project(x.view(B, -1), self.norm.weight, self.lm_head.weight,
                                   self.norm.eps).view(B, 1, -1)  # fmt: skip
         else:

@@ -204,14 +204,14 @@ class PagedDecode:
         # from the state once end_step writes the lengths)
         state = self.cache.rows.state[: self.rows]
         self.lens, self.table = state[:, LEN], state[:, TABLE:]
-        return rope.cos[self.lens][:, None], rope.sin[self.lens][:, None]  # each row its own
+        return rope.cos, rope.sin  # the whole tables: the kernel reads each row's position
 
     def layer(self, i: int) -> LayerKV:
         return LayerKV(self, i)
 
     def rope_write_attend(self, i: int, qkv: Tensor, cos: Tensor, sin: Tensor, kv_heads: int):
-        """Layer i's step from its projections qkv (n, H + 2·kv_heads, D) before RoPE and the
-        widened rows cos, sin (n, D): the attention's output (n, H, D)."""
+        """Layer i's step from its projections qkv (n, H + 2·kv_heads, D) before RoPE and
+        RoPE's tables cos, sin (positions, D / 2): the attention's output (n, H, D)."""
         self.cache.allocate(kv_heads, qkv.shape[-1], qkv.dtype)
         kc, vc = self.cache.k[i], self.cache.v[i]
         return rope_write_attend(qkv, cos, sin, kc, vc, self.table, self.lens)

@@ -73,38 +73,54 @@ def reference_project_add(x, w, residual) -> Tensor:
 def projection_kernel_body(X, NORM_W, W, RES, OUT, eps, n_rows, n_out, x_row, res_row, out_row,
                            K: tl.constexpr, K_PAD: tl.constexpr, BLOCK_N: tl.constexpr,
                            BLOCK_B: tl.constexpr, NORM: tl.constexpr, SWIGLU: tl.constexpr,
-                           ADD: tl.constexpr, PDL: tl.constexpr):  # fmt: skip
+                           ADD: tl.constexpr, PDL: tl.constexpr,
+                           PRECISION: tl.constexpr):  # fmt: skip
     """Program (n, b): outputs n·BLOCK_N .. of rows b·BLOCK_B .. . NORM: RMSNorm of each input
     row first, with weight NORM_W. SWIGLU: silu of the outputs times the outputs n_out rows
-    further down W. ADD: plus RES's row."""
+    further down W. ADD: plus RES's rows. One row: products summed in float32; a tile of rows
+    (BLOCK_B >= 16): tl.dot, the tensor cores' product, accumulated in float32."""
     cols = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    rows = tl.program_id(1) * BLOCK_B + tl.arange(0, BLOCK_B)
     k = tl.arange(0, K_PAD)
     at = cols[:, None] * K + k[None, :]
     inside = (cols[:, None] < n_out) & (k[None, :] < K)
-    w = tl.load(W + at, mask=inside, other=0.0).to(tl.float32)  # (BLOCK_N, K_PAD), read once
+    w = tl.load(W + at, mask=inside, other=0.0)  # (BLOCK_N, K_PAD): the weight, read once
     if SWIGLU:
-        w_up = tl.load(W + n_out * K + at, mask=inside, other=0.0).to(tl.float32)
+        w_up = tl.load(W + n_out * K + at, mask=inside, other=0.0)
     if NORM:
         g = tl.load(NORM_W + k, mask=k < K, other=0.0).to(tl.float32)
     if PDL:
         tl.extra.cuda.gdc_wait()  # the weights are read: now wait for the input's writer
         tl.extra.cuda.gdc_launch_dependents()  # and let the next kernel launch, to read its
-    first = tl.program_id(1) * BLOCK_B
-    for b in range(first, tl.minimum(first + BLOCK_B, n_rows)):
-        x = tl.load(X + b * x_row + k, mask=k < K, other=0.0)
-        if NORM:  # as F.rms_norm: in float32, scaled by the weight, rounded to the dtype
-            xf = x.to(tl.float32)
-            xf = xf * tl.rsqrt(tl.sum(xf * xf, axis=0) / K + eps) * g
-            x = xf.to(X.dtype.element_ty)
+    real = rows[:, None] < n_rows
+    x = tl.load(X + rows[:, None] * x_row + k[None, :], mask=real & (k[None, :] < K), other=0.0)
+    if NORM:  # as F.rms_norm: in float32, scaled by the weight, rounded to the dtype
         xf = x.to(tl.float32)
-        dt = OUT.dtype.element_ty  # each result rounded to it, as a PyTorch op's
-        y = tl.sum(w * xf[None, :], axis=1).to(dt).to(tl.float32)  # (BLOCK_N,)
-        if SWIGLU:  # as F.silu(gate) * up
-            up = tl.sum(w_up * xf[None, :], axis=1).to(dt).to(tl.float32)
-            y = ((y / (1 + tl.exp(-y))).to(dt).to(tl.float32) * up).to(dt).to(tl.float32)
-        if ADD:
-            y = tl.load(RES + b * res_row + cols, mask=cols < n_out).to(tl.float32) + y
-        tl.store(OUT + b * out_row + cols, y.to(dt), mask=cols < n_out)
+        xf = xf * tl.rsqrt(tl.sum(xf * xf, axis=1) / K + eps)[:, None] * g[None, :]
+        x = xf.to(X.dtype.element_ty)
+    if BLOCK_B == 1:  # (1, BLOCK_N): each output a sum of products along K
+        xf = x.to(tl.float32)
+        y = tl.sum(xf[:, None, :] * w.to(tl.float32)[None, :, :], axis=2)
+        if SWIGLU:
+            up = tl.sum(xf[:, None, :] * w_up.to(tl.float32)[None, :, :], axis=2)
+    elif PRECISION == "ieee":  # (BLOCK_B, BLOCK_N) in float32: float32 weights, or a CPU
+        xf = x.to(tl.float32)
+        y = tl.dot(xf, tl.trans(w.to(tl.float32)), input_precision="ieee")
+        if SWIGLU:
+            up = tl.dot(xf, tl.trans(w_up.to(tl.float32)), input_precision="ieee")
+    else:  # (BLOCK_B, BLOCK_N) from the dtype's own products: bf16 or fp16 on a GPU
+        y = tl.dot(x, tl.trans(w))
+        if SWIGLU:
+            up = tl.dot(x, tl.trans(w_up))
+    dt = OUT.dtype.element_ty  # each result rounded to it, as a PyTorch op's
+    y = y.to(dt).to(tl.float32)
+    if SWIGLU:  # as F.silu(gate) * up
+        y = (y / (1 + tl.exp(-y))).to(dt).to(tl.float32) * up.to(dt).to(tl.float32)
+    out = real & (cols[None, :] < n_out)
+    if ADD:
+        y = y.to(dt).to(tl.float32) + tl.load(RES + rows[:, None] * res_row + cols[None, :],
+                                               mask=out).to(tl.float32)  # fmt: skip
+    tl.store(OUT + rows[:, None] * out_row + cols[None, :], y.to(dt), mask=out)
 
 
 if triton is not None:
@@ -119,12 +135,15 @@ def triton_projection(x, norm_weight, w, residual, eps, swiglu=False, kernel=Non
     out = torch.empty(B, n_out, dtype=x.dtype, device=x.device)
     pdl = launches_pdl(x.device)
     launch = {"launch_pdl": True} if pdl else {}
-    (kernel or projection_kernel)[(triton.cdiv(n_out, BLOCK_N), triton.cdiv(B, GEMV_ROWS))](
+    block_b = 1 if B == 1 else 16  # tl.dot takes tiles of 16 rows and up
+    (kernel or projection_kernel)[(triton.cdiv(n_out, BLOCK_N), triton.cdiv(B, block_b))](
         x, x if norm_weight is None else norm_weight, w, x if residual is None else residual,
         out, eps, B, n_out, x.stride(0), 0 if residual is None else residual.stride(0),
-        out.stride(0), K=K, K_PAD=triton.next_power_of_2(K), BLOCK_N=BLOCK_N,
-        BLOCK_B=GEMV_ROWS, NORM=norm_weight is not None, SWIGLU=swiglu,
-        ADD=residual is not None, PDL=pdl, num_warps=NUM_WARPS, **launch,
+        out.stride(0), K=K, K_PAD=triton.next_power_of_2(K), BLOCK_N=BLOCK_N, BLOCK_B=block_b,
+        NORM=norm_weight is not None, SWIGLU=swiglu, ADD=residual is not None, PDL=pdl,
+        PRECISION="ieee" if x.dtype == torch.float32 or x.device.type == "cpu" else "mma",
+        num_warps=NUM_WARPS,
+        **launch,
     )  # fmt: skip
     return out
 
