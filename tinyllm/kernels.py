@@ -21,9 +21,11 @@ lab.simgraph each see one op:
   program (b, h), combines the n_splits partials of query head h.
 - elsewhere, the PyTorch reference: gather every block of the row through the table, mask
   the keys past its length, softmax. The same function, slower.
-The Triton kernels also run on a CPU under Triton's interpreter, for the tests and the lesson:
-interpreted_paged_decode_attention() builds them so, whatever TRITON_INTERPRET says (the
-variable is read once, when a kernel is decorated).
+On Hopper GPUs and later, each kernel launches with PDL (programmatic dependent launch,
+notebook 11): it may start while the kernel before it finishes, and waits for it at
+gdc_wait() before it reads anything. The Triton kernels also run on a CPU under Triton's
+interpreter, for the tests and the lesson: interpreted_paged_decode_attention() builds them
+so, whatever TRITON_INTERPRET says (the variable is read once, when a kernel is decorated).
 """
 
 import contextlib
@@ -48,6 +50,13 @@ except ImportError:  # macOS, Windows: the kernels' bodies below are never run
 # not inside a graph's capture): TINYLLM_CHECK_KERNEL_VALUES=1. On a CPU, under Triton's
 # interpreter, values are always bounded: a read outside the pool there kills the process.
 CHECK_VALUES = os.environ.get("TINYLLM_CHECK_KERNEL_VALUES") == "1"
+
+
+def launches_pdl(device) -> bool:
+    """Whether the course's kernels launch with PDL: on CUDA GPUs of compute capability 9 and
+    up (Hopper, Blackwell), as Inductor's triton.enable_pdl does."""
+    device = torch.device(device)
+    return device.type == "cuda" and torch.cuda.get_device_capability(device)[0] >= 9
 
 
 def check_paged_args(q, k_cache, v_cache, block_table, lens, values: bool = False) -> None:
@@ -129,10 +138,15 @@ def split_kernel_body(Q, K, V, TABLE, LENS, PART, MAX, SUM, scale,
                       q_row, q_head, k_block, k_head, k_pos, table_row,
                       part_row, part_head, part_split, max_row, max_head,
                       G: tl.constexpr, G_PAD: tl.constexpr, D: tl.constexpr,
-                      BLOCK: tl.constexpr, N_SPLITS: tl.constexpr):  # fmt: skip
+                      BLOCK: tl.constexpr, N_SPLITS: tl.constexpr,
+                      PDL: tl.constexpr = False):  # fmt: skip
     """Program (b, g, s): the online softmax of K/V head g's G query heads over the s-th share
-    of row b's blocks; its unnormalised sum, max and sum of weights into PART, MAX, SUM."""
+    of row b's blocks; its unnormalised sum, max and sum of weights into PART, MAX, SUM.
+    PDL: launched early, it waits for the kernel before (notebook 11, section 5)."""
     b, g, s = tl.program_id(0), tl.program_id(1), tl.program_id(2)
+    if PDL:
+        tl.extra.cuda.gdc_wait()
+        tl.extra.cuda.gdc_launch_dependents()
     n_keys = tl.load(LENS + b)  # read on the device: the grid does not depend on it
     n_blocks = tl.cdiv(n_keys, BLOCK)
     per_split = tl.cdiv(n_blocks, N_SPLITS)
@@ -195,6 +209,7 @@ def triton_paged_decode_attention(
     check_paged_args(q, k_cache, v_cache, block_table, lens,
                      values=CHECK_VALUES or q.device.type == "cpu")  # fmt: skip
     split, combine = kernels or (split_kernel, combine_kernel)
+    pdl = {"PDL": True, "launch_pdl": True} if launches_pdl(q.device) else {}
     B, H, D = q.shape
     _, H_kv, block_size, _ = k_cache.shape
     G = H // H_kv
@@ -208,11 +223,11 @@ def triton_paged_decode_attention(
         block_table.stride(0), part.stride(0), part.stride(1), part.stride(2),
         m.stride(0), m.stride(1),
         G=G, G_PAD=max(2, triton.next_power_of_2(G)), D=D, BLOCK=block_size, N_SPLITS=n_splits,
-        num_warps=num_warps,
+        num_warps=num_warps, **pdl,
     )  # fmt: skip
     combine[(B, H)](
         part, m, w, out, part.stride(0), part.stride(1), part.stride(2), m.stride(0),
-        m.stride(1), out.stride(0), out.stride(1), D=D, N_SPLITS=n_splits, num_warps=1,
+        m.stride(1), out.stride(0), out.stride(1), D=D, N_SPLITS=n_splits, num_warps=1, **pdl,
     )  # fmt: skip
     return out
 
@@ -359,13 +374,6 @@ def split_count(B: int, H_kv: int, device) -> int:
         torch.device(device).type == "cuda") else 132  # fmt: skip
     n = max(1, 4 * sms // (B * H_kv))
     return min(N_SPLITS, 1 << (n.bit_length() - 1))
-
-
-def launches_pdl(device) -> bool:
-    """Whether the step's kernels launch with PDL: on CUDA GPUs of compute capability 9 and
-    up (Hopper, Blackwell), as Inductor's triton.enable_pdl does."""
-    device = torch.device(device)
-    return device.type == "cuda" and torch.cuda.get_device_capability(device)[0] >= 9
 
 
 def check_step_args(qkv, cos, sin, k_cache, v_cache, block_table, lens, values=False) -> None:

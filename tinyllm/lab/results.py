@@ -103,6 +103,17 @@ def load_inductor_settings(gpu: str = SHIPPED) -> dict | None:
     return _read(path) if path.exists() else None
 
 
+def load_projections(gpu: str = SHIPPED) -> dict | None:
+    """results/<gpu>_projections.json: the paged step with its matrix products as
+    hand-written kernels (projections.py) and PDL on the course's kernels, each turned off in
+    the same run ("batch_1", "batch_8", ...: per step its µs replayed alone, its kernels and
+    their names; gpt-fast + PDL at batch 1 and 8); the kernels against their references;
+    replay against the eager step; the step against position; greedy tokens against the plain
+    ops'; or None."""
+    path = results_dir() / f"{gpu}_projections.json"
+    return _read(path) if path.exists() else None
+
+
 def load_engine_scale(gpu: str = SHIPPED) -> dict | None:
     """results/<gpu>_engine_scale.json (python -m tinyllm.lab.bench --sections engine_scale):
     PagedEngine at 1 to 256 rows (lab.engine_time.scale, each run in a process of its own):
