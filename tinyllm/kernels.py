@@ -233,7 +233,7 @@ def triton_paged_decode_attention(
 
 
 @contextlib.contextmanager
-def _library_interpreted():
+def library_interpreted():
     """Triton's own library functions (tl.sum, tl.max, tl.cdiv, ...) are kernels too, built
     when triton.language was imported: for the block, each is its interpreted twin, as it
     would be had TRITON_INTERPRET=1 been set before that import."""
@@ -257,7 +257,7 @@ def interpreted_paged_decode_attention(q, k_cache, v_cache, block_table, lens,
     kernels = (InterpretedFunction(split_kernel_body), InterpretedFunction(combine_kernel_body))
     if isinstance(split_kernel, InterpretedFunction):  # TRITON_INTERPRET=1 at import: already
         kernels = None
-    with _library_interpreted():
+    with library_interpreted():
         return triton_paged_decode_attention(
             q, k_cache, v_cache, block_table, lens, kernels, n_splits=n_splits
         )
@@ -459,7 +459,7 @@ def interpreted_rope_write_attend(*args, n_splits: int = 2) -> Tensor:
     kernels = (InterpretedFunction(fused_kernel_body), InterpretedFunction(combine_kernel_body))
     if isinstance(fused_kernel, InterpretedFunction):
         kernels = None
-    with _library_interpreted():
+    with library_interpreted():
         return triton_rope_write_attend(*args, kernels=kernels, n_splits=n_splits)
 
 

@@ -28,7 +28,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from tinyllm.kernels import _library_interpreted, launches_pdl, triton
+from tinyllm.kernels import library_interpreted, launches_pdl, triton
 
 if triton is not None:
     import triton.language as tl
@@ -156,7 +156,7 @@ def interpreted_projection(x, norm_weight, w, residual, eps, swiglu=False) -> Te
     kernel = InterpretedFunction(projection_kernel_body)
     if isinstance(projection_kernel, InterpretedFunction):  # TRITON_INTERPRET=1 at import
         kernel = None
-    with _library_interpreted():
+    with library_interpreted():
         return triton_projection(x, norm_weight, w, residual, eps, swiglu, kernel)
 
 
