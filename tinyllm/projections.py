@@ -28,7 +28,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from tinyllm.kernels import library_interpreted, launches_pdl, triton
+from tinyllm.kernels import launches_pdl, library_interpreted, triton
 
 if triton is not None:
     import triton.language as tl
@@ -87,6 +87,10 @@ def projection_kernel_body(X, NORM_W, W, RES, OUT, eps, n_rows, n_out, x_row, re
     w = tl.load(W + at, mask=inside, other=0.0)  # (BLOCK_N, K_PAD): the weight, read once
     if SWIGLU:
         w_up = tl.load(W + n_out * K + at, mask=inside, other=0.0)
+    if BLOCK_B == 1:  # one row: its products in float32, the weight widened while it waits
+        w = w.to(tl.float32)
+        if SWIGLU:
+            w_up = w_up.to(tl.float32)
     if NORM:
         g = tl.load(NORM_W + k, mask=k < K, other=0.0).to(tl.float32)
     if PDL:
@@ -99,10 +103,10 @@ def projection_kernel_body(X, NORM_W, W, RES, OUT, eps, n_rows, n_out, x_row, re
         xf = xf * tl.rsqrt(tl.sum(xf * xf, axis=1) / K + eps)[:, None] * g[None, :]
         x = xf.to(X.dtype.element_ty)
     if BLOCK_B == 1:  # (1, BLOCK_N): each output a sum of products along K
-        xf = x.to(tl.float32)
-        y = tl.sum(xf[:, None, :] * w.to(tl.float32)[None, :, :], axis=2)
+        xf = x.to(tl.float32)  # (1, K_PAD)
+        y = tl.sum(w * xf, axis=1)[None, :]
         if SWIGLU:
-            up = tl.sum(xf[:, None, :] * w_up.to(tl.float32)[None, :, :], axis=2)
+            up = tl.sum(w_up * xf, axis=1)[None, :]
     elif PRECISION == "ieee":  # (BLOCK_B, BLOCK_N) in float32: float32 weights, or a CPU
         xf = x.to(tl.float32)
         y = tl.dot(xf, tl.trans(w.to(tl.float32)), input_precision="ieee")

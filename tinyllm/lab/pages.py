@@ -151,7 +151,7 @@ def paged_sweep(model, idx, bin_size: int = 16) -> dict:
     """The step against position, 32 to max_len - 1, for the windowed and the paged decoder,
     unfused and compiled, each step its graph replayed alone (walked() and replayed(): an
     ideal host, so the kernels set every time; the paged rows hold the blocks of every
-    position up front): medians per bin."""
+    position up front): the mean step of each bin of bin_size positions, run back to back."""
     n = model.cfg.max_seq_len - idx.shape[1]
     out = {"positions": list(range(idx.shape[1], idx.shape[1] + n, bin_size)), "bin_size": bin_size}
     variants = (
@@ -160,10 +160,9 @@ def paged_sweep(model, idx, bin_size: int = 16) -> dict:
         replayed(model, idx, "paged", kv="paged", room=n),
         replayed(model, idx, "paged fused", kv="paged", compile=True, room=n),
     )
-    for v in variants:
-        times = position_sweep(v, n)
-        bins = (times[i : i + bin_size] for i in range(0, n, bin_size))
-        out[f"{v.name}_us"] = [round(statistics.median(b), 1) for b in bins]
+    for v in variants:  # a bin's steps back to back: an event per step made the host the
+        # slower side of a 47 µs step (results/gpu_checks/2026-12-03_3fdf1e2)
+        out[f"{v.name}_us"] = [round(t, 1) for t in position_sweep(v, n, per=bin_size)]
     return out
 
 

@@ -230,11 +230,13 @@ def fit_cost_model(points: list[dict]) -> dict:
     }
 
 
-def position_sweep(variant: Variant, n_positions: int) -> list[float]:
+def position_sweep(variant: Variant, n_positions: int, per: int = 1) -> list[float]:
     """µs of each step from the operating point on, one step per position, n_positions of
-    them (so the bucketed graphs walk through every window)."""
+    them (so the bucketed graphs walk through every window); per > 1: the mean step of each
+    `per` positions (timing.step_times)."""
     variant.reset()
-    return [round(t, 2) for t in step_times(variant.step, variant.tok, n_positions, warmup=0)]
+    times = step_times(variant.step, variant.tok, n_positions, warmup=0, per=per)
+    return [round(t, 2) for t in times]
 
 
 def window_times(model, idx, repeats: int = 5, n_steps: int = 40) -> dict:
