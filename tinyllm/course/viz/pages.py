@@ -137,7 +137,7 @@ def paged_sweep_figure(paged: dict):
                 label=label)  # fmt: skip
     top = max(max(sw[f"{k}_us"]) for k, *_ in lines)
     ax.set(xlabel="position (tokens)", ylim=(0, 1.55 * top),
-           ylabel=f"step time, batch 1 (µs, median per {sw['bin_size']} positions)")  # fmt: skip
+           ylabel=f"step time, batch 1 (µs, mean per {sw['bin_size']} positions)")  # fmt: skip
     ax.legend(fontsize=7, loc="upper left", ncols=2)  # above the lines, hiding none
     short, long = bin_spans(sw)
     ax.set_title(
