@@ -3,8 +3,9 @@
 A decode layer is five steps: RMSNorm and the q/k/v projection; RoPE, the K/V write and the
 attention (kernels.rope_write_attend); the output projection added to the residual; RMSNorm
 and the gate/up projection with SwiGLU; the down projection added to the residual. Inductor
-gives each layer about seven kernels for its four matrix products at one row. Here each is
-one kernel, and the norm and the add ride inside it:
+gave each layer about six kernels besides the attention's, at one row on an H200
+(results/h200_projections.json). Here each product is one kernel, and the norm and the add
+ride inside it:
 
     h = norm_project(x, norm_weight, w)        # rms_norm(x) @ w.T: the norm in the prologue
     h = norm_swiglu(x, norm_weight, w13)       # silu(gate) * up of rms_norm(x) @ w13.T
@@ -14,10 +15,11 @@ x (B, K) is each row's input, w (N, K) a weight, as nn.Linear keeps it; w13 hold
 rows, then the up's. Each is a torch custom op: on CUDA a Triton kernel, elsewhere the
 PyTorch reference, the same ops the model runs without a paged step.
 
-The kernel is made for a few rows. Program (n, b) owns BLOCK_N outputs of up to BLOCK_B rows.
-It reads its BLOCK_N rows of the weight once, then for each of its rows reads the input,
-normalises it, takes BLOCK_N dot products in float32 and writes them, added or gated. The
-weight is read before anything the kernel before wrote: with PDL (notebook 11, section 5) the
+The kernel is made for a few rows. Program (n, b) owns BLOCK_N outputs of a tile of rows (one
+row, or 16). It reads its BLOCK_N rows of the weight once, then its rows of the input,
+normalises them, multiplies (one row: products summed in float32; a tile: tl.dot, accumulated
+in float32) and writes the outputs, added or gated. The weight is read before anything the
+kernel before wrote: with PDL (notebook 11, section 5) the
 kernel launches while the one before still runs, reads its weights, and only then waits, at
 gdc_wait(), for the input. Past GEMV_ROWS rows, a row tile re-reads the weights, and the
 model's plain ops run instead, which torch.compile fuses with cuBLAS's products
