@@ -266,3 +266,11 @@ def test_the_fused_op_checks_its_arguments_at_its_door():
         kernels.rope_write_attend(qkv, cos, sin[:10], k, v, table, lens)
     with pytest.raises(ValueError, match="qkv's 4 heads"):
         kernels.rope_write_attend(qkv[:, :4], cos, sin, k, v, table, lens)
+
+
+def test_the_fused_op_bounds_the_lengths_by_ropes_tables_with_values():
+    """values=True reads the lengths: a row whose position is past RoPE's tables is named."""
+    qkv, cos, sin, k, v, table, lens = step_inputs([3, 9])
+    kernels.check_step_args(qkv, cos, sin, k, v, table, lens, values=True)  # within: no error
+    with pytest.raises(ValueError, match=r"RoPE's tables hold positions \[0, 8\)"):
+        kernels.check_step_args(qkv, cos[:8], sin[:8], k, v, table, lens, values=True)
