@@ -52,11 +52,14 @@ except ImportError:  # macOS, Windows: the kernels' bodies below are never run
 CHECK_VALUES = os.environ.get("TINYLLM_CHECK_KERNEL_VALUES") == "1"
 
 
-def launches_pdl(device) -> bool:
-    """Whether the course's kernels launch with PDL: on CUDA GPUs of compute capability 9 and
-    up (Hopper, Blackwell), as Inductor's triton.enable_pdl does."""
+def pdl_launch(device) -> dict:
+    """The launch options of the course's kernels on `device`: with PDL (the kernel's PDL flag
+    and Triton's launch_pdl) on CUDA GPUs of compute capability 9 and up (Hopper, Blackwell),
+    as Inductor's triton.enable_pdl does; elsewhere none."""
     device = torch.device(device)
-    return device.type == "cuda" and torch.cuda.get_device_capability(device)[0] >= 9
+    if device.type == "cuda" and torch.cuda.get_device_capability(device)[0] >= 9:
+        return {"PDL": True, "launch_pdl": True}
+    return {}
 
 
 def check_paged_args(q, k_cache, v_cache, block_table, lens, values: bool = False) -> None:
@@ -209,7 +212,7 @@ def triton_paged_decode_attention(
     check_paged_args(q, k_cache, v_cache, block_table, lens,
                      values=CHECK_VALUES or q.device.type == "cpu")  # fmt: skip
     split, combine = kernels or (split_kernel, combine_kernel)
-    pdl = {"PDL": True, "launch_pdl": True} if launches_pdl(q.device) else {}
+    pdl = pdl_launch(q.device)
     B, H, D = q.shape
     _, H_kv, block_size, _ = k_cache.shape
     G = H // H_kv
@@ -428,7 +431,7 @@ def triton_rope_write_attend(qkv, cos, sin, k_cache, v_cache, block_table, lens,
                     values=CHECK_VALUES or qkv.device.type == "cpu")  # fmt: skip
     fused, combine = kernels or (fused_kernel, combine_kernel)
     n_splits = split_count(B, H_kv, qkv.device) if n_splits is None else n_splits
-    pdl = {"PDL": True, "launch_pdl": True} if launches_pdl(qkv.device) else {}
+    pdl = pdl_launch(qkv.device)
     G = H // H_kv
     out = torch.empty(B, H, D, dtype=qkv.dtype, device=qkv.device)
     part = torch.empty(B, H, n_splits, D, dtype=torch.float32, device=qkv.device)

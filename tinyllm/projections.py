@@ -30,7 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from tinyllm.kernels import launches_pdl, library_interpreted, triton
+from tinyllm.kernels import library_interpreted, pdl_launch, triton
 
 if triton is not None:
     import triton.language as tl
@@ -41,8 +41,10 @@ else:  # macOS, Windows: the kernel's body below is never run
         constexpr = None
 
 
-# The most rows the hand-written kernels take: one tile of rows, each weight read once.
-GEMV_ROWS = 16
+# The rows of a tile, multiplied together with tl.dot (it takes 16 and up); the most rows the
+# model gives the hand-written kernels: one tile, each weight read once.
+ROW_TILE = 16
+GEMV_ROWS = ROW_TILE
 # Outputs a program owns, and its warps.
 BLOCK_N = 16
 NUM_WARPS = 4
@@ -75,8 +77,8 @@ def reference_project_add(x, w, residual) -> Tensor:
 def projection_kernel_body(X, NORM_W, W, RES, OUT, eps, n_rows, n_out, x_row, res_row, out_row,
                            K: tl.constexpr, K_PAD: tl.constexpr, BLOCK_N: tl.constexpr,
                            BLOCK_B: tl.constexpr, NORM: tl.constexpr, SWIGLU: tl.constexpr,
-                           ADD: tl.constexpr, PDL: tl.constexpr,
-                           PRECISION: tl.constexpr):  # fmt: skip
+                           ADD: tl.constexpr, PRECISION: tl.constexpr,
+                           PDL: tl.constexpr = False):  # fmt: skip
     """Program (n, b): outputs n·BLOCK_N .. of rows b·BLOCK_B .. . NORM: RMSNorm of each input
     row first, with weight NORM_W. SWIGLU: silu of the outputs times the outputs n_out rows
     further down W. ADD: plus RES's rows. One row: products summed in float32; a tile of rows
@@ -134,22 +136,20 @@ if triton is not None:
 
 
 def triton_projection(x, norm_weight, w, residual, eps, swiglu=False, kernel=None) -> Tensor:
-    """Launch the kernel: grid (outputs / BLOCK_N, rows / GEMV_ROWS). norm_weight None: no
-    norm; residual None: no add. PDL on Hopper and later GPUs."""
+    """Launch the kernel: grid (outputs / BLOCK_N, rows / the row tile: 1 for one row, else
+    ROW_TILE). norm_weight None: no norm; residual None: no add. PDL on Hopper and later GPUs."""
     B, K = x.shape
     n_out = w.shape[0] // 2 if swiglu else w.shape[0]
     out = torch.empty(B, n_out, dtype=x.dtype, device=x.device)
-    pdl = launches_pdl(x.device)
-    launch = {"launch_pdl": True} if pdl else {}
-    block_b = 1 if B == 1 else 16  # tl.dot takes tiles of 16 rows and up
+    block_b = 1 if B == 1 else ROW_TILE
     (kernel or projection_kernel)[(triton.cdiv(n_out, BLOCK_N), triton.cdiv(B, block_b))](
         x, x if norm_weight is None else norm_weight, w, x if residual is None else residual,
         out, eps, B, n_out, x.stride(0), 0 if residual is None else residual.stride(0),
         out.stride(0), K=K, K_PAD=triton.next_power_of_2(K), BLOCK_N=BLOCK_N, BLOCK_B=block_b,
-        NORM=norm_weight is not None, SWIGLU=swiglu, ADD=residual is not None, PDL=pdl,
+        NORM=norm_weight is not None, SWIGLU=swiglu, ADD=residual is not None,
         PRECISION="ieee" if x.dtype == torch.float32 or x.device.type == "cpu" else "mma",
         num_warps=NUM_WARPS,
-        **launch,
+        **pdl_launch(x.device),
     )  # fmt: skip
     return out
 
