@@ -82,8 +82,9 @@ def attention_times(lengths=(40, 128, 256, 512, 1024), batches=(1, 8), calls: in
                     repeats: int = 30, cfg=None) -> dict:  # fmt: skip
     """µs per call of decode attention alone, in a CUDA graph of `calls` calls back to back
     (the median of `repeats` replays): SDPA in the course's window form ((B·H_kv, 1, G, D)
-    over a window of n keys, an additive bias) and the paged kernel over n keys in blocks of
-    16, for the shipped model's heads, in bf16."""
+    over a window of n keys, an additive bias), the paged kernels over n keys in blocks of
+    16 (paged_decode_attention), and the paged step's op (rope_write_attend: RoPE, the write
+    of key n and the attention over n keys), for the shipped model's heads, in bf16."""
     H, H_kv, D = (8, 4, 32) if cfg is None else (cfg.n_heads, cfg.n_kv_heads, cfg.head_dim)
     dev, dt, gen = "cuda", torch.bfloat16, torch.Generator(device="cuda").manual_seed(0)
 
@@ -109,7 +110,7 @@ def attention_times(lengths=(40, 128, 256, 512, 1024), batches=(1, 8), calls: in
 
     out = {"lengths": list(lengths), "calls": calls, "block_size": 16}
     for B in batches:
-        sdpa, paged = [], []
+        sdpa, paged, fused = [], [], []
         for n in lengths:
             q = torch.randn(B * H_kv, 1, H // H_kv, D, device=dev, dtype=dt, generator=gen)
             k = torch.randn(B * H_kv, 1, n, D, device=dev, dtype=dt, generator=gen)
@@ -124,7 +125,13 @@ def attention_times(lengths=(40, 128, 256, 512, 1024), batches=(1, 8), calls: in
             paged.append(
                 per_call(partial(kernels.paged_decode_attention, qp, pool, pool, table, lens))
             )
-        out[str(B)] = {"sdpa_window_us": sdpa, "paged_kernel_us": paged}
+            qkv = torch.randn(B, H + 2 * H_kv, D, device=dev, dtype=dt, generator=gen)
+            angle = torch.rand(n, D // 2, device=dev, generator=gen)
+            arrived = torch.zeros(B, H_kv, device=dev, dtype=torch.int32)
+            fused.append(per_call(partial(
+                kernels.rope_write_attend, qkv, angle.cos().to(dt), angle.sin().to(dt), pool,
+                pool.clone(), table, lens - 1, arrived)))  # fmt: skip
+        out[str(B)] = {"sdpa_window_us": sdpa, "paged_kernel_us": paged, "fused_op_us": fused}
     return out
 
 
