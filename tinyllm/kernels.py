@@ -376,8 +376,8 @@ def fused_kernel_body(QKV, COS, SIN, K, V, TABLE, LENS, ARRIVED, OUT, PART, MAX,
         if s == 0:
             tl.store(out, (acc / w[:, None]).to(OUT.dtype.element_ty), mask=real[:, None])
     elif s < n_shares:
-        at = b * part_row + heads[:, None] * part_head + s * part_split + d[None, :]
-        tl.store(PART + at, acc, mask=real[:, None])
+        part = b * part_row + heads[:, None] * part_head + s * part_split + d[None, :]
+        tl.store(PART + part, acc, mask=real[:, None])
         tl.store(MAX + b * max_row + heads * max_head + s, m, mask=real)
         tl.store(SUM + b * max_row + heads * max_head + s, w, mask=real)
         tl.debug_barrier()  # every thread's partials stored before the count says so
@@ -386,12 +386,12 @@ def fused_kernel_body(QKV, COS, SIN, K, V, TABLE, LENS, ARRIVED, OUT, PART, MAX,
             tl.store(ARRIVED + b * arrived_row + g, 0)
             ss = tl.arange(0, N_SPLITS)
             held = real[:, None] & (ss < n_shares)[None, :]
-            at = b * max_row + heads[:, None] * max_head + ss[None, :]
-            ms = tl.load(MAX + at, mask=held, other=float("-inf"), cache_modifier=".cg")
-            ws = tl.load(SUM + at, mask=held, other=0.0, cache_modifier=".cg")
-            at = (b * part_row + heads[:, None, None] * part_head
-                  + ss[None, :, None] * part_split + d[None, None, :])  # fmt: skip
-            parts = tl.load(PART + at, mask=held[:, :, None], other=0.0, cache_modifier=".cg")
+            each = b * max_row + heads[:, None] * max_head + ss[None, :]
+            ms = tl.load(MAX + each, mask=held, other=float("-inf"), cache_modifier=".cg")
+            ws = tl.load(SUM + each, mask=held, other=0.0, cache_modifier=".cg")
+            each = (b * part_row + heads[:, None, None] * part_head
+                    + ss[None, :, None] * part_split + d[None, None, :])  # fmt: skip
+            parts = tl.load(PART + each, mask=held[:, :, None], other=0.0, cache_modifier=".cg")
             ms = tl.exp(ms - tl.max(ms, axis=1)[:, None])
             y = tl.sum(ms[:, :, None] * parts, axis=1) / tl.sum(ms * ws, axis=1)[:, None]
             tl.store(out, y.to(OUT.dtype.element_ty), mask=real[:, None])
