@@ -118,14 +118,9 @@ def check_paged_args(q, k_cache, v_cache, block_table, lens, values: bool = Fals
 # shipped model's step on the H200 (results/probes/, 2026-12-01: 16 and 2).
 N_SPLITS = 16
 NUM_WARPS = 2
-# The keys a program reads at once: TILE_KEYS / block_size blocks, their ids read together, so
-# a share's loads wait once a tile, not once a block.
-TILE_KEYS = 64
-
-
-def tile_blocks(block_size: int) -> int:
-    """The blocks of a tile: TILE_KEYS' worth, at least one."""
-    return max(1, TILE_KEYS // block_size)
+# Stages of a program's loop over its blocks: Triton's software pipeline (tl.range's
+# num_stages) loads a later block while it computes this one; 1 is the plain loop.
+LOOP_STAGES = 1
 
 
 def reference_paged_decode_attention(q, k_cache, v_cache, block_table, lens) -> Tensor:
@@ -149,38 +144,34 @@ def split_kernel_body(Q, K, V, TABLE, LENS, PART, MAX, SUM, scale,
                       q_row, q_head, k_block, k_head, k_pos, table_row,
                       part_row, part_head, part_split, max_row, max_head,
                       G: tl.constexpr, G_PAD: tl.constexpr, D: tl.constexpr,
-                      BLOCK: tl.constexpr, TILE: tl.constexpr, N_SPLITS: tl.constexpr,
+                      BLOCK: tl.constexpr, N_SPLITS: tl.constexpr, STAGES: tl.constexpr = 1,
                       PDL: tl.constexpr = False):  # fmt: skip
     """Program (b, g, s): the online softmax of K/V head g's G query heads over the s-th share
-    of row b's blocks, TILE blocks at a time; its unnormalised sum, max and sum of weights into
-    PART, MAX, SUM. A share is a whole number of tiles: a short row's later shares hold no
-    block, and write max -inf and weight 0. PDL: launched early, it waits for the kernel
-    before (notebook 11, section 5)."""
+    of row b's blocks; its unnormalised sum, max and sum of weights into PART, MAX, SUM.
+    PDL: launched early, it waits for the kernel before (notebook 11, section 5)."""
     b, g, s = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     if PDL:
         tl.extra.cuda.gdc_wait()
         tl.extra.cuda.gdc_launch_dependents()
     n_keys = tl.load(LENS + b)  # read on the device: the grid does not depend on it
     n_blocks = tl.cdiv(n_keys, BLOCK)
-    per_split = tl.cdiv(tl.cdiv(n_blocks, N_SPLITS), TILE) * TILE  # whole tiles a share
+    per_split = tl.cdiv(n_blocks, N_SPLITS)
     first, last = s * per_split, tl.minimum((s + 1) * per_split, n_blocks)
     heads = g * G + tl.arange(0, G_PAD)  # this K/V head's query heads (padded to a power of 2)
     real = tl.arange(0, G_PAD) < G
-    d, j = tl.arange(0, D), tl.arange(0, TILE * BLOCK)  # j: a tile's keys
+    d, t = tl.arange(0, D), tl.arange(0, BLOCK)
     q = tl.load(Q + b * q_row + heads[:, None] * q_head + d[None, :], mask=real[:, None], other=0.0)
     q = q.to(tl.float32) * scale
     m = tl.full([G_PAD], float("-inf"), tl.float32)  # running max of the scores
     w = tl.zeros([G_PAD], tl.float32)  # running sum of exp(score - m)
     acc = tl.zeros([G_PAD, D], tl.float32)  # running sum of exp(score - m) · v
-    for i in range(first, last, TILE):  # a tile: its blocks' ids read together, then its keys
-        key = i * BLOCK + j
-        mine = (key < n_keys) & (key < last * BLOCK)
-        block = tl.load(TABLE + b * table_row + key // BLOCK, mask=mine, other=0)
-        at = block[:, None] * k_block + g * k_head + (key % BLOCK)[:, None] * k_pos + d[None, :]
-        k = tl.load(K + at, mask=mine[:, None], other=0.0).to(tl.float32)  # (TILE·BLOCK, D)
-        v = tl.load(V + at, mask=mine[:, None], other=0.0).to(tl.float32)
-        scores = tl.sum(q[:, None, :] * k[None, :, :], axis=2)  # (G_PAD, TILE·BLOCK)
-        scores = tl.where(mine[None, :], scores, float("-inf"))
+    for i in tl.range(first, last, num_stages=STAGES):
+        block = tl.load(TABLE + b * table_row + i)
+        at = block * k_block + g * k_head + t[:, None] * k_pos + d[None, :]
+        k = tl.load(K + at).to(tl.float32)  # (BLOCK, D)
+        v = tl.load(V + at).to(tl.float32)
+        scores = tl.sum(q[:, None, :] * k[None, :, :], axis=2)  # (G_PAD, BLOCK)
+        scores = tl.where((i * BLOCK + t)[None, :] < n_keys, scores, float("-inf"))
         m_new = tl.maximum(m, tl.max(scores, axis=1))
         rescale = tl.exp(m - m_new)
         p = tl.exp(scores - m_new[:, None])
@@ -237,8 +228,8 @@ def triton_paged_decode_attention(
         q.stride(0), q.stride(1), k_cache.stride(0), k_cache.stride(1), k_cache.stride(2),
         block_table.stride(0), part.stride(0), part.stride(1), part.stride(2),
         m.stride(0), m.stride(1),
-        G=G, G_PAD=max(2, triton.next_power_of_2(G)), D=D, BLOCK=block_size,
-        TILE=tile_blocks(block_size), N_SPLITS=n_splits, num_warps=num_warps, **pdl,
+        G=G, G_PAD=max(2, triton.next_power_of_2(G)), D=D, BLOCK=block_size, N_SPLITS=n_splits,
+        STAGES=LOOP_STAGES, num_warps=num_warps, **pdl,
     )  # fmt: skip
     combine[(B, H)](
         part, m, w, out, part.stride(0), part.stride(1), part.stride(2), m.stride(0),
@@ -306,21 +297,18 @@ def _(q, k_cache, v_cache, block_table, lens):
 # --- one kernel a layer: RoPE, the K/V write and the attention (notebooks 08 and 11) --------
 
 
-def fused_kernel_body(QKV, COS, SIN, K, V, TABLE, LENS, ARRIVED, OUT, PART, MAX, SUM, scale,
+def fused_kernel_body(QKV, COS, SIN, K, V, TABLE, LENS, OUT, PART, MAX, SUM, scale,
                       qkv_row, qkv_head, rope_row, k_block, k_head, k_pos, table_row, lens_row,
-                      arrived_row, out_row, out_head, part_row, part_head, part_split, max_row,
-                      max_head, H: tl.constexpr, G: tl.constexpr, G_PAD: tl.constexpr,
-                      D: tl.constexpr, BLOCK: tl.constexpr, TILE: tl.constexpr,
-                      N_SPLITS: tl.constexpr, PDL: tl.constexpr = False):  # fmt: skip
+                      out_row, out_head, part_row, part_head, part_split, max_row, max_head,
+                      H: tl.constexpr, G: tl.constexpr, G_PAD: tl.constexpr, D: tl.constexpr,
+                      BLOCK: tl.constexpr, N_SPLITS: tl.constexpr, STAGES: tl.constexpr = 1,
+                      PDL: tl.constexpr = False):  # fmt: skip
     """Program (b, g, s): the decode step's attention for K/V head g of row b, from the
     projections before RoPE (QKV: H query heads, H_kv key heads, H_kv value heads). It
     rotates its G queries and the row's new key (COS, SIN: RoPE's tables, read at the row's
     position), and the program whose share holds the new position writes the new key and
-    value into their block, then attends over its share, TILE blocks at a time. A share is a
-    whole number of tiles, so a short row is one share: its program writes the output. With
-    more shares, each writes its partials and counts itself in ARRIVED[b, g]; the last to
-    arrive combines them into the output and sets the count back to 0 for the next call.
-    PDL: as combine_kernel."""
+    value into their block, then attends over its share with them. With one share it writes
+    the output; with more, partials for combine_kernel. PDL: as combine_kernel."""
     b, g, s = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     if PDL:
         tl.extra.cuda.gdc_wait()
@@ -328,10 +316,9 @@ def fused_kernel_body(QKV, COS, SIN, K, V, TABLE, LENS, ARRIVED, OUT, PART, MAX,
     n_old = tl.load(LENS + b * lens_row)  # the keys before: the new one takes position n_old
     n_keys = n_old + 1
     n_blocks = tl.cdiv(n_keys, BLOCK)
-    per_split = tl.cdiv(tl.cdiv(n_blocks, N_SPLITS), TILE) * TILE  # whole tiles a share
-    n_shares = tl.cdiv(n_blocks, per_split)  # the shares that hold keys: 1 to N_SPLITS
+    per_split = tl.cdiv(n_blocks, N_SPLITS)
     first, last = s * per_split, tl.minimum((s + 1) * per_split, n_blocks)
-    d, j = tl.arange(0, D), tl.arange(0, TILE * BLOCK)  # j: a tile's keys
+    d, t = tl.arange(0, D), tl.arange(0, BLOCK)
     pair = (d + D // 2) % D  # RoPE's partner of each dimension (rotate-half)
     angle = n_old * rope_row + d % (D // 2)  # RoPE's tables: D/2 angles a position
     cos = tl.load(COS + angle).to(tl.float32)
@@ -356,45 +343,27 @@ def fused_kernel_body(QKV, COS, SIN, K, V, TABLE, LENS, ARRIVED, OUT, PART, MAX,
     m = tl.full([G_PAD], float("-inf"), tl.float32)
     w = tl.zeros([G_PAD], tl.float32)
     acc = tl.zeros([G_PAD, D], tl.float32)
-    for i in range(first, last, TILE):  # a tile: its blocks' ids read together, then its keys
-        key = i * BLOCK + j
-        mine = (key < n_keys) & (key < last * BLOCK)
-        block = tl.load(TABLE + b * table_row + key // BLOCK, mask=mine, other=0)
-        at = block[:, None] * k_block + g * k_head + (key % BLOCK)[:, None] * k_pos + d[None, :]
-        k = tl.load(K + at, mask=mine[:, None], other=0.0).to(tl.float32)  # (TILE·BLOCK, D)
-        v = tl.load(V + at, mask=mine[:, None], other=0.0).to(tl.float32)
+    for i in tl.range(first, last, num_stages=STAGES):
+        block = tl.load(TABLE + b * table_row + i)
+        at = block * k_block + g * k_head + t[:, None] * k_pos + d[None, :]
+        k = tl.load(K + at).to(tl.float32)
+        v = tl.load(V + at).to(tl.float32)
         scores = tl.sum(q[:, None, :] * k[None, :, :], axis=2)
-        scores = tl.where(mine[None, :], scores, float("-inf"))
+        scores = tl.where((i * BLOCK + t)[None, :] < n_keys, scores, float("-inf"))
         m_new = tl.maximum(m, tl.max(scores, axis=1))
         rescale = tl.exp(m - m_new)
         p = tl.exp(scores - m_new[:, None])
         w = w * rescale + tl.sum(p, axis=1)
         acc = acc * rescale[:, None] + tl.sum(p[:, :, None] * v[None, :, :], axis=1)
         m = m_new
-    out = OUT + b * out_row + heads[:, None] * out_head + d[None, :]
-    if n_shares == 1:  # a short row: one program, no partials
-        if s == 0:
-            tl.store(out, (acc / w[:, None]).to(OUT.dtype.element_ty), mask=real[:, None])
-    elif s < n_shares:
-        part = b * part_row + heads[:, None] * part_head + s * part_split + d[None, :]
-        tl.store(PART + part, acc, mask=real[:, None])
+    if N_SPLITS == 1:
+        out = OUT + b * out_row + heads[:, None] * out_head + d[None, :]
+        tl.store(out, (acc / w[:, None]).to(OUT.dtype.element_ty), mask=real[:, None])
+    else:
+        out = PART + b * part_row + heads[:, None] * part_head + s * part_split + d[None, :]
+        tl.store(out, acc, mask=real[:, None])
         tl.store(MAX + b * max_row + heads * max_head + s, m, mask=real)
         tl.store(SUM + b * max_row + heads * max_head + s, w, mask=real)
-        tl.debug_barrier()  # every thread's partials stored before the count says so
-        arrived = tl.atomic_add(ARRIVED + b * arrived_row + g, 1)  # acq_rel, across the GPU
-        if arrived == n_shares - 1:  # the last share here: combine_kernel's sum, then reset
-            tl.store(ARRIVED + b * arrived_row + g, 0)
-            ss = tl.arange(0, N_SPLITS)
-            held = real[:, None] & (ss < n_shares)[None, :]
-            each = b * max_row + heads[:, None] * max_head + ss[None, :]
-            ms = tl.load(MAX + each, mask=held, other=float("-inf"), cache_modifier=".cg")
-            ws = tl.load(SUM + each, mask=held, other=0.0, cache_modifier=".cg")
-            each = (b * part_row + heads[:, None, None] * part_head
-                    + ss[None, :, None] * part_split + d[None, None, :])  # fmt: skip
-            parts = tl.load(PART + each, mask=held[:, :, None], other=0.0, cache_modifier=".cg")
-            ms = tl.exp(ms - tl.max(ms, axis=1)[:, None])
-            y = tl.sum(ms[:, :, None] * parts, axis=1) / tl.sum(ms * ws, axis=1)[:, None]
-            tl.store(out, y.to(OUT.dtype.element_ty), mask=real[:, None])
 
 
 if triton is not None:
@@ -413,11 +382,10 @@ def split_count(B: int, H_kv: int, device) -> int:
     return min(N_SPLITS, 1 << (n.bit_length() - 1))
 
 
-def check_step_args(qkv, cos, sin, k_cache, v_cache, block_table, lens, arrived,
-                    values=False) -> None:  # fmt: skip
+def check_step_args(qkv, cos, sin, k_cache, v_cache, block_table, lens, values=False) -> None:
     """rope_write_attend's door: check_paged_args on the queries (lens + 1 keys, the new one
-    counted, with values=True), cos and sin (positions, head_dim / 2), the lengths below
-    their positions with values=True, and arrived (B, H_kv) int32, zeros with values=True."""
+    counted, with values=True), and cos and sin (positions, head_dim / 2), the lengths below
+    their positions with values=True."""
     if not isinstance(qkv, Tensor) or qkv.ndim != 3 or not isinstance(k_cache, Tensor):
         raise ValueError(f"qkv must be a (B, H + 2·H_kv, D) tensor, got {qkv!r:.60}")
     H = qkv.shape[1] - 2 * k_cache.shape[1] if k_cache.ndim == 4 else 0
@@ -436,23 +404,12 @@ def check_step_args(qkv, cos, sin, k_cache, v_cache, block_table, lens, arrived,
     if values and bool((lens >= cos.shape[0]).any()):
         raise ValueError(f"lens holds {int(lens.max())}: RoPE's tables hold positions "
                          f"[0, {cos.shape[0]})")  # fmt: skip
-    want = (qkv.shape[0], k_cache.shape[1])
-    if not isinstance(arrived, Tensor) or arrived.dtype != torch.int32 or arrived.shape != want:
-        got = f"{arrived.dtype} {tuple(arrived.shape)}" if isinstance(arrived, Tensor) else (
-            type(arrived).__name__)  # fmt: skip
-        raise ValueError(f"arrived must be int32 of shape (B, H_kv) = {want}, got {got}")
-    if arrived.device != qkv.device or arrived.stride(-1) != 1:
-        raise ValueError(f"arrived must be on {qkv.device} with unit stride along its heads")
-    if values and bool(arrived.any()):
-        raise ValueError("arrived must hold zeros between calls (each call sets it back)")
 
 
-def reference_rope_write_attend(qkv, cos, sin, k_cache, v_cache, block_table, lens,
-                                arrived=None) -> Tensor:  # fmt: skip
+def reference_rope_write_attend(qkv, cos, sin, k_cache, v_cache, block_table, lens) -> Tensor:
     """The same step in PyTorch: RoPE on the queries and the new keys at each row's position
     (the tables' rows lens[b], widened, then model.apply_rope's formula), the new K/V written
-    at position lens[b] of each row, then attention over the first lens[b] + 1 keys. One
-    share a row: arrived, the kernel's count of shares, stays as it is (zeros)."""
+    at position lens[b] of each row, then attention over the first lens[b] + 1 keys."""
     H_kv, block_size = k_cache.shape[1], k_cache.shape[2]
     H = qkv.shape[1] - 2 * H_kv
     n = lens.long()
@@ -466,15 +423,16 @@ def reference_rope_write_attend(qkv, cos, sin, k_cache, v_cache, block_table, le
     return reference_paged_decode_attention(qk[:, :H], k_cache, v_cache, block_table, n + 1)
 
 
-def triton_rope_write_attend(qkv, cos, sin, k_cache, v_cache, block_table, lens, arrived,
-                             kernel=None, n_splits=None,
-                             num_warps=NUM_WARPS) -> Tensor:  # fmt: skip
-    """Launch the fused kernel, after the door. kernel: default the compiled one."""
+def triton_rope_write_attend(qkv, cos, sin, k_cache, v_cache, block_table, lens, kernels=None,
+                             n_splits=None, num_warps=NUM_WARPS) -> Tensor:  # fmt: skip
+    """Launch the fused kernel (and combine_kernel when a row's keys are split), after the
+    door. kernels: a (fused, combine) pair, default the compiled ones."""
     B, _, D = qkv.shape
     _, H_kv, block_size, _ = k_cache.shape
     H = qkv.shape[1] - 2 * H_kv
-    check_step_args(qkv, cos, sin, k_cache, v_cache, block_table, lens, arrived,
+    check_step_args(qkv, cos, sin, k_cache, v_cache, block_table, lens,
                     values=CHECK_VALUES or qkv.device.type == "cpu")  # fmt: skip
+    fused, combine = kernels or (fused_kernel, combine_kernel)
     n_splits = split_count(B, H_kv, qkv.device) if n_splits is None else n_splits
     pdl = pdl_launch(qkv.device)
     G = H // H_kv
@@ -482,15 +440,20 @@ def triton_rope_write_attend(qkv, cos, sin, k_cache, v_cache, block_table, lens,
     part = torch.empty(B, H, n_splits, D, dtype=torch.float32, device=qkv.device)
     m = torch.empty(B, H, n_splits, dtype=torch.float32, device=qkv.device)
     w = torch.empty_like(m)
-    (kernel or fused_kernel)[(B, H_kv, n_splits)](
-        qkv, cos, sin, k_cache, v_cache, block_table, lens, arrived, out, part, m, w, D**-0.5,
+    fused[(B, H_kv, n_splits)](
+        qkv, cos, sin, k_cache, v_cache, block_table, lens, out, part, m, w, D**-0.5,
         qkv.stride(0), qkv.stride(1), cos.stride(0), k_cache.stride(0), k_cache.stride(1),
-        k_cache.stride(2), block_table.stride(0), lens.stride(0), arrived.stride(0),
-        out.stride(0), out.stride(1), part.stride(0), part.stride(1), part.stride(2),
-        m.stride(0), m.stride(1),
+        k_cache.stride(2), block_table.stride(0), lens.stride(0), out.stride(0), out.stride(1),
+        part.stride(0), part.stride(1), part.stride(2), m.stride(0), m.stride(1),
         H=H, G=G, G_PAD=max(2, triton.next_power_of_2(G)), D=D, BLOCK=block_size,
-        TILE=tile_blocks(block_size), N_SPLITS=n_splits, num_warps=num_warps, **pdl,
+        N_SPLITS=n_splits, STAGES=LOOP_STAGES, num_warps=num_warps, **pdl,
     )  # fmt: skip
+    if n_splits > 1:
+        combine[(B, H)](
+            part, m, w, out, part.stride(0), part.stride(1), part.stride(2), m.stride(0),
+            m.stride(1), out.stride(0), out.stride(1), D=D, N_SPLITS=n_splits, num_warps=1,
+            **pdl,
+        )  # fmt: skip
     return out
 
 
@@ -499,36 +462,32 @@ def interpreted_rope_write_attend(*args, n_splits: int = 2) -> Tensor:
     if triton is None:
         raise RuntimeError("Triton is not installed here (it installs on Linux): the "
                            "reference runs instead")  # fmt: skip
-    kernel = InterpretedFunction(fused_kernel_body)
+    kernels = (InterpretedFunction(fused_kernel_body), InterpretedFunction(combine_kernel_body))
     if isinstance(fused_kernel, InterpretedFunction):
-        kernel = None
+        kernels = None
     with library_interpreted():
-        return triton_rope_write_attend(*args, kernel=kernel, n_splits=n_splits)
+        return triton_rope_write_attend(*args, kernels=kernels, n_splits=n_splits)
 
 
-@torch.library.custom_op("tinyllm::rope_write_attend",
-                         mutates_args=("k_cache", "v_cache", "arrived"))  # fmt: skip
+@torch.library.custom_op("tinyllm::rope_write_attend", mutates_args=("k_cache", "v_cache"))
 def rope_write_attend(qkv: Tensor, cos: Tensor, sin: Tensor, k_cache: Tensor, v_cache: Tensor,
-                      block_table: Tensor, lens: Tensor, arrived: Tensor) -> Tensor:  # fmt: skip
+                      block_table: Tensor, lens: Tensor) -> Tensor:  # fmt: skip
     """One decode step's attention for a layer, from its projections: qkv (B, H + 2·H_kv, D)
     before RoPE, cos and sin RoPE's tables (positions, D / 2), read at each row's position,
-    lens (B,) the keys each row holds before the step, arrived (B, H_kv) int32 zeros, the
-    kernel's count of each row's shares (zeros again after each call). Writes the new K/V
-    into the pools, returns (B, H, D). The reference here, the fused Triton kernel on CUDA."""
-    check_step_args(qkv, cos, sin, k_cache, v_cache, block_table, lens, arrived,
-                    values=CHECK_VALUES)  # fmt: skip
+    lens (B,) the keys each row holds before the step. Writes the new K/V into the pools,
+    returns (B, H, D). The reference here, the fused Triton kernel on CUDA."""
+    check_step_args(qkv, cos, sin, k_cache, v_cache, block_table, lens, values=CHECK_VALUES)
     return reference_rope_write_attend(qkv, cos, sin, k_cache, v_cache, block_table, lens)
 
 
 if triton is not None:
 
     @rope_write_attend.register_kernel("cuda")
-    def _(qkv, cos, sin, k_cache, v_cache, block_table, lens, arrived):
-        return triton_rope_write_attend(qkv, cos, sin, k_cache, v_cache, block_table, lens,
-                                        arrived)  # fmt: skip
+    def _(qkv, cos, sin, k_cache, v_cache, block_table, lens):
+        return triton_rope_write_attend(qkv, cos, sin, k_cache, v_cache, block_table, lens)
 
 
 @rope_write_attend.register_fake
-def _(qkv, cos, sin, k_cache, v_cache, block_table, lens, arrived):
+def _(qkv, cos, sin, k_cache, v_cache, block_table, lens):
     H = qkv.shape[1] - 2 * k_cache.shape[1]
     return qkv.new_empty(qkv.shape[0], H, qkv.shape[2])

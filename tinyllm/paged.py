@@ -60,14 +60,12 @@ class PagedKVCache(OnRows, FixedCache):
         self.rows = Rows(n_rows, max_len, self.device, block_size, n_blocks, limits)
 
     def allocate(self, kv_heads: int, head_dim: int, dtype: torch.dtype) -> None:
-        """Make every layer's pools (n_blocks, kv_heads, block_size, head_dim), and the decode
-        kernel's count of each row's shares (n_rows, kv_heads), zeros between its calls."""
+        """Make every layer's pools (n_blocks, kv_heads, block_size, head_dim)."""
         if self.k[0] is not None:
             return
         shape = (self.n_blocks, kv_heads, self.block_size, head_dim)
         self.k = [torch.zeros(shape, dtype=dtype, device=self.device) for _ in self.k]
         self.v = [torch.zeros(shape, dtype=dtype, device=self.device) for _ in self.v]
-        self.arrived = torch.zeros(self.n_rows, kv_heads, dtype=torch.int32, device=self.device)
 
     # --- the host twins, to read; the rows' moves are cache.rows' -------------------------
 
@@ -193,8 +191,8 @@ class PagedDecode:
     RoPE, K/V write and attention are one op, kernels.rope_write_attend: row b rotates its
     query and new key at position lens_dev[b], writes the new K/V at block
     block_table[b, lens_dev[b] // block_size], offset lens_dev[b] % block_size, and attends
-    to its first lens_dev[b] + 1 keys. One kernel a layer on CUDA. Rows that hold no request
-    compute too, on the scratch block, and do not advance.
+    to its first lens_dev[b] + 1 keys. One kernel a layer on CUDA (two when a row's keys are
+    split). Rows that hold no request compute too, on the scratch block, and do not advance.
     Nothing here reads a host value: a CUDA graph replays it at every length."""
 
     def __init__(self, cache: PagedKVCache, n: int):
@@ -215,8 +213,8 @@ class PagedDecode:
         """Layer i's step from its projections qkv (n, H + 2·kv_heads, D) before RoPE and
         RoPE's tables cos, sin (positions, D / 2): the attention's output (n, H, D)."""
         self.cache.allocate(kv_heads, qkv.shape[-1], qkv.dtype)
-        kc, vc, arrived = self.cache.k[i], self.cache.v[i], self.cache.arrived[: self.rows]
-        return rope_write_attend(qkv, cos, sin, kc, vc, self.table, self.lens, arrived)
+        kc, vc = self.cache.k[i], self.cache.v[i]
+        return rope_write_attend(qkv, cos, sin, kc, vc, self.table, self.lens)
 
     def end_step(self, T: int) -> None:
         state = self.cache.rows.state[: self.rows]

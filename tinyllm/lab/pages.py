@@ -127,10 +127,9 @@ def attention_times(lengths=(40, 128, 256, 512, 1024), batches=(1, 8), calls: in
             )
             qkv = torch.randn(B, H + 2 * H_kv, D, device=dev, dtype=dt, generator=gen)
             angle = torch.rand(n, D // 2, device=dev, generator=gen)
-            arrived = torch.zeros(B, H_kv, device=dev, dtype=torch.int32)
             fused.append(per_call(partial(
                 kernels.rope_write_attend, qkv, angle.cos().to(dt), angle.sin().to(dt), pool,
-                pool.clone(), table, lens - 1, arrived)))  # fmt: skip
+                pool.clone(), table, lens - 1)))  # fmt: skip
         out[str(B)] = {"sdpa_window_us": sdpa, "paged_kernel_us": paged, "fused_op_us": fused}
     return out
 
