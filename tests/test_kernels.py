@@ -255,7 +255,8 @@ def test_the_fused_kernel_computes_the_reference(n_splits):
 
 
 def test_the_split_count_fills_the_gpu_and_is_one_for_large_batches():
-    assert [kernels.split_count(b, 4, "cpu") for b in (1, 8, 33, 129, 256)] == [16, 16, 4, 1, 1]
+    got = [kernels.split_count(b, 4, "cpu") for b in (1, 2, 4, 8, 33, 129, 256)]
+    assert got == [64, 64, 32, 16, 4, 1, 1]
 
 
 def test_the_fused_op_checks_its_arguments_at_its_door():
@@ -278,39 +279,41 @@ def test_the_fused_op_bounds_the_lengths_by_ropes_tables_with_values():
 
 # --- the compiler's view: what the interpreter lets pass ------------------------------------
 
+COMPILE_FOR_HOPPER = """
+import sys
+from triton import compile
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+from tinyllm import kernels
 
-def compile_for_hopper(kernel, pointers: dict, constexprs: dict) -> str:
-    """Compile a Triton kernel for an H100/H200 (sm_90) on this machine, no GPU needed:
-    Triton's front end, its passes and ptxas. The interpreter runs a kernel as Python, so a
-    kernel it runs may still be one the compiler refuses (a name given a new shape inside a
-    branch, say). The PTX, to read."""
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
+POINTERS = {"Q": "*bf16", "QKV": "*bf16", "COS": "*bf16", "SIN": "*bf16", "K": "*bf16",
+            "V": "*bf16", "OUT": "*bf16", "TABLE": "*i32", "LENS": "*i32", "PART": "*fp32",
+            "MAX": "*fp32", "SUM": "*fp32", "scale": "fp32"}
 
+
+def ptx(kernel, constexprs):
     names = list(kernel.arg_names)
-    signature = {n: pointers.get(n, "constexpr" if n in constexprs else "i32") for n in names}
+    signature = {n: POINTERS.get(n, "constexpr" if n in constexprs else "i32") for n in names}
     consts = {(names.index(n),): v for n, v in constexprs.items()}
     src = ASTSource(fn=kernel, signature=signature, constexprs=consts)
-    return kernels.triton.compile(src, target=GPUTarget("cuda", 90, 32)).asm["ptx"]
+    return compile(src, target=GPUTarget("cuda", 90, 32)).asm["ptx"]
 
 
-ATTENTION_POINTERS = {"Q": "*bf16", "QKV": "*bf16", "COS": "*bf16", "SIN": "*bf16",
-                      "K": "*bf16", "V": "*bf16", "OUT": "*bf16", "TABLE": "*i32",
-                      "LENS": "*i32", "PART": "*fp32", "MAX": "*fp32", "SUM": "*fp32",
-                      "scale": "fp32"}  # fmt: skip
+shape = {"G": 2, "G_PAD": 2, "D": 32, "BLOCK": 16, "N_SPLITS": 16, "PDL": True}
+fused = ptx(kernels.fused_kernel, {"H": 8, **shape})
+split = ptx(kernels.split_kernel, shape)
+combine = ptx(kernels.combine_kernel, {"D": 32, "N_SPLITS": kernels.STEP_SHARES, "PDL": False})
+print("griddepcontrol.wait" in fused, "griddepcontrol.wait" in split, "griddepcontrol" in combine)
+"""
 
 
 @triton_needed
-@pytest.mark.parametrize("stages", [1, 2])
-def test_the_attention_kernels_compile_for_a_hopper_gpu(stages):
-    shape = {"G": 2, "G_PAD": 2, "D": 32, "BLOCK": 16, "N_SPLITS": 16, "PDL": True}
-    fused = compile_for_hopper(kernels.fused_kernel, ATTENTION_POINTERS,
-                               {"H": 8, **shape, "STAGES": stages})  # fmt: skip
-    split = compile_for_hopper(kernels.split_kernel, ATTENTION_POINTERS,
-                               {**shape, "STAGES": stages})  # fmt: skip
-    for ptx in (fused, split):
-        assert "griddepcontrol.wait" in ptx  # PDL's wait, as gdc_wait() asks
-        assert ("cp.async" in ptx) == (stages > 1)  # the pipeline's copies, with stages
-    combine = compile_for_hopper(kernels.combine_kernel, ATTENTION_POINTERS,
-                                 {"D": 32, "N_SPLITS": 16, "PDL": False})  # fmt: skip
-    assert "griddepcontrol" not in combine
+def test_the_attention_kernels_compile_for_a_hopper_gpu():
+    """Triton's compiler, for an H100/H200 (sm_90), on this machine with no GPU: its front end,
+    its passes and ptxas. The interpreter runs a kernel as Python, so a kernel it runs may
+    still be one the compiler refuses (a name given a new shape inside a branch, say). In a
+    process of its own: the interpreter leaves Triton's language patched behind it."""
+    out = subprocess.run([sys.executable, "-c", COMPILE_FOR_HOPPER], capture_output=True,
+                         text=True)  # fmt: skip
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.split() == ["True", "True", "False"]  # PDL's wait; none without PDL

@@ -118,9 +118,8 @@ def check_paged_args(q, k_cache, v_cache, block_table, lens, values: bool = Fals
 # shipped model's step on the H200 (results/probes/, 2026-12-01: 16 and 2).
 N_SPLITS = 16
 NUM_WARPS = 2
-# Stages of a program's loop over its blocks: Triton's software pipeline (tl.range's
-# num_stages) loads a later block while it computes this one; 1 is the plain loop.
-LOOP_STAGES = 1
+# The most shares split_count gives the paged step's op: at 1024 keys, one block of 16 a share.
+STEP_SHARES = 64
 
 
 def reference_paged_decode_attention(q, k_cache, v_cache, block_table, lens) -> Tensor:
@@ -144,7 +143,7 @@ def split_kernel_body(Q, K, V, TABLE, LENS, PART, MAX, SUM, scale,
                       q_row, q_head, k_block, k_head, k_pos, table_row,
                       part_row, part_head, part_split, max_row, max_head,
                       G: tl.constexpr, G_PAD: tl.constexpr, D: tl.constexpr,
-                      BLOCK: tl.constexpr, N_SPLITS: tl.constexpr, STAGES: tl.constexpr = 1,
+                      BLOCK: tl.constexpr, N_SPLITS: tl.constexpr,
                       PDL: tl.constexpr = False):  # fmt: skip
     """Program (b, g, s): the online softmax of K/V head g's G query heads over the s-th share
     of row b's blocks; its unnormalised sum, max and sum of weights into PART, MAX, SUM.
@@ -165,7 +164,7 @@ def split_kernel_body(Q, K, V, TABLE, LENS, PART, MAX, SUM, scale,
     m = tl.full([G_PAD], float("-inf"), tl.float32)  # running max of the scores
     w = tl.zeros([G_PAD], tl.float32)  # running sum of exp(score - m)
     acc = tl.zeros([G_PAD, D], tl.float32)  # running sum of exp(score - m) · v
-    for i in tl.range(first, last, num_stages=STAGES):
+    for i in range(first, last):
         block = tl.load(TABLE + b * table_row + i)
         at = block * k_block + g * k_head + t[:, None] * k_pos + d[None, :]
         k = tl.load(K + at).to(tl.float32)  # (BLOCK, D)
@@ -229,7 +228,7 @@ def triton_paged_decode_attention(
         block_table.stride(0), part.stride(0), part.stride(1), part.stride(2),
         m.stride(0), m.stride(1),
         G=G, G_PAD=max(2, triton.next_power_of_2(G)), D=D, BLOCK=block_size, N_SPLITS=n_splits,
-        STAGES=LOOP_STAGES, num_warps=num_warps, **pdl,
+        num_warps=num_warps, **pdl,
     )  # fmt: skip
     combine[(B, H)](
         part, m, w, out, part.stride(0), part.stride(1), part.stride(2), m.stride(0),
@@ -301,7 +300,7 @@ def fused_kernel_body(QKV, COS, SIN, K, V, TABLE, LENS, OUT, PART, MAX, SUM, sca
                       qkv_row, qkv_head, rope_row, k_block, k_head, k_pos, table_row, lens_row,
                       out_row, out_head, part_row, part_head, part_split, max_row, max_head,
                       H: tl.constexpr, G: tl.constexpr, G_PAD: tl.constexpr, D: tl.constexpr,
-                      BLOCK: tl.constexpr, N_SPLITS: tl.constexpr, STAGES: tl.constexpr = 1,
+                      BLOCK: tl.constexpr, N_SPLITS: tl.constexpr,
                       PDL: tl.constexpr = False):  # fmt: skip
     """Program (b, g, s): the decode step's attention for K/V head g of row b, from the
     projections before RoPE (QKV: H query heads, H_kv key heads, H_kv value heads). It
@@ -343,7 +342,7 @@ def fused_kernel_body(QKV, COS, SIN, K, V, TABLE, LENS, OUT, PART, MAX, SUM, sca
     m = tl.full([G_PAD], float("-inf"), tl.float32)
     w = tl.zeros([G_PAD], tl.float32)
     acc = tl.zeros([G_PAD, D], tl.float32)
-    for i in tl.range(first, last, num_stages=STAGES):
+    for i in range(first, last):
         block = tl.load(TABLE + b * table_row + i)
         at = block * k_block + g * k_head + t[:, None] * k_pos + d[None, :]
         k = tl.load(K + at).to(tl.float32)
@@ -373,13 +372,16 @@ if triton is not None:
 def split_count(B: int, H_kv: int, device) -> int:
     """The shares of a row's keys, fixed at capture by the batch: about four programs for each
     of the GPU's multiprocessors (132 on an H200), B·H_kv a share, as a power of two from 1
-    to N_SPLITS. The length cannot count: a graph replays at every length. On the H200, at
-    batch 8, 16 shares beat 4 at 64 keys and at 1000 (results/gpu_checks/2026-12-02_c58a9f7).
+    to STEP_SHARES. The length cannot count: a graph replays at every length. A program's
+    blocks are a chain of waits, one a block: the more shares, the shorter the chain at long
+    lengths. On the H200, at batch 8, 16 shares beat 4 at 64 keys and at 1000
+    (results/gpu_checks/2026-12-02_c58a9f7); at batch 1, 64 shares held the step flat from 32
+    keys to 1023, one µs slower at the shortest (results/gpu_checks/2026-12-03_50a15e4).
     From 129 rows of 4 K/V heads up, one share: one kernel, no combine."""
     sms = torch.cuda.get_device_properties(device).multi_processor_count if (
         torch.device(device).type == "cuda") else 132  # fmt: skip
     n = max(1, 4 * sms // (B * H_kv))
-    return min(N_SPLITS, 1 << (n.bit_length() - 1))
+    return min(STEP_SHARES, 1 << (n.bit_length() - 1))
 
 
 def check_step_args(qkv, cos, sin, k_cache, v_cache, block_table, lens, values=False) -> None:
@@ -446,7 +448,7 @@ def triton_rope_write_attend(qkv, cos, sin, k_cache, v_cache, block_table, lens,
         k_cache.stride(2), block_table.stride(0), lens.stride(0), out.stride(0), out.stride(1),
         part.stride(0), part.stride(1), part.stride(2), m.stride(0), m.stride(1),
         H=H, G=G, G_PAD=max(2, triton.next_power_of_2(G)), D=D, BLOCK=block_size,
-        N_SPLITS=n_splits, STAGES=LOOP_STAGES, num_warps=num_warps, **pdl,
+        N_SPLITS=n_splits, num_warps=num_warps, **pdl,
     )  # fmt: skip
     if n_splits > 1:
         combine[(B, H)](
