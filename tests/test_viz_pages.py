@@ -71,3 +71,16 @@ def test_the_paged_figures_state_what_the_recording_says():
 def test_attention_figure_takes_each_recorded_batch(batch):
     fig = viz.attention_figure(results.load_paged(), batch)
     assert f"batch {batch}" in fig.axes[0].get_ylabel()
+
+
+@pytest.mark.parametrize("batch", ["1", "8"])
+def test_shares_figure_draws_both_sweeps_and_their_rise(batch):
+    shares = results.load_shares()
+    fig = viz.shares_figure(shares, batch)
+    lines = fig.axes[0].get_lines()
+    for line, name in zip(lines, ("16 shares (the package)", "64 shares"), strict=True):
+        sw = shares[f"sweep_{batch}"][name]
+        assert list(line.get_ydata()) == sw["paged fused_us"]
+        assert f"{viz.sig3(long_over_short(sw, 'paged fused'))}×" in line.get_label()
+    assert viz.footnote_text(fig).splitlines()[0] == results.provenance_label(shares)
+    fig.canvas.draw()

@@ -114,6 +114,16 @@ def load_projections(gpu: str = SHIPPED) -> dict | None:
     return _read(path) if path.exists() else None
 
 
+def load_shares(gpu: str = SHIPPED) -> dict | None:
+    """results/<gpu>_shares.json: the paged fused step with more shares a row and with its
+    loop pipelined, against 16 shares and the plain loop, in one run ("batch_1", "batch_8":
+    µs replayed alone and kernels; "sweep_1", "sweep_8": against position; "attention": the
+    op alone); and "tiles", an earlier kernel of 64-key tiles whose last program combines;
+    or None."""
+    path = results_dir() / f"{gpu}_shares.json"
+    return _read(path) if path.exists() else None
+
+
 def load_engine_scale(gpu: str = SHIPPED) -> dict | None:
     """results/<gpu>_engine_scale.json (python -m tinyllm.lab.bench --sections engine_scale):
     PagedEngine at 1 to 256 rows (lab.engine_time.scale, each run in a process of its own):

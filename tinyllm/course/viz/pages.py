@@ -168,3 +168,22 @@ def attention_figure(paged: dict, batch: str = "1"):
         fontsize=10,
     )
     return label_source(fig, paged, f"each call inside a graph, {att['calls']} calls back to back")
+
+
+def shares_figure(shares: dict, batch: str = "1"):
+    """The paged fused step against position with 16 shares a row and with 64 (the run of
+    results/h200_shares.json): with more shares, a program's chain of blocks stays short."""
+    fig, ax = new_figure(figsize=(8, 3.6))
+    for name, color in (("16 shares (the package)", COLORS["graph"]),
+                        ("64 shares", COLORS["fused"])):  # fmt: skip
+        sw = shares[f"sweep_{batch}"][name]
+        label = f"{name.split(' (')[0]}: {sig3(long_over_short(sw, 'paged fused'))}× long / short"
+        ax.plot(sw["positions"], sw["paged fused_us"], drawstyle="steps-post", color=color,
+                label=label)  # fmt: skip
+    short, long = bin_spans(sw)
+    ax.set(xlabel="position (tokens)", ylim=(0, None),
+           ylabel=f"step, batch {batch} (µs, per {sw['bin_size']} positions)")  # fmt: skip
+    ax.legend(fontsize=8, loc="lower right")
+    ax.set_title(f"The paged fused step, each replayed alone, positions {short} against {long}",
+                 fontsize=10)  # fmt: skip
+    return label_source(fig, shares)
