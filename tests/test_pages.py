@@ -62,3 +62,18 @@ def test_the_recorded_paged_section_carries_its_own_headline():
     assert rec["provenance"]["gpu"] == "NVIDIA H200" and rec["provenance"]["commit"]
     assert rec["headline"] == bench.paged_headline(rec["paged"])  # no figure typed in by hand
     assert rec["paged"]["exactness"]["all_equal"] is True
+
+
+def test_the_recorded_shares_carry_their_own_rises_and_every_variant_was_exact():
+    from tinyllm.lab.results import load_shares
+
+    rec = load_shares()
+    for part in (rec, rec["tiles"], rec["rule"]):
+        assert part["provenance"]["gpu"] == "NVIDIA H200" and part["provenance"]["commit"]
+    for batch in ("1", "8"):
+        names = [r["name"] for r in rec[f"batch_{batch}"]]
+        assert names == list(rec["variants"]) == list(rec[f"sweep_{batch}"])
+        for sweep in rec[f"sweep_{batch}"].values():  # no ratio typed in by hand
+            assert sweep["long_over_short"] == pages.long_over_short(sweep, "paged fused")
+    assert all(e["all_equal"] for e in rec["exactness"].values())
+    assert rec["tiles"]["exactness"]["all_equal"] is True

@@ -162,7 +162,13 @@ def paged_section(rec: dict) -> list[str]:
         *(
             f"| one attention call, batch {b}, at {', '.join(map(str, att['lengths']))} keys | "
             f"the paged kernel {' / '.join(f'{t:g}' for t in att[b]['paged_kernel_us'])} µs; "
-            f"SDPA over the window {' / '.join(f'{t:g}' for t in att[b]['sdpa_window_us'])} µs |"
+            + (
+                f"the step's op, `rope_write_attend`, "
+                f"{' / '.join(f'{t:g}' for t in att[b]['fused_op_us'])} µs; "
+                if "fused_op_us" in att[b]
+                else ""
+            )
+            + f"SDPA over the window {' / '.join(f'{t:g}' for t in att[b]['sdpa_window_us'])} µs |"
             for b in ("1", "8")
             if b in att
         ),

@@ -333,8 +333,10 @@ def check_idle_share(fn) -> Verdict:
 # --- exercise 2: how many kernels a target asks for -----------------------------------------
 
 COUNT = "a whole number of kernels, an int"
+# (step_us, target_us, us_per_node); the last is section 2's paged fused step
 REMOVE_CASES = [(45.5, 42.0, 0.898), (118.8, 70.0, 1.038), (20.0, 20.0, 0.9), (40.0, 45.0, 0.9),
-                (10.0, 9.0, 0.5), (10.0, 9.5, 0.5), (62.7, 42.0, 0.451)]  # fmt: skip
+                (10.0, 9.0, 0.5), (10.0, 9.5, 0.5), (62.7, 42.0, 0.451),
+                (46.3, 42.0, 0.898)]  # fmt: skip
 
 
 def _to_remove(step_us: float, target_us: float, us_per_node: float) -> int:
