@@ -74,13 +74,14 @@ def test_attention_figure_takes_each_recorded_batch(batch):
 
 
 @pytest.mark.parametrize("batch", ["1", "8"])
-def test_shares_figure_draws_both_sweeps_and_their_rise(batch):
+def test_shares_figure_draws_both_sweeps_and_states_their_rise(batch):
     shares = results.load_shares()
     fig = viz.shares_figure(shares, batch)
-    lines = fig.axes[0].get_lines()
+    lines, title = fig.axes[0].get_lines(), fig.axes[0].get_title()
     for line, name in zip(lines, ("16 shares (the package)", "64 shares"), strict=True):
         sw = shares[f"sweep_{batch}"][name]
-        assert list(line.get_ydata()) == sw["paged fused_us"]
-        assert f"{viz.sig3(long_over_short(sw, 'paged fused'))}×" in line.get_label()
+        assert list(line.get_ydata()) == sw["paged fused_us"][1:]  # the first bin left out
+        assert f"{viz.sig3(long_over_short(sw, 'paged fused'))}×" in title
+    assert title.startswith(f"Batch {batch}:")
     assert viz.footnote_text(fig).splitlines()[0] == results.provenance_label(shares)
     fig.canvas.draw()
