@@ -254,6 +254,33 @@ def test_the_fused_kernel_computes_the_reference(n_splits):
     assert torch.equal(mine[4], args[4])  # the values
 
 
+@triton_needed
+@pytest.mark.parametrize("n_splits", [1, 4])
+def test_the_fused_kernels_shares_combine_to_the_reference(n_splits):
+    """shares=True: no combine, the partials back; combined, they are the op's output. With
+    four shares the short rows leave shares empty: max -inf, weight 0 (row 0 holds one key)."""
+    args = step_inputs([0, 15, 16, 63], H=8, H_kv=2)
+    mine = [a.clone() for a in args]
+    want = kernels.reference_rope_write_attend(*args)
+    part, m, w = kernels.interpreted_rope_write_attend(*mine, n_splits=n_splits, shares=True)
+    assert part.shape == (4, 8, n_splits, 16) and m.shape == w.shape == (4, 8, n_splits)
+    got = kernels.reference_combine(part, m, w)
+    assert ((got - want).norm() / want.norm()) < 1e-5
+    assert bool((m[0, :, 1:] == float("-inf")).all()) and bool(m[:, :, 0].isfinite().all())
+
+
+def test_the_shares_op_on_the_cpu_is_the_output_as_one_share():
+    """On the CPU rope_write_shares returns the whole row as one share, already divided by
+    its weight: combined, it is rope_write_attend's output bit for bit."""
+    args = step_inputs([3, 9, 40])
+    mine = [a.clone() for a in args]
+    part, m, w = kernels.rope_write_shares(*mine)
+    assert part.shape == (3, 4, 1, 16) and torch.equal(m, torch.zeros(3, 4, 1))
+    want = kernels.rope_write_attend(*args)
+    assert torch.equal(kernels.reference_combine(part, m, w).to(want.dtype), want)
+    assert torch.equal(mine[3], args[3]) and torch.equal(mine[4], args[4])  # the same writes
+
+
 def test_the_split_count_fills_the_gpu_and_is_one_for_large_batches():
     got = [kernels.split_count(b, 4, "cpu") for b in (1, 2, 4, 8, 33, 129, 256)]
     assert got == [64, 64, 32, 16, 4, 1, 1]
@@ -284,11 +311,12 @@ import sys
 from triton import compile
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
-from tinyllm import kernels
+from tinyllm import kernels, projections
 
 POINTERS = {"Q": "*bf16", "QKV": "*bf16", "COS": "*bf16", "SIN": "*bf16", "K": "*bf16",
             "V": "*bf16", "OUT": "*bf16", "TABLE": "*i32", "LENS": "*i32", "PART": "*fp32",
-            "MAX": "*fp32", "SUM": "*fp32", "scale": "fp32"}
+            "MAX": "*fp32", "SUM": "*fp32", "scale": "fp32", "X": "*fp32", "NORM_W": "*bf16",
+            "W": "*bf16", "RES": "*bf16", "eps": "fp32"}
 
 
 def ptx(kernel, constexprs):
@@ -300,10 +328,15 @@ def ptx(kernel, constexprs):
 
 
 shape = {"G": 2, "G_PAD": 2, "D": 32, "BLOCK": 16, "N_SPLITS": 16, "PDL": True}
-fused = ptx(kernels.fused_kernel, {"H": 8, **shape})
+fused = ptx(kernels.fused_kernel, {"H": 8, "PARTIALS": True, **shape})
 split = ptx(kernels.split_kernel, shape)
 combine = ptx(kernels.combine_kernel, {"D": 32, "N_SPLITS": kernels.STEP_SHARES, "PDL": False})
-print("griddepcontrol.wait" in fused, "griddepcontrol.wait" in split, "griddepcontrol" in combine)
+folded = ptx(projections.projection_kernel, {  # the output projection, combining 64 shares
+    "K": 256, "K_PAD": 256, "BLOCK_N": projections.BLOCK_N, "BLOCK_B": 1, "NORM": False,
+    "SWIGLU": False, "ADD": True, "COMBINE": True, "D": 32, "N_SPLITS": kernels.STEP_SHARES,
+    "PRECISION": "mma", "PDL": True})
+print("griddepcontrol.wait" in fused, "griddepcontrol.wait" in split, "griddepcontrol" in combine,
+      "griddepcontrol.wait" in folded)
 """
 
 
@@ -316,4 +349,4 @@ def test_the_attention_kernels_compile_for_a_hopper_gpu():
     out = subprocess.run([sys.executable, "-c", COMPILE_FOR_HOPPER], capture_output=True,
                          text=True)  # fmt: skip
     assert out.returncode == 0, out.stderr[-3000:]
-    assert out.stdout.split() == ["True", "True", "False"]  # PDL's wait; none without PDL
+    assert out.stdout.split() == ["True", "True", "False", "True"]  # PDL's wait; none without

@@ -206,6 +206,24 @@ if triton is not None:
     split_kernel, combine_kernel = triton.jit(split_kernel_body), triton.jit(combine_kernel_body)
 
 
+def reference_combine(part, m, w) -> Tensor:
+    """combine_kernel's job in PyTorch: each row's and head's shares, part (B, H, S, D) with
+    their maxima m and sums of weights w (B, H, S), into the output (B, H, D), in float32."""
+    scale = torch.exp(m - m.amax(dim=2, keepdim=True))
+    return (scale[..., None] * part).sum(2) / (scale * w).sum(2)[..., None]
+
+
+def launch_combine(part, m, w, out, combine=None) -> Tensor:
+    """combine_kernel over the shares part, m, w into out (B, H, D): grid (B, H)."""
+    B, H, n_splits, D = part.shape
+    (combine or combine_kernel)[(B, H)](
+        part, m, w, out, part.stride(0), part.stride(1), part.stride(2), m.stride(0),
+        m.stride(1), out.stride(0), out.stride(1), D=D, N_SPLITS=n_splits, num_warps=1,
+        **pdl_launch(out.device),
+    )  # fmt: skip
+    return out
+
+
 def triton_paged_decode_attention(
     q, k_cache, v_cache, block_table, lens, kernels=None, n_splits=N_SPLITS, num_warps=NUM_WARPS
 ) -> Tensor:
@@ -230,11 +248,7 @@ def triton_paged_decode_attention(
         G=G, G_PAD=max(2, triton.next_power_of_2(G)), D=D, BLOCK=block_size, N_SPLITS=n_splits,
         num_warps=num_warps, **pdl,
     )  # fmt: skip
-    combine[(B, H)](
-        part, m, w, out, part.stride(0), part.stride(1), part.stride(2), m.stride(0),
-        m.stride(1), out.stride(0), out.stride(1), D=D, N_SPLITS=n_splits, num_warps=1, **pdl,
-    )  # fmt: skip
-    return out
+    return launch_combine(part, m, w, out, combine)
 
 
 @contextlib.contextmanager
@@ -300,14 +314,15 @@ def fused_kernel_body(QKV, COS, SIN, K, V, TABLE, LENS, OUT, PART, MAX, SUM, sca
                       qkv_row, qkv_head, rope_row, k_block, k_head, k_pos, table_row, lens_row,
                       out_row, out_head, part_row, part_head, part_split, max_row, max_head,
                       H: tl.constexpr, G: tl.constexpr, G_PAD: tl.constexpr, D: tl.constexpr,
-                      BLOCK: tl.constexpr, N_SPLITS: tl.constexpr,
+                      BLOCK: tl.constexpr, N_SPLITS: tl.constexpr, PARTIALS: tl.constexpr,
                       PDL: tl.constexpr = False):  # fmt: skip
     """Program (b, g, s): the decode step's attention for K/V head g of row b, from the
     projections before RoPE (QKV: H query heads, H_kv key heads, H_kv value heads). It
     rotates its G queries and the row's new key (COS, SIN: RoPE's tables, read at the row's
     position), and the program whose share holds the new position writes the new key and
-    value into their block, then attends over its share with them. With one share it writes
-    the output; with more, partials for combine_kernel. PDL: as combine_kernel."""
+    value into their block, then attends over its share with them. PARTIALS: it writes its
+    share's partials, to be combined (combine_kernel, or projections.combine_project_add);
+    else, with one share, the output. PDL: as combine_kernel."""
     b, g, s = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     if PDL:
         tl.extra.cuda.gdc_wait()
@@ -355,7 +370,7 @@ def fused_kernel_body(QKV, COS, SIN, K, V, TABLE, LENS, OUT, PART, MAX, SUM, sca
         w = w * rescale + tl.sum(p, axis=1)
         acc = acc * rescale[:, None] + tl.sum(p[:, :, None] * v[None, :, :], axis=1)
         m = m_new
-    if N_SPLITS == 1:
+    if not PARTIALS:
         out = OUT + b * out_row + heads[:, None] * out_head + d[None, :]
         tl.store(out, (acc / w[:, None]).to(OUT.dtype.element_ty), mask=real[:, None])
     else:
@@ -426,9 +441,10 @@ def reference_rope_write_attend(qkv, cos, sin, k_cache, v_cache, block_table, le
 
 
 def triton_rope_write_attend(qkv, cos, sin, k_cache, v_cache, block_table, lens, kernels=None,
-                             n_splits=None, num_warps=NUM_WARPS) -> Tensor:  # fmt: skip
+                             n_splits=None, num_warps=NUM_WARPS, shares=False):  # fmt: skip
     """Launch the fused kernel (and combine_kernel when a row's keys are split), after the
-    door. kernels: a (fused, combine) pair, default the compiled ones."""
+    door. kernels: a (fused, combine) pair, default the compiled ones. shares=True: no
+    combine; the shares (part, max, sum) are returned, for combine_project_add."""
     B, _, D = qkv.shape
     _, H_kv, block_size, _ = k_cache.shape
     H = qkv.shape[1] - 2 * H_kv
@@ -436,7 +452,6 @@ def triton_rope_write_attend(qkv, cos, sin, k_cache, v_cache, block_table, lens,
                     values=CHECK_VALUES or qkv.device.type == "cpu")  # fmt: skip
     fused, combine = kernels or (fused_kernel, combine_kernel)
     n_splits = split_count(B, H_kv, qkv.device) if n_splits is None else n_splits
-    pdl = pdl_launch(qkv.device)
     G = H // H_kv
     out = torch.empty(B, H, D, dtype=qkv.dtype, device=qkv.device)
     part = torch.empty(B, H, n_splits, D, dtype=torch.float32, device=qkv.device)
@@ -448,18 +463,15 @@ def triton_rope_write_attend(qkv, cos, sin, k_cache, v_cache, block_table, lens,
         k_cache.stride(2), block_table.stride(0), lens.stride(0), out.stride(0), out.stride(1),
         part.stride(0), part.stride(1), part.stride(2), m.stride(0), m.stride(1),
         H=H, G=G, G_PAD=max(2, triton.next_power_of_2(G)), D=D, BLOCK=block_size,
-        N_SPLITS=n_splits, num_warps=num_warps, **pdl,
+        N_SPLITS=n_splits, PARTIALS=shares or n_splits > 1, num_warps=num_warps,
+        **pdl_launch(qkv.device),
     )  # fmt: skip
-    if n_splits > 1:
-        combine[(B, H)](
-            part, m, w, out, part.stride(0), part.stride(1), part.stride(2), m.stride(0),
-            m.stride(1), out.stride(0), out.stride(1), D=D, N_SPLITS=n_splits, num_warps=1,
-            **pdl,
-        )  # fmt: skip
-    return out
+    if shares:
+        return part, m, w
+    return launch_combine(part, m, w, out, combine) if n_splits > 1 else out
 
 
-def interpreted_rope_write_attend(*args, n_splits: int = 2) -> Tensor:
+def interpreted_rope_write_attend(*args, n_splits: int = 2, shares: bool = False) -> Tensor:
     """The fused kernel run by Triton's interpreter, on CPU tensors."""
     if triton is None:
         raise RuntimeError("Triton is not installed here (it installs on Linux): the "
@@ -468,7 +480,7 @@ def interpreted_rope_write_attend(*args, n_splits: int = 2) -> Tensor:
     if isinstance(fused_kernel, InterpretedFunction):
         kernels = None
     with library_interpreted():
-        return triton_rope_write_attend(*args, kernels=kernels, n_splits=n_splits)
+        return triton_rope_write_attend(*args, kernels=kernels, n_splits=n_splits, shares=shares)
 
 
 @torch.library.custom_op("tinyllm::rope_write_attend", mutates_args=("k_cache", "v_cache"))
@@ -493,3 +505,39 @@ if triton is not None:
 def _(qkv, cos, sin, k_cache, v_cache, block_table, lens):
     H = qkv.shape[1] - 2 * k_cache.shape[1]
     return qkv.new_empty(qkv.shape[0], H, qkv.shape[2])
+
+
+@torch.library.custom_op("tinyllm::rope_write_shares", mutates_args=("k_cache", "v_cache"))
+def rope_write_shares(
+    qkv: Tensor, cos: Tensor, sin: Tensor, k_cache: Tensor, v_cache: Tensor,
+    block_table: Tensor, lens: Tensor,
+) -> tuple[Tensor, Tensor, Tensor]:  # fmt: skip
+    """rope_write_attend stopped before its combine: each row's shares of the attention, (part,
+    max, sum) of shapes (B, H, S, D), (B, H, S) and (B, H, S) in float32, S = step_shares, for
+    projections.combine_project_add to combine. The reference here: the whole row one share,
+    already divided by its weight, (out, 0, 1); on CUDA, the fused kernel alone."""
+    check_step_args(qkv, cos, sin, k_cache, v_cache, block_table, lens, values=CHECK_VALUES)
+    out = reference_rope_write_attend(qkv, cos, sin, k_cache, v_cache, block_table, lens)
+    out = out.float()[:, :, None]
+    return out, out.new_zeros(out.shape[:3]), out.new_ones(out.shape[:3])
+
+
+def step_shares(B: int, H_kv: int, device) -> int:
+    """The shares rope_write_shares returns a row: split_count on CUDA, one elsewhere."""
+    return split_count(B, H_kv, device) if torch.device(device).type == "cuda" else 1
+
+
+if triton is not None:
+
+    @rope_write_shares.register_kernel("cuda")
+    def _(qkv, cos, sin, k_cache, v_cache, block_table, lens):
+        return triton_rope_write_attend(qkv, cos, sin, k_cache, v_cache, block_table, lens,
+                                        shares=True)  # fmt: skip
+
+
+@rope_write_shares.register_fake
+def _(qkv, cos, sin, k_cache, v_cache, block_table, lens):
+    B, H_kv, D = qkv.shape[0], k_cache.shape[1], qkv.shape[2]
+    H, S = qkv.shape[1] - 2 * H_kv, step_shares(B, H_kv, qkv.device)
+    part = qkv.new_empty(B, H, S, D, dtype=torch.float32)
+    return part, part.new_empty(B, H, S), part.new_empty(B, H, S)

@@ -106,6 +106,9 @@ class LayerKV:
     def rope_write_attend(self, qkv: Tensor, cos: Tensor, sin: Tensor, kv_heads: int) -> Tensor:
         return self.step.rope_write_attend(self.i, qkv, cos, sin, kv_heads)
 
+    def rope_write_shares(self, qkv: Tensor, cos: Tensor, sin: Tensor, kv_heads: int):
+        return self.step.rope_write_shares(self.i, qkv, cos, sin, kv_heads)
+
 
 # --- masks ---------------------------------------------------------------------------------
 

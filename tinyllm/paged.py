@@ -31,7 +31,7 @@ import contextlib
 import torch
 from torch import Tensor
 
-from tinyllm.kernels import paged_decode_attention, rope_write_attend
+from tinyllm.kernels import paged_decode_attention, rope_write_attend, rope_write_shares
 from tinyllm.kv_cache import FixedCache, LayerKV, causal_kwargs
 from tinyllm.rows import ACTIVE, LEN, SCRATCH, TABLE, OnRows, Rows, to_device
 from tinyllm.validate import LIMITS, validate_block_size, validate_int, validate_limits
@@ -215,6 +215,13 @@ class PagedDecode:
         self.cache.allocate(kv_heads, qkv.shape[-1], qkv.dtype)
         kc, vc = self.cache.k[i], self.cache.v[i]
         return rope_write_attend(qkv, cos, sin, kc, vc, self.table, self.lens)
+
+    def rope_write_shares(self, i: int, qkv: Tensor, cos: Tensor, sin: Tensor, kv_heads: int):
+        """The same, stopped before the combine: the shares (part, max, sum) that
+        projections.combine_project_add combines in the output projection."""
+        self.cache.allocate(kv_heads, qkv.shape[-1], qkv.dtype)
+        kc, vc = self.cache.k[i], self.cache.v[i]
+        return rope_write_shares(qkv, cos, sin, kc, vc, self.table, self.lens)
 
     def end_step(self, T: int) -> None:
         state = self.cache.rows.state[: self.rows]

@@ -30,7 +30,13 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from tinyllm.kernels import library_interpreted, pdl_launch, triton
+from tinyllm.kernels import (
+    launch_combine,
+    library_interpreted,
+    pdl_launch,
+    reference_combine,
+    triton,
+)
 
 if triton is not None:
     import triton.language as tl
@@ -45,9 +51,11 @@ else:  # macOS, Windows: the kernel's body below is never run
 # model gives the hand-written kernels: one tile, each weight read once.
 ROW_TILE = 16
 GEMV_ROWS = ROW_TILE
-# Outputs a program owns, and its warps.
+# Outputs a program owns, and its warps: 8 when it combines the attention's shares first (64
+# shares of 8 heads need them: with 4 warps the compiler spills registers for sm_90).
 BLOCK_N = 16
 NUM_WARPS = 4
+COMBINE_WARPS = 8
 
 
 def decode_rows(x: Tensor) -> bool:
@@ -71,18 +79,26 @@ def reference_project_add(x, w, residual) -> Tensor:
     return residual + F.linear(x, w)
 
 
+def reference_combine_project_add(part, maxes, sums, w, residual) -> Tensor:
+    x = reference_combine(part, maxes, sums).to(residual.dtype)
+    return reference_project_add(x.view(x.shape[0], -1), w, residual)
+
+
 # --- the Triton kernel ---------------------------------------------------------------------
 
 
-def projection_kernel_body(X, NORM_W, W, RES, OUT, eps, n_rows, n_out, x_row, res_row, out_row,
-                           K: tl.constexpr, K_PAD: tl.constexpr, BLOCK_N: tl.constexpr,
+def projection_kernel_body(X, NORM_W, W, RES, OUT, MAX, SUM, eps, n_rows, n_out, x_row, res_row,
+                           out_row, K: tl.constexpr, K_PAD: tl.constexpr, BLOCK_N: tl.constexpr,
                            BLOCK_B: tl.constexpr, NORM: tl.constexpr, SWIGLU: tl.constexpr,
-                           ADD: tl.constexpr, PRECISION: tl.constexpr,
+                           ADD: tl.constexpr, COMBINE: tl.constexpr, D: tl.constexpr,
+                           N_SPLITS: tl.constexpr, PRECISION: tl.constexpr,
                            PDL: tl.constexpr = False):  # fmt: skip
     """Program (n, b): outputs n·BLOCK_N .. of rows b·BLOCK_B .. . NORM: RMSNorm of each input
     row first, with weight NORM_W. SWIGLU: silu of the outputs times the outputs n_out rows
-    further down W. ADD: plus RES's rows. One row: products summed in float32; a tile of rows
-    (BLOCK_B >= 16): tl.dot, the tensor cores' product, accumulated in float32."""
+    further down W. ADD: plus RES's rows. COMBINE: the input is the attention's shares, X
+    (rows, K / D heads, N_SPLITS, D) with MAX and SUM (rows, K / D, N_SPLITS), combined
+    first as kernels.combine_kernel does. One row: products summed in float32; a tile of
+    rows (BLOCK_B >= 16): tl.dot, the tensor cores' product, accumulated in float32."""
     cols = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     rows = tl.program_id(1) * BLOCK_B + tl.arange(0, BLOCK_B)
     k = tl.arange(0, K_PAD)
@@ -101,7 +117,20 @@ def projection_kernel_body(X, NORM_W, W, RES, OUT, eps, n_rows, n_out, x_row, re
         tl.extra.cuda.gdc_wait()  # the weights are read: now wait for the input's writer
         tl.extra.cuda.gdc_launch_dependents()  # and let the next kernel launch, to read its
     real = rows[:, None] < n_rows
-    x = tl.load(X + rows[:, None] * x_row + k[None, :], mask=real & (k[None, :] < K), other=0.0)
+    if COMBINE:  # each head's shares, weighted by exp(max - the head's max), then divided
+        h, s, d = tl.arange(0, K_PAD // D), tl.arange(0, N_SPLITS), tl.arange(0, D)
+        at = (rows[:, None, None] * (K // D) + h[None, :, None]) * N_SPLITS + s[None, None, :]
+        ok = (rows < n_rows)[:, None, None] & (h < K // D)[None, :, None]
+        m = tl.load(MAX + at, mask=ok, other=0.0)  # (BLOCK_B, heads, N_SPLITS); pads: 0, 1
+        scale = tl.exp(m - tl.max(m, axis=2)[:, :, None])  # a share with no keys: 0
+        part = tl.load(X + at[:, :, :, None] * D + d[None, None, None, :],
+                       mask=(ok & (scale > 0))[:, :, :, None], other=0.0)  # fmt: skip
+        weight = tl.sum(scale * tl.load(SUM + at, mask=ok, other=1.0), axis=2)
+        x = tl.sum(scale[:, :, :, None] * part, axis=2) / weight[:, :, None]
+        x = tl.reshape(x, (BLOCK_B, K_PAD)).to(OUT.dtype.element_ty)  # as combine's output
+    else:
+        x = tl.load(X + rows[:, None] * x_row + k[None, :], mask=real & (k[None, :] < K),
+                    other=0.0)  # fmt: skip
     if NORM:  # as F.rms_norm: in float32, scaled by the weight, rounded to the dtype
         xf = x.to(tl.float32)
         xf = xf * tl.rsqrt(tl.sum(xf * xf, axis=1) / K + eps)[:, None] * g[None, :]
@@ -135,26 +164,34 @@ if triton is not None:
     projection_kernel = triton.jit(projection_kernel_body)
 
 
-def triton_projection(x, norm_weight, w, residual, eps, swiglu=False, kernel=None) -> Tensor:
+def triton_projection(x, norm_weight, w, residual, eps, swiglu=False, kernel=None,
+                      shares=None) -> Tensor:  # fmt: skip
     """Launch the kernel: grid (outputs / BLOCK_N, rows / the row tile: 1 for one row, else
-    ROW_TILE). norm_weight None: no norm; residual None: no add. PDL on Hopper and later GPUs."""
-    B, K = x.shape
+    ROW_TILE). norm_weight None: no norm; residual None: no add. shares: (max, sum), x the
+    attention's shares (B, H, S, D), combined in the prologue (one row only: a tile's shares
+    would not fit a program). PDL on Hopper and later GPUs."""
+    B, K = x.shape[0], w.shape[1]
     n_out = w.shape[0] // 2 if swiglu else w.shape[0]
-    out = torch.empty(B, n_out, dtype=x.dtype, device=x.device)
+    dtype = x.dtype if shares is None else w.dtype
+    out = torch.empty(B, n_out, dtype=dtype, device=x.device)
     block_b = 1 if B == 1 else ROW_TILE
+    maxes, sums = (x, x) if shares is None else shares
     (kernel or projection_kernel)[(triton.cdiv(n_out, BLOCK_N), triton.cdiv(B, block_b))](
         x, x if norm_weight is None else norm_weight, w, x if residual is None else residual,
-        out, eps, B, n_out, x.stride(0), 0 if residual is None else residual.stride(0),
-        out.stride(0), K=K, K_PAD=triton.next_power_of_2(K), BLOCK_N=BLOCK_N, BLOCK_B=block_b,
+        out, maxes, sums, eps, B, n_out, x.stride(0),
+        0 if residual is None else residual.stride(0), out.stride(0), K=K,
+        K_PAD=triton.next_power_of_2(K), BLOCK_N=BLOCK_N, BLOCK_B=block_b,
         NORM=norm_weight is not None, SWIGLU=swiglu, ADD=residual is not None,
-        PRECISION="ieee" if x.dtype == torch.float32 or x.device.type == "cpu" else "mma",
-        num_warps=NUM_WARPS,
+        COMBINE=shares is not None, D=x.shape[-1] if shares else 1,
+        N_SPLITS=x.shape[2] if shares else 1,
+        PRECISION="ieee" if dtype == torch.float32 or x.device.type == "cpu" else "mma",
+        num_warps=NUM_WARPS if shares is None else COMBINE_WARPS,
         **pdl_launch(x.device),
     )  # fmt: skip
     return out
 
 
-def interpreted_projection(x, norm_weight, w, residual, eps, swiglu=False) -> Tensor:
+def interpreted_projection(x, norm_weight, w, residual, eps, swiglu=False, shares=None) -> Tensor:
     """The kernel run by Triton's interpreter, on CPU tensors (tests and notebook 11)."""
     if triton is None:
         raise RuntimeError("Triton is not installed here (it installs on Linux): the "
@@ -163,7 +200,7 @@ def interpreted_projection(x, norm_weight, w, residual, eps, swiglu=False) -> Te
     if isinstance(projection_kernel, InterpretedFunction):  # TRITON_INTERPRET=1 at import
         kernel = None
     with library_interpreted():
-        return triton_projection(x, norm_weight, w, residual, eps, swiglu, kernel)
+        return triton_projection(x, norm_weight, w, residual, eps, swiglu, kernel, shares)
 
 
 # --- the custom ops ----------------------------------------------------------------------
@@ -187,6 +224,15 @@ def project_add(x: Tensor, w: Tensor, residual: Tensor) -> Tensor:
     return reference_project_add(x, w, residual)
 
 
+@torch.library.custom_op("tinyllm::combine_project_add", mutates_args=())
+def combine_project_add(part: Tensor, maxes: Tensor, sums: Tensor, w: Tensor,
+                        residual: Tensor) -> Tensor:  # fmt: skip
+    """residual + combine(part, maxes, sums) @ w.T: the attention's shares of each row
+    (kernels.rope_write_shares: (B, H, S, D), (B, H, S), (B, H, S)) combined into its output
+    (B, H·D), then the output projection and the residual add."""
+    return reference_combine_project_add(part, maxes, sums, w, residual)
+
+
 if triton is not None:
 
     @norm_project.register_kernel("cuda")
@@ -201,6 +247,14 @@ if triton is not None:
     def _(x, w, residual):
         return triton_projection(x, None, w, residual, 0.0)
 
+    @combine_project_add.register_kernel("cuda")
+    def _(part, maxes, sums, w, residual):
+        if part.shape[0] == 1:  # one row: the combine in the prologue, one kernel
+            return triton_projection(part, None, w, residual, 0.0, shares=(maxes, sums))
+        B, H, _, D = part.shape  # a tile: the combine kernel first
+        x = launch_combine(part, maxes, sums, part.new_empty(B, H, D, dtype=residual.dtype))
+        return triton_projection(x.view(B, H * D), None, w, residual, 0.0)
+
 
 @norm_project.register_fake
 def _(x, norm_weight, w, eps):
@@ -214,4 +268,9 @@ def _(x, norm_weight, w13, eps):
 
 @project_add.register_fake
 def _(x, w, residual):
+    return torch.empty_like(residual)
+
+
+@combine_project_add.register_fake
+def _(part, maxes, sums, w, residual):
     return torch.empty_like(residual)
