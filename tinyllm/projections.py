@@ -122,11 +122,11 @@ def projection_kernel_body(X, NORM_W, W, RES, OUT, MAX, SUM, eps, n_rows, n_out,
         at = (rows[:, None, None] * (K // D) + h[None, :, None]) * N_SPLITS + s[None, None, :]
         ok = (rows < n_rows)[:, None, None] & (h < K // D)[None, :, None]
         m = tl.load(MAX + at, mask=ok, other=0.0)  # (BLOCK_B, heads, N_SPLITS); pads: 0, 1
-        scale = tl.exp(m - tl.max(m, axis=2)[:, :, None])  # a share with no keys: 0
+        w_sum = tl.load(SUM + at, mask=ok, other=1.0)
         part = tl.load(X + at[:, :, :, None] * D + d[None, None, None, :],
-                       mask=(ok & (scale > 0))[:, :, :, None], other=0.0)  # fmt: skip
-        weight = tl.sum(scale * tl.load(SUM + at, mask=ok, other=1.0), axis=2)
-        x = tl.sum(scale[:, :, :, None] * part, axis=2) / weight[:, :, None]
+                       mask=ok[:, :, :, None], other=0.0)  # fmt: skip
+        scale = tl.exp(m - tl.max(m, axis=2)[:, :, None])  # a share with no keys: 0
+        x = tl.sum(scale[:, :, :, None] * part, axis=2) / tl.sum(scale * w_sum, axis=2)[:, :, None]
         x = tl.reshape(x, (BLOCK_B, K_PAD)).to(OUT.dtype.element_ty)  # as combine's output
     else:
         x = tl.load(X + rows[:, None] * x_row + k[None, :], mask=real & (k[None, :] < K),
