@@ -55,7 +55,10 @@ GEMV_ROWS = ROW_TILE
 # shares of 8 heads need them: with 4 warps the compiler spills registers for sm_90).
 BLOCK_N = 16
 NUM_WARPS = 4
-COMBINE_WARPS = 8
+COMBINE_WARPS = 4
+# One row: outputs a program owns, and its warps (combining, BLOCK_N and COMBINE_WARPS).
+ROW_BLOCK_N = 8
+ROW_WARPS = 1
 
 
 def decode_rows(x: Tensor) -> bool:
@@ -174,18 +177,23 @@ def triton_projection(x, norm_weight, w, residual, eps, swiglu=False, kernel=Non
     n_out = w.shape[0] // 2 if swiglu else w.shape[0]
     dtype = x.dtype if shares is None else w.dtype
     out = torch.empty(B, n_out, dtype=dtype, device=x.device)
-    block_b = 1 if B == 1 else ROW_TILE
+    if B > 1:
+        block_b, block_n, warps = ROW_TILE, BLOCK_N, NUM_WARPS
+    elif shares is None:
+        block_b, block_n, warps = 1, ROW_BLOCK_N, ROW_WARPS
+    else:
+        block_b, block_n, warps = 1, BLOCK_N, COMBINE_WARPS
     maxes, sums = (x, x) if shares is None else shares
-    (kernel or projection_kernel)[(triton.cdiv(n_out, BLOCK_N), triton.cdiv(B, block_b))](
+    (kernel or projection_kernel)[(triton.cdiv(n_out, block_n), triton.cdiv(B, block_b))](
         x, x if norm_weight is None else norm_weight, w, x if residual is None else residual,
         out, maxes, sums, eps, B, n_out, x.stride(0),
         0 if residual is None else residual.stride(0), out.stride(0), K=K,
-        K_PAD=triton.next_power_of_2(K), BLOCK_N=BLOCK_N, BLOCK_B=block_b,
+        K_PAD=triton.next_power_of_2(K), BLOCK_N=block_n, BLOCK_B=block_b,
         NORM=norm_weight is not None, SWIGLU=swiglu, ADD=residual is not None,
         COMBINE=shares is not None, D=x.shape[-1] if shares else 1,
         N_SPLITS=x.shape[2] if shares else 1,
         PRECISION="ieee" if dtype == torch.float32 or x.device.type == "cpu" else "mma",
-        num_warps=NUM_WARPS if shares is None else COMBINE_WARPS,
+        num_warps=warps,
         **pdl_launch(x.device),
     )  # fmt: skip
     return out
