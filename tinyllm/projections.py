@@ -57,7 +57,7 @@ BLOCK_N = 16
 NUM_WARPS = 4
 COMBINE_WARPS = 4
 # One row: outputs a program owns, and its warps (combining, BLOCK_N and COMBINE_WARPS).
-ROW_BLOCK_N = 8
+ROW_BLOCK_N = 4
 ROW_WARPS = 1
 
 
