@@ -335,13 +335,17 @@ folded = ptx(projections.projection_kernel, {  # the output projection, combinin
     "K": 256, "K_PAD": 256, "BLOCK_N": projections.BLOCK_N, "BLOCK_B": 1, "NORM": False,
     "SWIGLU": False, "ADD": True, "COMBINE": True, "D": 32, "N_SPLITS": kernels.STEP_SHARES,
     "PRECISION": "mma", "PDL": True})
+one_row = ptx(projections.projection_kernel, {  # one row's gate and up, its programs' size
+    "K": 256, "K_PAD": 256, "BLOCK_N": projections.ROW_BLOCK_N, "BLOCK_B": 1, "NORM": True,
+    "SWIGLU": True, "ADD": False, "COMBINE": False, "D": 1, "N_SPLITS": 1, "PRECISION": "mma",
+    "PDL": True})
 print("griddepcontrol.wait" in fused, "griddepcontrol.wait" in split, "griddepcontrol" in combine,
-      "griddepcontrol.wait" in folded)
+      "griddepcontrol.wait" in folded, "griddepcontrol.wait" in one_row)
 """
 
 
 @triton_needed
-def test_the_attention_kernels_compile_for_a_hopper_gpu():
+def test_the_kernels_compile_for_a_hopper_gpu():
     """Triton's compiler, for an H100/H200 (sm_90), on this machine with no GPU: its front end,
     its passes and ptxas. The interpreter runs a kernel as Python, so a kernel it runs may
     still be one the compiler refuses (a name given a new shape inside a branch, say). In a
@@ -349,4 +353,4 @@ def test_the_attention_kernels_compile_for_a_hopper_gpu():
     out = subprocess.run([sys.executable, "-c", COMPILE_FOR_HOPPER], capture_output=True,
                          text=True)  # fmt: skip
     assert out.returncode == 0, out.stderr[-3000:]
-    assert out.stdout.split() == ["True", "True", "False", "True"]  # PDL's wait; none without
+    assert out.stdout.split() == ["True", "True", "False", "True", "True"]  # PDL's wait

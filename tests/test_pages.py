@@ -77,3 +77,17 @@ def test_the_recorded_shares_carry_their_own_rises_and_every_variant_was_exact()
             assert sweep["long_over_short"] == pages.long_over_short(sweep, "paged fused")
     assert all(e["all_equal"] for e in rec["exactness"].values())
     assert rec["tiles"]["exactness"]["all_equal"] is True
+
+
+def test_the_recorded_fold_carries_its_own_rises_and_every_variant_was_exact():
+    from tinyllm.lab.results import load_folded
+
+    rec = load_folded()
+    for part in (rec, rec["first"], rec["at_once"], rec["outputs"]):
+        assert part["provenance"]["gpu"] == "NVIDIA H200" and part["provenance"]["commit"]
+        for batch in ("1", "8"):
+            for sweep in part.get(f"sweep_{batch}", {}).values():  # no ratio typed in by hand
+                assert sweep["long_over_short"] == pages.long_over_short(sweep, "paged fused")
+    for part in (rec, rec["first"], rec["at_once"]):
+        assert all(e["all_equal"] for e in part["exactness"].values())
+    assert all(g["share_equal"] == 1.0 for g in rec["greedy_vs_before"].values())

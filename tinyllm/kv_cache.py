@@ -11,8 +11,10 @@ The cache protocol, described once, here. In every forward call with a cache, th
     cache.end_step(T)                      # advance the position
 
 A layer whose `kv.fused` is true does the middle two in one op instead, from the layer's
-projections before RoPE: `kv.rope_write_attend(qkv, cos, sin, kv_heads)`. Only the paged
-decode step does (paged.PagedDecode, one kernel a layer on CUDA).
+projections before RoPE: `kv.rope_write_attend(qkv, cos, sin, kv_heads)`, or
+`kv.rope_write_shares(...)`, the same stopped before the combine of a row's shares (the model's
+output projection combines them). Only the paged decode step does (paged.PagedDecode, one
+kernel a layer on CUDA).
 
 rope.cos / rope.sin are tables of max_seq_len rows and rope(T, offset) slices them. cos/sin
 come back shared by all rows, shape (T, D/2), or per row, shape (B, T, D/2); the paged decode

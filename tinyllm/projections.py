@@ -1,7 +1,7 @@
 """The paged decode step's matrix products, each one kernel with its norm or its add (notebook 11).
 
 A decode layer is five steps: RMSNorm and the q/k/v projection; RoPE, the K/V write and the
-attention (kernels.rope_write_attend); the output projection added to the residual; RMSNorm
+attention (kernels.rope_write_shares); the output projection added to the residual; RMSNorm
 and the gate/up projection with SwiGLU; the down projection added to the residual. Inductor
 gave each layer about six kernels besides the attention's, at one row on an H200
 (results/h200_projections.json). Here each product is one kernel, and the norm and the add
@@ -10,20 +10,22 @@ ride inside it:
     h = norm_project(x, norm_weight, w)        # rms_norm(x) @ w.T: the norm in the prologue
     h = norm_swiglu(x, norm_weight, w13)       # silu(gate) * up of rms_norm(x) @ w13.T
     x = project_add(h, w, x)                   # x + h @ w.T: the add in the epilogue
+    x = combine_project_add(*shares, w, x)     # the attention's shares combined, then as above
 
 x (B, K) is each row's input, w (N, K) a weight, as nn.Linear keeps it; w13 holds the gate's
-rows, then the up's. Each is a torch custom op: on CUDA a Triton kernel, elsewhere the
-PyTorch reference, the same ops the model runs without a paged step.
+rows, then the up's; shares are the attention's partial sums of each row, which
+kernels.combine_kernel would otherwise combine in a kernel of its own. Each is a torch custom
+op: on CUDA a Triton kernel, elsewhere the PyTorch reference, the same ops the model runs
+without a paged step.
 
-The kernel is made for a few rows. Program (n, b) owns BLOCK_N outputs of a tile of rows (one
-row, or 16). It reads its BLOCK_N rows of the weight once, then its rows of the input,
-normalises them, multiplies (one row: products summed in float32; a tile: tl.dot, accumulated
-in float32) and writes the outputs, added or gated. The weight is read before anything the
-kernel before wrote: with PDL (notebook 11, section 5) the
-kernel launches while the one before still runs, reads its weights, and only then waits, at
-gdc_wait(), for the input. Past GEMV_ROWS rows, a row tile re-reads the weights, and the
-model's plain ops run instead, which torch.compile fuses with cuBLAS's products
-(decode_rows below decides).
+The kernel is made for a few rows. Program (n, b) owns a few outputs of a tile of rows (one
+row, or 16). It reads their rows of the weight once, then its rows of the input, normalises
+them (or combines the shares), multiplies (one row: products summed in float32; a tile:
+tl.dot, accumulated in float32) and writes the outputs, added or gated. The weight is read
+before anything the kernel before wrote: with PDL (notebook 11, section 5) the kernel launches
+while the one before still runs, reads its weights, and only then waits, at gdc_wait(), for
+the input. Past GEMV_ROWS rows, a row tile re-reads the weights, and the model's plain ops run
+instead, which torch.compile fuses with cuBLAS's products (decode_rows below decides).
 """
 
 import torch
@@ -51,12 +53,13 @@ else:  # macOS, Windows: the kernel's body below is never run
 # model gives the hand-written kernels: one tile, each weight read once.
 ROW_TILE = 16
 GEMV_ROWS = ROW_TILE
-# Outputs a program owns, and its warps: 8 when it combines the attention's shares first (64
-# shares of 8 heads need them: with 4 warps the compiler spills registers for sm_90).
+# Outputs a program owns, and its warps: for a tile of rows, and for one row whose program
+# combines the attention's shares first (each such program reads every share).
 BLOCK_N = 16
 NUM_WARPS = 4
-COMBINE_WARPS = 4
-# One row: outputs a program owns, and its warps (combining, BLOCK_N and COMBINE_WARPS).
+# One row's other programs: 4 outputs, one warp. On the H200 the step at batch 1 took 45.1 µs
+# with 16 outputs and 4 warps, 43.5 with 8 and 1, 40.8 with 4 and 1, in one run
+# (results/h200_folded.json); 2 outputs matched 4 in a later one.
 ROW_BLOCK_N = 4
 ROW_WARPS = 1
 
@@ -169,20 +172,19 @@ if triton is not None:
 
 def triton_projection(x, norm_weight, w, residual, eps, swiglu=False, kernel=None,
                       shares=None) -> Tensor:  # fmt: skip
-    """Launch the kernel: grid (outputs / BLOCK_N, rows / the row tile: 1 for one row, else
-    ROW_TILE). norm_weight None: no norm; residual None: no add. shares: (max, sum), x the
-    attention's shares (B, H, S, D), combined in the prologue (one row only: a tile's shares
-    would not fit a program). PDL on Hopper and later GPUs."""
+    """Launch the kernel: grid (outputs / the outputs of a program, rows / the row tile: 1 for
+    one row, else ROW_TILE); a program owns ROW_BLOCK_N outputs with ROW_WARPS warps at one
+    row, else BLOCK_N with NUM_WARPS. norm_weight None: no norm; residual None: no add. shares:
+    (max, sum), x the attention's shares (B, H, S, D), combined in the prologue (one row only:
+    a tile's shares would not fit a program). PDL on Hopper and later GPUs."""
     B, K = x.shape[0], w.shape[1]
     n_out = w.shape[0] // 2 if swiglu else w.shape[0]
     dtype = x.dtype if shares is None else w.dtype
     out = torch.empty(B, n_out, dtype=dtype, device=x.device)
-    if B > 1:
-        block_b, block_n, warps = ROW_TILE, BLOCK_N, NUM_WARPS
-    elif shares is None:
+    if B == 1 and shares is None:
         block_b, block_n, warps = 1, ROW_BLOCK_N, ROW_WARPS
     else:
-        block_b, block_n, warps = 1, BLOCK_N, COMBINE_WARPS
+        block_b, block_n, warps = (1 if B == 1 else ROW_TILE), BLOCK_N, NUM_WARPS
     maxes, sums = (x, x) if shares is None else shares
     (kernel or projection_kernel)[(triton.cdiv(n_out, block_n), triton.cdiv(B, block_b))](
         x, x if norm_weight is None else norm_weight, w, x if residual is None else residual,
@@ -190,8 +192,8 @@ def triton_projection(x, norm_weight, w, residual, eps, swiglu=False, kernel=Non
         0 if residual is None else residual.stride(0), out.stride(0), K=K,
         K_PAD=triton.next_power_of_2(K), BLOCK_N=block_n, BLOCK_B=block_b,
         NORM=norm_weight is not None, SWIGLU=swiglu, ADD=residual is not None,
-        COMBINE=shares is not None, D=x.shape[-1] if shares else 1,
-        N_SPLITS=x.shape[2] if shares else 1,
+        COMBINE=shares is not None, D=1 if shares is None else x.shape[-1],
+        N_SPLITS=1 if shares is None else x.shape[2],
         PRECISION="ieee" if dtype == torch.float32 or x.device.type == "cpu" else "mma",
         num_warps=warps,
         **pdl_launch(x.device),

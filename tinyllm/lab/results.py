@@ -124,6 +124,16 @@ def load_shares(gpu: str = SHIPPED) -> dict | None:
     return _read(path) if path.exists() else None
 
 
+def load_folded(gpu: str = SHIPPED) -> dict | None:
+    """results/<gpu>_folded.json: the paged fused step with the attention's combine folded into
+    the output projection and one row's projection programs made smaller, against the step
+    before, in one run ("batch_1", "batch_8": µs replayed alone, kernels and their names;
+    "sweep_1", "sweep_8": against position); and the runs before and after it ("first",
+    "at_once", "outputs"), each with its provenance; or None."""
+    path = results_dir() / f"{gpu}_folded.json"
+    return _read(path) if path.exists() else None
+
+
 def load_engine_scale(gpu: str = SHIPPED) -> dict | None:
     """results/<gpu>_engine_scale.json (python -m tinyllm.lab.bench --sections engine_scale):
     PagedEngine at 1 to 256 rows (lab.engine_time.scale, each run in a process of its own):
