@@ -193,8 +193,9 @@ class PagedDecode:
     block_table[b, lens_dev[b] // block_size], offset lens_dev[b] % block_size, and attends
     to its first lens_dev[b] + 1 keys. One kernel a layer on CUDA (two when a row's keys are
     split). Or rope_write_shares: the same kernel, its shares left for the model's output
-    projection to combine (Block.decode, at a few rows). Rows that hold no request compute too, on the scratch block, and do not advance.
-    Nothing here reads a host value: a CUDA graph replays it at every length."""
+    projection to combine (Block.decode, at a few rows). Rows that hold no request compute
+    too, on the scratch block, and do not advance. Nothing here reads a host value: a CUDA
+    graph replays it at every length."""
 
     def __init__(self, cache: PagedKVCache, n: int):
         self.cache, self.rows = cache, n
