@@ -163,7 +163,8 @@ def paged_section(rec: dict) -> list[str]:
             f"| one attention call, batch {b}, at {', '.join(map(str, att['lengths']))} keys | "
             f"the paged kernel {' / '.join(f'{t:g}' for t in att[b]['paged_kernel_us'])} µs; "
             + (
-                f"the step's op, `rope_write_attend`, "
+                f"the fused op, `rope_write_attend` (the step's attention kernel and its "
+                f"combine), "
                 f"{' / '.join(f'{t:g}' for t in att[b]['fused_op_us'])} µs; "
                 if "fused_op_us" in att[b]
                 else ""

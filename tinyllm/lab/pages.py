@@ -83,8 +83,10 @@ def attention_times(lengths=(40, 128, 256, 512, 1024), batches=(1, 8), calls: in
     """µs per call of decode attention alone, in a CUDA graph of `calls` calls back to back
     (the median of `repeats` replays): SDPA in the course's window form ((B·H_kv, 1, G, D)
     over a window of n keys, an additive bias), the paged kernels over n keys in blocks of
-    16 (paged_decode_attention), and the paged step's op (rope_write_attend: RoPE, the write
-    of key n and the attention over n keys), for the shipped model's heads, in bf16."""
+    16 (paged_decode_attention), and the paged step's fused op with its combine kernel
+    (rope_write_attend: RoPE, the write of key n and the attention over n keys; at up to
+    GEMV_ROWS rows the step runs its kernel alone, rope_write_shares, and combines in the
+    output projection), for the shipped model's heads, in bf16."""
     H, H_kv, D = (8, 4, 32) if cfg is None else (cfg.n_heads, cfg.n_kv_heads, cfg.head_dim)
     dev, dt, gen = "cuda", torch.bfloat16, torch.Generator(device="cuda").manual_seed(0)
 
