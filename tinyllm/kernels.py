@@ -523,7 +523,10 @@ def rope_write_shares(
 
 
 def step_shares(B: int, H_kv: int, device) -> int:
-    """The shares rope_write_shares returns a row: split_count on CUDA, one elsewhere."""
+    """The shares rope_write_shares returns a row: split_count on CUDA, one elsewhere. Part of
+    its output's shape, so torch.compile reads it when it compiles a step: a later change to
+    STEP_SHARES needs torch._dynamo.reset() and a new cache of compiled code (Inductor's cache
+    keeps the shapes it saw)."""
     return split_count(B, H_kv, device) if torch.device(device).type == "cuda" else 1
 
 
