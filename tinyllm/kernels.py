@@ -524,9 +524,10 @@ def rope_write_shares(
 
 def step_shares(B: int, H_kv: int, device) -> int:
     """The shares rope_write_shares returns a row: split_count on CUDA, one elsewhere. Part of
-    its output's shape, so torch.compile reads it when it compiles a step: a later change to
-    STEP_SHARES needs torch._dynamo.reset() and a new cache of compiled code (Inductor's cache
-    keeps the shapes it saw)."""
+    its output's shape, so torch.compile reads it when it compiles a step. Changed later in
+    the same process, a compiled step kept the shape it saw, even after torch._dynamo.reset():
+    Inductor's cached code asserted it (results/gpu_checks/2026-12-03_292c31c, a probe that
+    changed split_count)."""
     return split_count(B, H_kv, device) if torch.device(device).type == "cuda" else 1
 
 
