@@ -176,7 +176,7 @@ def triton_projection(x, norm_weight, w, residual, eps, swiglu=False, kernel=Non
     one row, else ROW_TILE); a program owns ROW_BLOCK_N outputs with ROW_WARPS warps at one
     row, else BLOCK_N with NUM_WARPS. norm_weight None: no norm; residual None: no add. shares:
     (max, sum), x the attention's shares (B, H, S, D), combined in the prologue (one row only:
-    a tile's shares would not fit a program). PDL on Hopper and later GPUs."""
+    a tile's program would hold 16 rows' shares). PDL on Hopper and later GPUs."""
     B, K = x.shape[0], w.shape[1]
     n_out = w.shape[0] // 2 if swiglu else w.shape[0]
     dtype = x.dtype if shares is None else w.dtype
