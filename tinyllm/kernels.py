@@ -471,8 +471,9 @@ def triton_rope_write_attend(qkv, cos, sin, k_cache, v_cache, block_table, lens,
     return launch_combine(part, m, w, out, combine) if n_splits > 1 else out
 
 
-def interpreted_rope_write_attend(*args, n_splits: int = 2, shares: bool = False) -> Tensor:
-    """The fused kernel run by Triton's interpreter, on CPU tensors."""
+def interpreted_rope_write_attend(*args, n_splits: int = 2, shares: bool = False):
+    """The fused kernel run by Triton's interpreter, on CPU tensors: the output, or with
+    shares=True the shares (part, max, sum), as triton_rope_write_attend."""
     if triton is None:
         raise RuntimeError("Triton is not installed here (it installs on Linux): the "
                            "reference runs instead")  # fmt: skip

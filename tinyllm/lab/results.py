@@ -40,26 +40,29 @@ def _read(path: Path) -> dict:
     return res
 
 
+def _recorded(name: str) -> dict | None:
+    """results/<name>, read, or None if it was not recorded."""
+    path = results_dir() / name
+    return _read(path) if path.exists() else None
+
+
 def load_results(gpu: str = SHIPPED) -> dict | None:
     """results/<gpu>.json (default: the shipped H200 recording), or None if there is none."""
-    path = results_dir() / f"{gpu}.json"
-    return _read(path) if path.exists() else None
+    return _recorded(f"{gpu}.json")
 
 
 def load_probe(gpu: str = SHIPPED) -> dict | None:
     """results/<gpu>_probe.json, made by tools/gpu_probe.py (which SDPA kernel a decode step
     runs, what a fully masked row returns on each backend, RMSNorm's kernels), or None if
     it was not recorded."""
-    path = results_dir() / f"{gpu}_probe.json"
-    return _read(path) if path.exists() else None
+    return _recorded(f"{gpu}_probe.json")
 
 
 def load_diet(gpu: str = SHIPPED) -> dict | None:
     """results/<gpu>_diet.json, made by tools/diet_stages.py (the kernel diet: each stage's
     commit measured, kernels and step time of its eager, static and replayed step), or None
     if it was not recorded."""
-    path = results_dir() / f"{gpu}_diet.json"
-    return _read(path) if path.exists() else None
+    return _recorded(f"{gpu}_diet.json")
 
 
 def load_paged(gpu: str = SHIPPED) -> dict | None:
@@ -67,8 +70,7 @@ def load_paged(gpu: str = SHIPPED) -> dict | None:
     equal footing, the attention call against length, the paged step against position, the
     capture sizes, replay against the eager paged step) with its headline keys, or None if
     it was not recorded."""
-    path = results_dir() / f"{gpu}_paged.json"
-    return _read(path) if path.exists() else None
+    return _recorded(f"{gpu}_paged.json")
 
 
 def load_engine(gpu: str = SHIPPED) -> dict | None:
@@ -76,31 +78,27 @@ def load_engine(gpu: str = SHIPPED) -> dict | None:
     engine eager and with graphs; the paged engine's variants beside the graphed slot
     engine, with their host sections, GPU busy shares and timelines), or None if it was not
     recorded."""
-    path = results_dir() / f"{gpu}_engine.json"
-    return _read(path) if path.exists() else None
+    return _recorded(f"{gpu}_engine.json")
 
 
 def load_floor(gpu: str = SHIPPED) -> dict | None:
     """results/<gpu>_floor.json (python -m tinyllm.lab.floor): the µs a graph node costs,
     launched three ways, and the replay's fixed cost, or None."""
-    path = results_dir() / f"{gpu}_floor.json"
-    return _read(path) if path.exists() else None
+    return _recorded(f"{gpu}_floor.json")
 
 
 def load_fused(gpu: str = SHIPPED) -> dict | None:
     """results/<gpu>_fused.json: one layer's RoPE, K/V write and attention as one op
     (kernels.rope_write_attend) against the same job as separate ops, per call, at batch 1
     and 8 and two lengths, with each way's kernels; or None."""
-    path = results_dir() / f"{gpu}_fused.json"
-    return _read(path) if path.exists() else None
+    return _recorded(f"{gpu}_fused.json")
 
 
 def load_inductor_settings(gpu: str = SHIPPED) -> dict | None:
     """results/<gpu>_inductor_settings.json: the paged fused step compiled with each of
     Inductor's settings added to the course's options ("batch_1", "batch_8": per setting its
     µs per step replayed alone, its kernels and their names); or None."""
-    path = results_dir() / f"{gpu}_inductor_settings.json"
-    return _read(path) if path.exists() else None
+    return _recorded(f"{gpu}_inductor_settings.json")
 
 
 def load_projections(gpu: str = SHIPPED) -> dict | None:
@@ -110,8 +108,7 @@ def load_projections(gpu: str = SHIPPED) -> dict | None:
     their names; gpt-fast + PDL at batch 1 and 8); the kernels against their references;
     replay against the eager step; the step against position; greedy tokens against the plain
     ops'; or None."""
-    path = results_dir() / f"{gpu}_projections.json"
-    return _read(path) if path.exists() else None
+    return _recorded(f"{gpu}_projections.json")
 
 
 def load_shares(gpu: str = SHIPPED) -> dict | None:
@@ -120,8 +117,7 @@ def load_shares(gpu: str = SHIPPED) -> dict | None:
     µs replayed alone and kernels; "sweep_1", "sweep_8": against position; "attention": the
     op alone); and "tiles", an earlier kernel of 64-key tiles whose last program combines;
     or None."""
-    path = results_dir() / f"{gpu}_shares.json"
-    return _read(path) if path.exists() else None
+    return _recorded(f"{gpu}_shares.json")
 
 
 def load_folded(gpu: str = SHIPPED) -> dict | None:
@@ -130,8 +126,7 @@ def load_folded(gpu: str = SHIPPED) -> dict | None:
     before, in one run ("batch_1", "batch_8": µs replayed alone, kernels and their names;
     "sweep_1", "sweep_8": against position); and the runs before and after it ("first",
     "at_once", "outputs"), each with its provenance; or None."""
-    path = results_dir() / f"{gpu}_folded.json"
-    return _read(path) if path.exists() else None
+    return _recorded(f"{gpu}_folded.json")
 
 
 def load_engine_scale(gpu: str = SHIPPED) -> dict | None:
@@ -139,8 +134,7 @@ def load_engine_scale(gpu: str = SHIPPED) -> dict | None:
     PagedEngine at 1 to 256 rows (lab.engine_time.scale, each run in a process of its own):
     "rows", one run at each size; "repeats", more runs at 32, 128 and 256 rows; "before",
     min_admit=1 there, and "compile", compile=True there; or None."""
-    path = results_dir() / f"{gpu}_engine_scale.json"
-    return _read(path) if path.exists() else None
+    return _recorded(f"{gpu}_engine_scale.json")
 
 
 def load_hf(gpu: str = SHIPPED) -> dict | None:
@@ -159,22 +153,19 @@ def load_busy_events(gpu: str = SHIPPED) -> dict | None:
     """results/<gpu>_busy_events.json (results/probes/engine_busy_events.py): the paged
     engine's GPU busy share from CUDA events around its replays, in runs without the
     profiler, or None."""
-    path = results_dir() / f"{gpu}_busy_events.json"
-    return _read(path) if path.exists() else None
+    return _recorded(f"{gpu}_busy_events.json")
 
 
 def load_seeded_share(gpu: str = SHIPPED) -> dict | None:
     """results/<gpu>_seeded_share.json (results/probes/seeded_share.py): seeded requests
     served alone and batched by the paged engine, the share whose tokens agree, or None."""
-    path = results_dir() / f"{gpu}_seeded_share.json"
-    return _read(path) if path.exists() else None
+    return _recorded(f"{gpu}_seeded_share.json")
 
 
 def load_capture_policy(gpu: str = SHIPPED) -> dict | None:
     """results/<gpu>_capture_policy.json (python -m tinyllm.lab.capture_policy): each preset's
     padding on the bench's workload and its graphs captured into one pool, or None."""
-    path = results_dir() / f"{gpu}_capture_policy.json"
-    return _read(path) if path.exists() else None
+    return _recorded(f"{gpu}_capture_policy.json")
 
 
 def own_results() -> dict | None:
