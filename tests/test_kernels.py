@@ -328,7 +328,9 @@ def ptx(kernel, constexprs):
 
 
 shape = {"G": 2, "G_PAD": 2, "D": 32, "BLOCK": 16, "N_SPLITS": 16, "PDL": True}
-fused = ptx(kernels.fused_kernel, {"H": 8, "PARTIALS": True, **shape})
+step = {"H": 8, "G": 2, "G_PAD": 2, "D": 32, "BLOCK": 16, "PDL": True}
+fused = ptx(kernels.fused_kernel, {"PER": 1, "CHUNK": 1, "PARTIALS": True, **step})  # one row
+ptx(kernels.fused_kernel, {"PER": 64, "CHUNK": kernels.CHUNK, "PARTIALS": False, **step})  # many
 split = ptx(kernels.split_kernel, shape)
 combine = ptx(kernels.combine_kernel, {"D": 32, "N_SPLITS": kernels.STEP_SHARES, "PDL": False})
 folded = ptx(projections.projection_kernel, {  # the output projection, combining 64 shares
