@@ -334,7 +334,7 @@ def fused_kernel_body(QKV, COS, SIN, K, V, TABLE, LENS, OUT, PART, MAX, SUM, sca
     first, last = s * PER, tl.minimum((s + 1) * PER, n_table)
     i = first + k_at // BLOCK  # the first chunk's blocks: read with the length, not after it
     block = tl.load(TABLE + b * table_row + i, mask=i < last, other=0)
-    n_old = tl.load(LENS + b * lens_row)  # the keys before: the new one takes position n_old
+    n_old = tl.load(LENS + b * lens_row).to(tl.int32)  # the keys before: the new key's position
     stop = tl.minimum(last, tl.cdiv(n_old, BLOCK))  # the share's blocks that hold old keys
     # the first chunk's old keys and values, read while the kernel before still runs
     at = block[:, None] * k_block + g * k_head + (k_at % BLOCK)[:, None] * k_pos + d[None, :]
@@ -356,6 +356,10 @@ def fused_kernel_body(QKV, COS, SIN, K, V, TABLE, LENS, OUT, PART, MAX, SUM, sca
     q_pair = tl.load(row + heads[:, None] * qkv_head + pair[None, :], mask=real[:, None],
                      other=0.0)  # fmt: skip
     q = (q.to(tl.float32) * cos[None, :] + q_pair.to(tl.float32) * sin[None, :]) * scale
+    k_new = tl.load(row + (H + g) * qkv_head + d).to(tl.float32)  # the new key and value
+    k_pair = tl.load(row + (H + g) * qkv_head + pair).to(tl.float32)
+    k_new = (k_new * cos + k_pair * sin).to(K.dtype.element_ty)
+    v_new = tl.load(row + (H + H // G + g) * qkv_head + d).to(V.dtype.element_ty)
     m = tl.full([G_PAD], float("-inf"), tl.float32)
     w = tl.zeros([G_PAD], tl.float32)
     acc = tl.zeros([G_PAD, D], tl.float32)
@@ -375,10 +379,6 @@ def fused_kernel_body(QKV, COS, SIN, K, V, TABLE, LENS, OUT, PART, MAX, SUM, sca
         acc = acc * rescale[:, None] + tl.sum(p[:, :, None] * v.to(tl.float32)[None, :, :], axis=1)
         m, k, v, old = m_new, k_next, v_next, old_next
     if s == (n_old // BLOCK) // PER:  # this share holds the new position: write it, and add it
-        k_new = tl.load(row + (H + g) * qkv_head + d).to(tl.float32)
-        k_pair = tl.load(row + (H + g) * qkv_head + pair).to(tl.float32)
-        k_new = (k_new * cos + k_pair * sin).to(K.dtype.element_ty)
-        v_new = tl.load(row + (H + H // G + g) * qkv_head + d).to(V.dtype.element_ty)
         slot = tl.load(TABLE + b * table_row + n_old // BLOCK) * k_block + g * k_head
         tl.store(K + slot + (n_old % BLOCK) * k_pos + d, k_new)
         tl.store(V + slot + (n_old % BLOCK) * k_pos + d, v_new)
