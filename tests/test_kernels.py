@@ -328,12 +328,7 @@ def ptx(kernel, constexprs):
 
 
 shape = {"G": 2, "G_PAD": 2, "D": 32, "BLOCK": 16, "N_SPLITS": 16, "PDL": True}
-step = {"H": 8, "G": 2, "G_PAD": 2, "D": 32, "BLOCK": 16, "PDL": True}
-fused = ptx(kernels.fused_kernel, {"PER": 1, "CHUNK": 1, "PARTIALS": True, **step})  # one row
-POINTERS.update(TABLE="*i64", LENS="*i64")  # as the paged step hands them: its int64 state
-ptx(kernels.fused_kernel, {"PER": 64, "CHUNK": kernels.CHUNK, "PARTIALS": False, **step})  # many
-ptx(kernels.fused_kernel, {"PER": 4, "CHUNK": 4, "PARTIALS": True, **step})
-POINTERS.update(TABLE="*i32", LENS="*i32")
+fused = ptx(kernels.fused_kernel, {"H": 8, "PARTIALS": True, **shape})
 split = ptx(kernels.split_kernel, shape)
 combine = ptx(kernels.combine_kernel, {"D": 32, "N_SPLITS": kernels.STEP_SHARES, "PDL": False})
 folded = ptx(projections.projection_kernel, {  # the output projection, combining 64 shares

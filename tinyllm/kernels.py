@@ -120,8 +120,6 @@ N_SPLITS = 16
 NUM_WARPS = 2
 # The most shares split_count gives the paged step's op: at 1024 keys, one block of 16 a share.
 STEP_SHARES = 64
-# The blocks the fused kernel reads at once, when its share holds more.
-CHUNK = 4
 
 
 def reference_paged_decode_attention(q, k_cache, v_cache, block_table, lens) -> Tensor:
@@ -312,43 +310,34 @@ def _(q, k_cache, v_cache, block_table, lens):
 # --- one kernel a layer: RoPE, the K/V write and the attention (notebooks 08 and 11) --------
 
 
-def fused_kernel_body(QKV, COS, SIN, K, V, TABLE, LENS, OUT, PART, MAX, SUM, scale, n_table,
+def fused_kernel_body(QKV, COS, SIN, K, V, TABLE, LENS, OUT, PART, MAX, SUM, scale,
                       qkv_row, qkv_head, rope_row, k_block, k_head, k_pos, table_row, lens_row,
                       out_row, out_head, part_row, part_head, part_split, max_row, max_head,
                       H: tl.constexpr, G: tl.constexpr, G_PAD: tl.constexpr, D: tl.constexpr,
-                      BLOCK: tl.constexpr, PER: tl.constexpr, CHUNK: tl.constexpr,
-                      PARTIALS: tl.constexpr, PDL: tl.constexpr = False):  # fmt: skip
+                      BLOCK: tl.constexpr, N_SPLITS: tl.constexpr, PARTIALS: tl.constexpr,
+                      PDL: tl.constexpr = False):  # fmt: skip
     """Program (b, g, s): the decode step's attention for K/V head g of row b, from the
-    projections before RoPE (QKV: H query heads, H_kv key heads, H_kv value heads). Share s
-    is PER blocks of the row's table, fixed by the table's width, not by the length; the
-    program reads them CHUNK blocks at a time. It reads the row's length, its first blocks
-    and their old keys and values before it waits for the kernel before (PDL): none of them
-    is that kernel's output. Then it rotates its G queries and the row's new key (COS, SIN:
-    RoPE's tables, read at the row's position) and attends over the old keys of its share.
-    The program whose share holds the new position writes the new key and value into their
-    block, and adds them to its sums from its registers: no program reads them back.
-    PARTIALS: it writes its share's partials, to be combined (combine_kernel, or
-    projections.combine_project_add); else, with one share, the output."""
+    projections before RoPE (QKV: H query heads, H_kv key heads, H_kv value heads). It
+    rotates its G queries and the row's new key (COS, SIN: RoPE's tables, read at the row's
+    position), and the program whose share holds the new position writes the new key and
+    value into their block, then attends over its share with them. PARTIALS: it writes its
+    share's partials, to be combined (combine_kernel, or projections.combine_project_add);
+    else, with one share, the output. PDL: as combine_kernel."""
     b, g, s = tl.program_id(0), tl.program_id(1), tl.program_id(2)
-    d, k_at = tl.arange(0, D), tl.arange(0, CHUNK * BLOCK)  # a chunk's keys, block by block
-    first, last = s * PER, tl.minimum((s + 1) * PER, n_table)
-    i = first + k_at // BLOCK  # the first chunk's blocks: read with the length, not after it
-    block = tl.load(TABLE + b * table_row + i, mask=i < last, other=0)
-    n_old = tl.load(LENS + b * lens_row).to(tl.int32)  # the keys before: the new key's position
-    stop = tl.minimum(last, tl.cdiv(n_old, BLOCK))  # the share's blocks that hold old keys
-    # the first chunk's old keys and values, read while the kernel before still runs
-    at = block[:, None] * k_block + g * k_head + (k_at % BLOCK)[:, None] * k_pos + d[None, :]
-    old = (i < last) & (i * BLOCK + k_at % BLOCK < n_old)
-    k = tl.load(K + at, mask=old[:, None], other=0.0)
-    v = tl.load(V + at, mask=old[:, None], other=0.0)
+    if PDL:
+        tl.extra.cuda.gdc_wait()
+        tl.extra.cuda.gdc_launch_dependents()
+    n_old = tl.load(LENS + b * lens_row)  # the keys before: the new one takes position n_old
+    n_keys = n_old + 1
+    n_blocks = tl.cdiv(n_keys, BLOCK)
+    per_split = tl.cdiv(n_blocks, N_SPLITS)
+    first, last = s * per_split, tl.minimum((s + 1) * per_split, n_blocks)
+    d, t = tl.arange(0, D), tl.arange(0, BLOCK)
     pair = (d + D // 2) % D  # RoPE's partner of each dimension (rotate-half)
     angle = n_old * rope_row + d % (D // 2)  # RoPE's tables: D/2 angles a position
     cos = tl.load(COS + angle).to(tl.float32)
     sin = tl.load(SIN + angle).to(tl.float32)
     sin = tl.where(d < D // 2, -sin, sin)  # widened, as model.widen: -sin, then sin
-    if PDL:
-        tl.extra.cuda.gdc_wait()  # now the projections, the kernel before's output
-        tl.extra.cuda.gdc_launch_dependents()
     heads = g * G + tl.arange(0, G_PAD)
     real = tl.arange(0, G_PAD) < G
     row = QKV + b * qkv_row
@@ -356,38 +345,31 @@ def fused_kernel_body(QKV, COS, SIN, K, V, TABLE, LENS, OUT, PART, MAX, SUM, sca
     q_pair = tl.load(row + heads[:, None] * qkv_head + pair[None, :], mask=real[:, None],
                      other=0.0)  # fmt: skip
     q = (q.to(tl.float32) * cos[None, :] + q_pair.to(tl.float32) * sin[None, :]) * scale
-    k_new = tl.load(row + (H + g) * qkv_head + d).to(tl.float32)  # the new key and value
-    k_pair = tl.load(row + (H + g) * qkv_head + pair).to(tl.float32)
-    k_new = (k_new * cos + k_pair * sin).to(K.dtype.element_ty)
-    v_new = tl.load(row + (H + H // G + g) * qkv_head + d).to(V.dtype.element_ty)
+    if s == (n_old // BLOCK) // per_split:  # this share holds the new position: write it
+        k_new = tl.load(row + (H + g) * qkv_head + d).to(tl.float32)
+        k_pair = tl.load(row + (H + g) * qkv_head + pair).to(tl.float32)
+        v_new = tl.load(row + (H + H // G + g) * qkv_head + d)
+        block = tl.load(TABLE + b * table_row + n_old // BLOCK)
+        at = block * k_block + g * k_head + (n_old % BLOCK) * k_pos + d
+        tl.store(K + at, (k_new * cos + k_pair * sin).to(K.dtype.element_ty))
+        tl.store(V + at, v_new)
+        tl.debug_barrier()  # the program's loads below see its store
     m = tl.full([G_PAD], float("-inf"), tl.float32)
     w = tl.zeros([G_PAD], tl.float32)
     acc = tl.zeros([G_PAD, D], tl.float32)
-    for c in range(first, stop, CHUNK):
-        i = c + CHUNK + k_at // BLOCK  # the next chunk's blocks, read before this one's sums
-        block = tl.load(TABLE + b * table_row + i, mask=i < stop, other=0)
-        at = block[:, None] * k_block + g * k_head + (k_at % BLOCK)[:, None] * k_pos + d[None, :]
-        old_next = (i < stop) & (i * BLOCK + k_at % BLOCK < n_old)
-        k_next = tl.load(K + at, mask=old_next[:, None], other=0.0)
-        v_next = tl.load(V + at, mask=old_next[:, None], other=0.0)
-        scores = tl.sum(q[:, None, :] * k.to(tl.float32)[None, :, :], axis=2)
-        scores = tl.where(old[None, :], scores, float("-inf"))
+    for i in range(first, last):
+        block = tl.load(TABLE + b * table_row + i)
+        at = block * k_block + g * k_head + t[:, None] * k_pos + d[None, :]
+        k = tl.load(K + at).to(tl.float32)
+        v = tl.load(V + at).to(tl.float32)
+        scores = tl.sum(q[:, None, :] * k[None, :, :], axis=2)
+        scores = tl.where((i * BLOCK + t)[None, :] < n_keys, scores, float("-inf"))
         m_new = tl.maximum(m, tl.max(scores, axis=1))
         rescale = tl.exp(m - m_new)
         p = tl.exp(scores - m_new[:, None])
         w = w * rescale + tl.sum(p, axis=1)
-        acc = acc * rescale[:, None] + tl.sum(p[:, :, None] * v.to(tl.float32)[None, :, :], axis=1)
-        m, k, v, old = m_new, k_next, v_next, old_next
-    if s == (n_old // BLOCK) // PER:  # this share holds the new position: write it, and add it
-        slot = tl.load(TABLE + b * table_row + n_old // BLOCK) * k_block + g * k_head
-        tl.store(K + slot + (n_old % BLOCK) * k_pos + d, k_new)
-        tl.store(V + slot + (n_old % BLOCK) * k_pos + d, v_new)
-        score = tl.sum(q * k_new.to(tl.float32)[None, :], axis=1)
-        m_all = tl.maximum(m, score)
-        weight = tl.exp(score - m_all)
-        w = w * tl.exp(m - m_all) + weight
-        acc = acc * tl.exp(m - m_all)[:, None] + weight[:, None] * v_new.to(tl.float32)[None, :]
-        m = m_all
+        acc = acc * rescale[:, None] + tl.sum(p[:, :, None] * v[None, :, :], axis=1)
+        m = m_new
     if not PARTIALS:
         out = OUT + b * out_row + heads[:, None] * out_head + d[None, :]
         tl.store(out, (acc / w[:, None]).to(OUT.dtype.element_ty), mask=real[:, None])
@@ -475,16 +457,13 @@ def triton_rope_write_attend(qkv, cos, sin, k_cache, v_cache, block_table, lens,
     part = torch.empty(B, H, n_splits, D, dtype=torch.float32, device=qkv.device)
     m = torch.empty(B, H, n_splits, dtype=torch.float32, device=qkv.device)
     w = torch.empty_like(m)
-    n_table = block_table.shape[1]
-    per = -(-n_table // n_splits)  # a share's blocks
     fused[(B, H_kv, n_splits)](
-        qkv, cos, sin, k_cache, v_cache, block_table, lens, out, part, m, w, D**-0.5, n_table,
+        qkv, cos, sin, k_cache, v_cache, block_table, lens, out, part, m, w, D**-0.5,
         qkv.stride(0), qkv.stride(1), cos.stride(0), k_cache.stride(0), k_cache.stride(1),
         k_cache.stride(2), block_table.stride(0), lens.stride(0), out.stride(0), out.stride(1),
         part.stride(0), part.stride(1), part.stride(2), m.stride(0), m.stride(1),
-        H=H, G=G, G_PAD=max(2, triton.next_power_of_2(G)), D=D, BLOCK=block_size, PER=per,
-        CHUNK=min(CHUNK, triton.next_power_of_2(per)), PARTIALS=shares or n_splits > 1,
-        num_warps=num_warps,
+        H=H, G=G, G_PAD=max(2, triton.next_power_of_2(G)), D=D, BLOCK=block_size,
+        N_SPLITS=n_splits, PARTIALS=shares or n_splits > 1, num_warps=num_warps,
         **pdl_launch(qkv.device),
     )  # fmt: skip
     if shares:
