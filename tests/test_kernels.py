@@ -329,6 +329,9 @@ def ptx(kernel, constexprs):
 
 shape = {"G": 2, "G_PAD": 2, "D": 32, "BLOCK": 16, "N_SPLITS": 16, "PDL": True}
 fused = ptx(kernels.fused_kernel, {"H": 8, "PARTIALS": True, **shape})
+POINTERS.update(TABLE="*i64", LENS="*i64")  # as the paged step hands them: its int64 state
+ptx(kernels.fused_kernel, {"H": 8, "PARTIALS": False, **shape})
+POINTERS.update(TABLE="*i32", LENS="*i32")
 split = ptx(kernels.split_kernel, shape)
 combine = ptx(kernels.combine_kernel, {"D": 32, "N_SPLITS": kernels.STEP_SHARES, "PDL": False})
 folded = ptx(projections.projection_kernel, {  # the output projection, combining 64 shares

@@ -94,7 +94,7 @@ class PagedEngine(Serving):
     prefill_graphs=False prefills eagerly, in chunks; overlap=True reads each step's ids
     while the GPU runs the next one (the same schedule and tokens as overlap=False);
     use_graph=None means graphs when the model is on CUDA; compile=True compiles the step with
-    the course's Inductor settings, the batch dynamic, so that three compiles serve every
+    the course's Inductor settings, the batch dynamic, so that a few compiles serve every
     capture size (graphs.ENGINE_COMPILE); a dict of torch.compile arguments as the decoders'.
 
     min_admit: while requests wait, an admission waits for this many free rows, or for as

@@ -125,7 +125,8 @@ def load_folded(gpu: str = SHIPPED) -> dict | None:
     the output projection and one row's projection programs made smaller, against the step
     before, in one run ("batch_1", "batch_8": µs replayed alone, kernels and their names;
     "sweep_1", "sweep_8": against position); and the runs before and after it ("first",
-    "at_once", "outputs"), each with its provenance; or None."""
+    "at_once", "outputs"), each with its provenance; "prefetch": a fused attention kernel
+    that read before PDL's wait, against the package's, not kept; or None."""
     return _recorded(f"{gpu}_folded.json")
 
 
