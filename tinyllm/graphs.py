@@ -130,9 +130,9 @@ COURSE_COMPILE = COMPILE_SHAPES | {
 # once, dynamic on the number of tokens, then captures a graph per size. With one compile per
 # size, capture() at 256 rows (35 sizes) had not ended after 540 s on an H200
 # (results/gpu_checks/2026-12-02_89cb862); with this one, it took 57 s, three compiles
-# (results/gpu_checks/2026-12-02_513818f), then 32 s and seven compiles once the step took the
-# hand-written path at up to GEMV_ROWS rows, its shares' count set by the batch
-# (results/h200_engine_scale.json).
+# (results/gpu_checks/2026-12-02_513818f); later 32 s and seven compiles
+# (results/h200_engine_scale.json), after the step took the hand-written path at up to
+# GEMV_ROWS rows, whose attention's shares follow the batch: the likely cause, not measured.
 ENGINE_COMPILE = COURSE_COMPILE | {"dynamic": None}
 
 
