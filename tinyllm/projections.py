@@ -121,7 +121,7 @@ def projection_kernel_body(X, NORM_W, W, RES, OUT, MAX, SUM, eps, n_rows, n_out,
         g = tl.load(NORM_W + k, mask=k < K, other=0.0).to(tl.float32)
     if PDL:
         tl.extra.cuda.gdc_wait()  # the weights are read: now wait for the input's writer
-        tl.extra.cuda.gdc_launch_dependents()  # and let the next kernel launch, to read its
+        tl.extra.cuda.gdc_launch_dependents()  # and let the next kernel launch, to read its own
     real = rows[:, None] < n_rows
     if COMBINE:  # each head's shares, weighted by exp(max - the head's max), then divided
         h, s, d = tl.arange(0, K_PAD // D), tl.arange(0, N_SPLITS), tl.arange(0, D)
