@@ -39,6 +39,30 @@ def test_the_triton_kernels_compute_the_reference_in_bf16(lens, heads):
     assert (out.float() - ref.float()).abs().max() <= 2e-2 * ref.float().abs().max()
 
 
+@pytest.mark.parametrize("lens", [[0, 15, 16, 199], [1022, 1023, 4, 63]], ids=["short", "long"])
+@pytest.mark.parametrize("n_splits", [1, 16, 64])
+def test_the_fused_kernel_computes_the_reference_in_bf16(lens, n_splits):
+    """RoPE, the write and the attention against the reference, in both forms: a table of 64
+    blocks in 1 or 16 shares runs its products on tensor cores, in 64 shares as sums."""
+    g = torch.Generator(device="cuda").manual_seed(0)
+    H, H_kv, B, D, block, per_row = 8, 4, len(lens), 32, 16, 64
+    k, v = (torch.randn(B * per_row + 1, H_kv, block, D, device="cuda", generator=g,
+                        dtype=torch.bfloat16) for _ in "kv")  # fmt: skip
+    table = (torch.randperm(B * per_row, device="cuda", generator=g) + 1).view(B, per_row).int()
+    qkv = torch.randn(B, H + 2 * H_kv, D, device="cuda", generator=g, dtype=torch.bfloat16)
+    angle = torch.rand(1024, D // 2, device="cuda", generator=g) * 6
+    cos, sin = angle.cos().bfloat16(), angle.sin().bfloat16()
+    lens_t = torch.tensor(lens, device="cuda", dtype=torch.int32)
+    assert kernels.tensor_cores(per_row, n_splits) == (n_splits < 64)
+    ref_k, ref_v = k.clone(), v.clone()
+    ref = kernels.reference_rope_write_attend(qkv, cos, sin, ref_k, ref_v, table, lens_t).float()
+    out = kernels.triton_rope_write_attend(qkv, cos, sin, k, v, table, lens_t, n_splits=n_splits)
+    assert out.dtype == torch.bfloat16 and out.shape == (B, H, D)
+    assert (out.float() - ref).abs().max() <= 2e-2 * ref.abs().max()
+    assert (k.float() - ref_k.float()).abs().max() <= 2e-2 * ref_k.float().abs().max()
+    assert torch.equal(v, ref_v)
+
+
 @pytest.mark.parametrize("rows", [1, 8, 40])
 def test_the_projection_kernels_compute_their_references_in_bf16(rows):
     """One row, a tile of rows (tl.dot), and three tiles, at the model's widths."""

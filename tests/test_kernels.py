@@ -242,6 +242,7 @@ def test_the_fused_reference_rotates_writes_then_attends():
 @pytest.mark.parametrize("n_splits", [1, 2, 4])
 def test_the_fused_kernel_computes_the_reference(n_splits):
     """One share: the kernel writes the output itself; more: partials, then combine. The
+    table of 4 blocks in 1 or 2 shares takes the tensor cores' form, in 4 the sums'. The
     table and lengths are columns of one state tensor, as the paged step hands them over."""
     args = step_inputs([0, 15, 16, 17, 63], H=8, H_kv=2)
     mine = [a.clone() for a in args]
@@ -279,6 +280,12 @@ def test_the_shares_op_on_the_cpu_is_the_output_as_one_share():
     want = kernels.rope_write_attend(*args)
     assert torch.equal(kernels.reference_combine(part, m, w).to(want.dtype), want)
     assert torch.equal(mine[3], args[3]) and torch.equal(mine[4], args[4])  # the same writes
+
+
+def test_tensor_cores_take_a_share_of_more_than_one_block():
+    # the shipped model's table of 64 blocks: one row's 64 shares, 8 rows' 16, 256 rows' 1
+    assert [kernels.tensor_cores(64, s) for s in (64, 32, 16, 1)] == [False, True, True, True]
+    assert not kernels.tensor_cores(3, 4) and kernels.tensor_cores(3, 2)
 
 
 def test_the_split_count_fills_the_gpu_and_is_one_for_large_batches():
@@ -328,9 +335,13 @@ def ptx(kernel, constexprs):
 
 
 shape = {"G": 2, "G_PAD": 2, "D": 32, "BLOCK": 16, "N_SPLITS": 16, "PDL": True}
-fused = ptx(kernels.fused_kernel, {"H": 8, "PARTIALS": True, **shape})
+plain = {"DOT": False, "CHUNK": 1, "STAGES": 1}
+dot = {"DOT": True, "CHUNK": kernels.DOT_CHUNK, "STAGES": kernels.DOT_STAGES, "G_PAD": 16}
+fused = ptx(kernels.fused_kernel, {"H": 8, "PARTIALS": True, **shape, **plain})
 POINTERS.update(TABLE="*i64", LENS="*i64")  # as the paged step hands them: its int64 state
-ptx(kernels.fused_kernel, {"H": 8, "PARTIALS": False, **shape})
+ptx(kernels.fused_kernel, {"H": 8, "PARTIALS": False, **shape, **plain})
+ptx(kernels.fused_kernel, {"H": 8, "PARTIALS": True, **shape, **dot})
+ptx(kernels.fused_kernel, {"H": 8, "PARTIALS": False, **shape, **dot})
 POINTERS.update(TABLE="*i32", LENS="*i32")
 split = ptx(kernels.split_kernel, shape)
 combine = ptx(kernels.combine_kernel, {"D": 32, "N_SPLITS": kernels.STEP_SHARES, "PDL": False})
