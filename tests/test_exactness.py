@@ -78,16 +78,16 @@ def test_eager_vs_static_keeps_every_margin(toy_model):
     assert all(f["margin"] == margins[f["step"]][f["row"]] for f in cmp["flips"])
 
 
-def test_bf16_on_the_cpu_flips_a_token(shipped_model, tokenizer):
-    """Notebook 05's bf16 run, with PyTorch's own kernels: on this machine at least one greedy
-    token flips, and only where the eager margin is at most twice that step's largest
-    difference. (Which tokens flip depends on the CPU's bf16 kernels: oneDNN's flip none here
-    on a CPU with AMX units.)"""
+def test_bf16_on_the_cpu_flips_a_token_only_inside_its_margin(shipped_model, tokenizer):
+    """Notebook 05's bf16 run, with PyTorch's own kernels: the static step's logits differ from
+    eager decode's, and a greedy token flips only where the eager margin is at most twice that
+    step's largest difference. Whether one flips depends on the CPU's bf16 kernels: one did on
+    the CPU the notebook's outputs were saved on, none on an AMD EPYC."""
     model = copy.deepcopy(shipped_model).to(torch.bfloat16)
     prompts = ["The for statement", "The try statement", "The del statement"]
     idx = torch.tensor([tokenizer.encode(p) for p in prompts])
     with without_onednn():  # as the notebook: PyTorch's own kernels, not oneDNN's
         cmp = compare_eager_static(model, idx, 200, buckets=(64, 128, 256, 1024))
-    assert cmp["flips"], cmp["max_logit_diff"]
+    assert cmp["max_logit_diff"] > 0
     diffs = cmp["max_logit_diff_per_step"]
     assert all(f["margin"] <= 2 * diffs[f["step"]] for f in cmp["flips"])
