@@ -109,3 +109,34 @@ def test_the_recorded_prefetching_kernel_lost_where_the_notebook_says():
     assert all(short[n] > short["before (1526062)"] for n in sweeps if n.startswith("new"))
     assert all(s["long_over_short"] < sweeps["before (1526062)"]["long_over_short"]
                for n, s in sweeps.items() if n.startswith("new"))  # fmt: skip
+
+
+def test_the_recorded_tensor_cores_won_where_the_notebook_says():
+    """Notebook 11 reports the fused kernel on tensor cores: the op faster at 1024 keys from
+    batch 4 up and slower at 128 keys at batch 4 and 8, the same at batch 1 and 2 (the sums'
+    form), the step flatter at batch 8 and faster at 256 rows, replay exact, tokens equal."""
+    from tinyllm.lab.results import load_dot
+
+    rec = load_dot()
+    op = {k: {n: v[f"op: {n}"]["median"] for n in ("before (76ed87c)", "now")}
+          for k, v in rec["op_alone_us"].items()}  # fmt: skip
+    for batch in (4, 8, 256):
+        assert (
+            op[f"batch {batch}, 1024 keys"]["now"]
+            < op[f"batch {batch}, 1024 keys"]["before (76ed87c)"]
+        )
+    for batch in (4, 8):
+        assert (
+            op[f"batch {batch}, 128 keys"]["now"]
+            > op[f"batch {batch}, 128 keys"]["before (76ed87c)"]
+        )
+    assert [
+        rec["op_alone_us"][f"batch {b}, 128 keys"]["tensor_cores"] for b in (1, 2, 4, 8, 256)
+    ] == [False, False, True, True, True]
+    steps = {b: {r["name"]: r["step_us"]["median"] for r in rec[f"batch_{b}"]} for b in (1, 256)}
+    assert steps[256]["now"] < 0.9 * steps[256]["before (76ed87c)"]
+    sweeps = rec["sweep_8"]
+    assert sweeps["now"]["long_over_short"] < sweeps["before (76ed87c)"]["long_over_short"]
+    assert sweeps["now"]["paged fused_us"][-1] < sweeps["before (76ed87c)"]["paged fused_us"][-1]
+    assert rec["exactness"]["all_equal"] and rec["exactness"]["steps"] == 972
+    assert all(v["share_equal"] == 1.0 for v in rec["greedy_vs_before"].values())

@@ -85,3 +85,16 @@ def test_shares_figure_draws_both_sweeps_and_states_their_rise(batch):
     assert title.startswith(f"Batch {batch}:")
     assert viz.footnote_text(fig).splitlines()[0] == results.provenance_label(shares)
     fig.canvas.draw()
+
+
+@pytest.mark.parametrize("batch", ["1", "8"])
+def test_tensor_cores_figure_draws_before_and_now_and_states_their_rise(batch):
+    dot = results.load_dot()
+    fig = viz.tensor_cores_figure(dot, batch)
+    lines, title = fig.axes[0].get_lines(), fig.axes[0].get_title()
+    for line, name in zip(lines, ("before (76ed87c)", "now"), strict=True):
+        sw = dot[f"sweep_{batch}"][name]
+        assert list(line.get_ydata()) == sw["paged fused_us"][1:]
+        assert f"{viz.sig3(long_over_short(sw, 'paged fused'))}×" in title
+    assert viz.footnote_text(fig).splitlines()[0] == results.provenance_label(dot)
+    fig.canvas.draw()

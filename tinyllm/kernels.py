@@ -121,8 +121,8 @@ NUM_WARPS = 2
 # The most shares split_count gives the paged step's op: at 1024 keys, one block of 16 a share.
 STEP_SHARES = 64
 # The fused kernel on tensor cores (tensor_cores): blocks a step, and the steps its loads run
-# ahead: the fastest of 1, 2 and 4 blocks, 1 to 3 steps, 1, 2 and 4 warps at batch 1, 8 and
-# 256 on the H200 (results/h200_dot.json: 2 blocks, 3 steps, 2 warps).
+# ahead, with NUM_WARPS warps. Of 13 forms tried on the H200, the fastest op at batch 256 and
+# near the fastest at batch 8 (results/h200_dot.json, part "variants").
 DOT_CHUNK = 2
 DOT_STAGES = 3
 
@@ -418,11 +418,11 @@ def split_count(B: int, H_kv: int, device) -> int:
 
 def tensor_cores(width: int, n_splits: int) -> bool:
     """Whether the fused kernel runs its products on tensor cores: when a program's share of a
-    full table (width blocks) holds more than one block. On the H200, with 2 blocks a step
-    and their loads 3 steps ahead, the op at batch 8 took 5.4 µs at 1024 keys against 8.2
-    for the sums of products, and at batch 256 53 against 132; at 128 keys it was up to
-    0.4 µs slower. At batch 1, 64 shares leave a program one block, and the sums of products
-    kept the step 0.9 µs faster (results/h200_dot.json)."""
+    full table (width blocks) holds more than one block. On the H200, in one run, the op with
+    its combine took 5.5 µs at batch 8 and 1024 keys, against 8.3 as sums of products, and 54
+    against 133 at batch 256; at 128 keys, up to half a µs more at batch 4 and 8. At batch 1,
+    64 shares leave a program one block: there the sums kept the step 0.9 µs faster in an
+    earlier run (results/h200_dot.json, and its part "variants")."""
     return -(-width // n_splits) > 1
 
 

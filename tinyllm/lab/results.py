@@ -130,6 +130,15 @@ def load_folded(gpu: str = SHIPPED) -> dict | None:
     return _recorded(f"{gpu}_folded.json")
 
 
+def load_dot(gpu: str = SHIPPED) -> dict | None:
+    """results/<gpu>_dot.json: the paged step's fused kernel with its products on tensor cores
+    where a share holds more than one block (kernels.tensor_cores), against the kernel
+    before, in one run ("op_alone_us": the op alone, with its combine and its kernel alone;
+    "batch_<B>": the step replayed alone; "sweep_1", "sweep_8": against position); and
+    "variants", the run that chose its form, with its provenance; or None."""
+    return _recorded(f"{gpu}_dot.json")
+
+
 def load_engine_scale(gpu: str = SHIPPED) -> dict | None:
     """results/<gpu>_engine_scale.json (python -m tinyllm.lab.bench --sections engine_scale):
     PagedEngine at 1 to 256 rows (lab.engine_time.scale, each run in a process of its own):

@@ -64,6 +64,7 @@ from tinyllm.course.viz.pages import (
     pages_figure,
     pages_scene,
     shares_figure,
+    tensor_cores_figure,
 )
 from tinyllm.course.viz.scenes import engine_slots_run, launch_costs, static_cache_step
 from tinyllm.course.viz.serving import (
@@ -114,6 +115,7 @@ __all__ = [
     "pool_figure", "sig3", "slot_segments", "slot_timeline_figure", "slots_figure",
     "static_cache_figure", "static_cache_step", "step_time_figure", "timeline_figure",
     "attention_figure", "pages_figure", "pages_scene", "paged_sweep_figure", "shares_figure",
+    "tensor_cores_figure",
     "SECTION_COLORS", "busy_us", "capture_policy_figure", "count_ops",
     "each_change_cuts_the_largest", "engine_variants",
     "overlap_timeline_figure", "prefill_forwards", "preset_table", "recorded_groups",

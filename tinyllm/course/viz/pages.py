@@ -170,24 +170,39 @@ def attention_figure(paged: dict, batch: str = "1"):
     return label_source(fig, paged, f"each call inside a graph, {att['calls']} calls back to back")
 
 
-def shares_figure(shares: dict, batch: str = "1"):
-    """The paged fused step against position with 16 shares a row (the rule then) and with
-    64 (the run of results/h200_shares.json), from the second bin on: the first holds the
-    steps right after the prefill, slower in every line (notebook 08, section 1)."""
+def two_sweeps(rec: dict, batch: str, lines, how):
+    """Two recorded sweeps of the paged fused step against position, lines ((name in
+    rec["sweep_<batch>"], label), (..., ...)), from the second bin on: the first holds the
+    steps right after the prefill, slower in every line (notebook 08, section 1). The title:
+    each line's rise, how (the first's label, the second's) words it."""
     fig, ax = new_figure(figsize=(8, 3.6))
-    rises = {}
-    for name, label, color in (("16 shares (the package)", "16 shares (the rule then)",
-                                 COLORS["graph"]),
-                                ("64 shares", "64 shares", COLORS["fused"])):  # fmt: skip
-        sw = shares[f"sweep_{batch}"][name]
-        rises[label] = sig3(long_over_short(sw, "paged fused"))
+    rises = []
+    for (name, label), color in zip(lines, (COLORS["graph"], COLORS["fused"]), strict=True):
+        sw = rec[f"sweep_{batch}"][name]
+        rises.append(sig3(long_over_short(sw, "paged fused")))
         ax.plot(sw["positions"][1:], sw["paged fused_us"][1:], drawstyle="steps-post",
                 color=color, label=label)  # fmt: skip
     short, long = bin_spans(sw)
     ax.set(xlabel="position (tokens)",
            ylabel=f"mean step over {sw['bin_size']} positions,\nbatch {batch} (µs)")  # fmt: skip
     ax.legend(fontsize=8, loc="lower right")
-    r16, r64 = rises.values()
-    ax.set_title(f"Batch {batch}: from positions {short} to {long}, the step grew {r16}× with 16 "
-                 f"shares, {r64}× with 64", fontsize=10)  # fmt: skip
-    return label_source(fig, shares)
+    ax.set_title(f"Batch {batch}: from positions {short} to {long}, the step grew "
+                 f"{rises[0]}× {how[0]}, {rises[1]}× {how[1]}", fontsize=10)  # fmt: skip
+    return label_source(fig, rec)
+
+
+def shares_figure(shares: dict, batch: str = "1"):
+    """The paged fused step against position with 16 shares a row (the rule then) and with
+    64 (the run of results/h200_shares.json)."""
+    lines = (("16 shares (the package)", "16 shares (the rule then)"), ("64 shares", "64 shares"))
+    return two_sweeps(shares, batch, lines, ("with 16 shares", "with 64"))
+
+
+def tensor_cores_figure(dot: dict, batch: str = "8"):
+    """The paged fused step against position with the fused kernel before its tensor cores
+    and with them (the run of results/h200_dot.json)."""
+    lines = (
+        ("before (76ed87c)", "sums of products (before)"),
+        ("now", "tensor cores where they pay"),
+    )
+    return two_sweeps(dot, batch, lines, ("before", "now"))
