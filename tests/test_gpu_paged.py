@@ -42,8 +42,9 @@ def test_the_triton_kernels_compute_the_reference_in_bf16(lens, heads):
 @pytest.mark.parametrize("lens", [[0, 15, 16, 199], [1022, 1023, 4, 63]], ids=["short", "long"])
 @pytest.mark.parametrize("n_splits", [1, 16, 64])
 def test_the_fused_kernel_computes_the_reference_in_bf16(lens, n_splits):
-    """RoPE, the write and the attention against the reference, in both forms: a table of 64
-    blocks in 1 or 16 shares runs its products on tensor cores, in 64 shares as sums."""
+    """RoPE, the write and the attention against the reference, in its three forms: a table of
+    64 blocks in one share on tensor cores a few blocks a step, in 16 shares on tensor cores a
+    share a step, in 64 shares as sums of products."""
     g = torch.Generator(device="cuda").manual_seed(0)
     H, H_kv, B, D, block, per_row = 8, 4, len(lens), 32, 16, 64
     k, v = (torch.randn(B * per_row + 1, H_kv, block, D, device="cuda", generator=g,

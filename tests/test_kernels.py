@@ -256,6 +256,18 @@ def test_the_fused_kernel_computes_the_reference(n_splits):
 
 
 @triton_needed
+def test_a_long_share_is_read_a_few_blocks_a_step():
+    """A table of 8 blocks in one share: DOT_CHUNK blocks a step, the loop's last step short."""
+    args = step_inputs([0, 15, 16, 100, 120], H=8, H_kv=2, max_len=128)
+    assert kernels.share_steps(args[5].shape[1], 1) == (kernels.DOT_CHUNK, kernels.DOT_STAGES)
+    mine = [a.clone() for a in args]
+    want = kernels.reference_rope_write_attend(*args)
+    got = kernels.interpreted_rope_write_attend(*mine, n_splits=1)
+    assert ((got - want).norm() / want.norm()) < 1e-5
+    torch.testing.assert_close(mine[3], args[3], atol=1e-6, rtol=1e-6)
+
+
+@triton_needed
 @pytest.mark.parametrize("n_splits", [1, 4])
 def test_the_fused_kernels_shares_combine_to_the_reference(n_splits):
     """shares=True: no combine, the partials back; combined, they are the op's output. With
@@ -286,6 +298,13 @@ def test_tensor_cores_take_a_share_of_more_than_one_block():
     # the shipped model's table of 64 blocks: one row's 64 shares, 8 rows' 16, 256 rows' 1
     assert [kernels.tensor_cores(64, s) for s in (64, 32, 16, 1)] == [False, True, True, True]
     assert not kernels.tensor_cores(3, 4) and kernels.tensor_cores(3, 2)
+
+
+def test_a_share_of_a_few_blocks_is_read_in_one_step():
+    # 32 shares of 2 blocks, 16 of 4: one step; 8 of 8 and 1 of 64: DOT_CHUNK blocks a step
+    long = (kernels.DOT_CHUNK, kernels.DOT_STAGES)
+    assert [kernels.share_steps(64, s) for s in (32, 16, 8, 1)] == [(2, 1), (4, 1), long, long]
+    assert kernels.share_steps(3, 1) == (4, 1)  # 3 blocks: a power of two, the last masked
 
 
 def test_the_split_count_fills_the_gpu_and_is_one_for_large_batches():
@@ -341,6 +360,7 @@ fused = ptx(kernels.fused_kernel, {"H": 8, "PARTIALS": True, **shape, **plain})
 POINTERS.update(TABLE="*i64", LENS="*i64")  # as the paged step hands them: its int64 state
 ptx(kernels.fused_kernel, {"H": 8, "PARTIALS": False, **shape, **plain})
 ptx(kernels.fused_kernel, {"H": 8, "PARTIALS": True, **shape, **dot})
+ptx(kernels.fused_kernel, {"H": 8, "PARTIALS": True, **shape, **dot, "CHUNK": 4, "STAGES": 1})
 ptx(kernels.fused_kernel, {"H": 8, "PARTIALS": False, **shape, **dot})
 POINTERS.update(TABLE="*i32", LENS="*i32")
 split = ptx(kernels.split_kernel, shape)

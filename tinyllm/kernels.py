@@ -120,9 +120,12 @@ N_SPLITS = 16
 NUM_WARPS = 2
 # The most shares split_count gives the paged step's op: at 1024 keys, one block of 16 a share.
 STEP_SHARES = 64
-# The fused kernel on tensor cores (tensor_cores): blocks a step, and the steps its loads run
-# ahead, with NUM_WARPS warps. Of 13 forms tried on the H200, the fastest op at batch 256 and
-# near the fastest at batch 8 (results/h200_dot.json, part "variants").
+# The fused kernel on tensor cores (tensor_cores, share_steps): a share of up to WHOLE_SHARE
+# blocks is read in one step; a longer one DOT_CHUNK blocks a step, their loads DOT_STAGES
+# steps ahead, with NUM_WARPS warps. Of 13 forms tried on the H200, 2 blocks 3 steps ahead
+# was the fastest op at batch 256 and near the fastest at batch 8 (results/h200_dot.json,
+# part "variants").
+WHOLE_SHARE = 4
 DOT_CHUNK = 2
 DOT_STAGES = 3
 
@@ -426,6 +429,20 @@ def tensor_cores(width: int, n_splits: int) -> bool:
     return -(-width // n_splits) > 1
 
 
+def share_steps(width: int, n_splits: int) -> tuple[int, int]:
+    """On tensor cores, the blocks a program reads a step and the steps its loads run ahead,
+    from the most blocks a share of a full table (width blocks) holds: up to WHOLE_SHARE, the
+    whole share in one step (a power of two of blocks, the rest masked), so nothing to run
+    ahead of; more, DOT_CHUNK blocks a step, DOT_STAGES steps ahead. On the H200 at batch 8,
+    16 shares of 4 blocks, one step a share made the step grow 1.05× from the first positions
+    to the last, against 1.13× in 2 blocks a step, and cost about a µs or two at the first
+    ones (results/h200_dot.json, part "whole_share")."""
+    most = -(-width // n_splits)
+    if most <= WHOLE_SHARE:
+        return 1 << (most - 1).bit_length(), 1
+    return DOT_CHUNK, DOT_STAGES
+
+
 def check_step_args(qkv, cos, sin, k_cache, v_cache, block_table, lens, values=False) -> None:
     """rope_write_attend's door: check_paged_args on the queries (lens + 1 keys, the new one
     counted, with values=True), and cos and sin (positions, head_dim / 2), the lengths below
@@ -481,6 +498,7 @@ def triton_rope_write_attend(qkv, cos, sin, k_cache, v_cache, block_table, lens,
     n_splits = split_count(B, H_kv, qkv.device) if n_splits is None else n_splits
     G = H // H_kv
     dot = tensor_cores(block_table.shape[1], n_splits)
+    chunk, stages = share_steps(block_table.shape[1], n_splits) if dot else (1, 1)
     out = torch.empty(B, H, D, dtype=qkv.dtype, device=qkv.device)
     part = torch.empty(B, H, n_splits, D, dtype=torch.float32, device=qkv.device)
     m = torch.empty(B, H, n_splits, dtype=torch.float32, device=qkv.device)
@@ -492,7 +510,7 @@ def triton_rope_write_attend(qkv, cos, sin, k_cache, v_cache, block_table, lens,
         part.stride(0), part.stride(1), part.stride(2), m.stride(0), m.stride(1),
         H=H, G=G, G_PAD=max(16 if dot else 2, triton.next_power_of_2(G)), D=D, BLOCK=block_size,
         N_SPLITS=n_splits, PARTIALS=shares or n_splits > 1, DOT=dot,
-        CHUNK=DOT_CHUNK if dot else 1, STAGES=DOT_STAGES if dot else 1, num_warps=num_warps,
+        CHUNK=chunk, STAGES=stages, num_warps=num_warps,
         **pdl_launch(qkv.device),
     )  # fmt: skip
     if shares:
