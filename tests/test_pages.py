@@ -140,3 +140,12 @@ def test_the_recorded_tensor_cores_won_where_the_notebook_says():
     assert sweeps["now"]["paged fused_us"][-1] < sweeps["before (76ed87c)"]["paged fused_us"][-1]
     assert rec["exactness"]["all_equal"] and rec["exactness"]["steps"] == 972
     assert all(v["share_equal"] == 1.0 for v in rec["greedy_vs_before"].values())
+    # a share in one step at batch 8: slower at the first positions, faster and flatter after
+    whole = rec["whole_share"]
+    steps = {r["name"]: r["step_us"]["median"] for r in whole["batch_8"]}
+    sweeps = whole["sweep_8"]
+    assert steps["chunk 4, 2 warps"] > steps["package"]
+    assert (
+        sweeps["chunk 4, 2 warps"]["paged fused_us"][-1] < sweeps["package"]["paged fused_us"][-1]
+    )
+    assert sweeps["chunk 4, 2 warps"]["long_over_short"] < sweeps["package"]["long_over_short"]

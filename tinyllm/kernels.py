@@ -121,10 +121,10 @@ NUM_WARPS = 2
 # The most shares split_count gives the paged step's op: at 1024 keys, one block of 16 a share.
 STEP_SHARES = 64
 # The fused kernel on tensor cores (tensor_cores, share_steps): a share of up to WHOLE_SHARE
-# blocks is read in one step; a longer one DOT_CHUNK blocks a step, their loads DOT_STAGES
-# steps ahead, with NUM_WARPS warps. Of 13 forms tried on the H200, 2 blocks 3 steps ahead
-# was the fastest op at batch 256 and near the fastest at batch 8 (results/h200_dot.json,
-# part "variants").
+# blocks is read in one step; a longer one DOT_CHUNK blocks a step, their loads pipelined in
+# DOT_STAGES stages (Triton's num_stages), with NUM_WARPS warps. Of 13 forms tried on the H200,
+# 2 blocks in 3 stages was the fastest op at batch 256 and near the fastest at batch 8
+# (results/h200_dot.json, part "variants").
 WHOLE_SHARE = 4
 DOT_CHUNK = 2
 DOT_STAGES = 3
@@ -331,7 +331,7 @@ def fused_kernel_body(QKV, COS, SIN, K, V, TABLE, LENS, OUT, PART, MAX, SUM, sca
     position), and the program whose share holds the new position writes the new key and
     value into their block, then attends over its share with them. PARTIALS: it writes its
     share's partials, to be combined (combine_kernel, or projections.combine_project_add);
-    else, with one share, the output. CHUNK blocks a step, their loads STAGES steps ahead.
+    else, with one share, the output. CHUNK blocks a step, their loads pipelined in STAGES stages.
     DOT: the two products on tensor cores (tl.dot, in TF32), the G queries padded to G_PAD =
     16 rows; else as sums of products. PDL: as combine_kernel."""
     b, g, s = tl.program_id(0), tl.program_id(1), tl.program_id(2)
@@ -422,21 +422,21 @@ def split_count(B: int, H_kv: int, device) -> int:
 def tensor_cores(width: int, n_splits: int) -> bool:
     """Whether the fused kernel runs its products on tensor cores: when a program's share of a
     full table (width blocks) holds more than one block. On the H200, in one run, the op with
-    its combine took 5.5 µs at batch 8 and 1024 keys, against 8.3 as sums of products, and 54
-    against 133 at batch 256; at 128 keys, up to half a µs more at batch 4 and 8. At batch 1,
+    its combine took 4.7 µs at batch 8 and 1024 keys, against 8.1 as sums of products, and 54
+    against 133 at batch 256; at 128 keys, up to 0.7 µs more at batch 4 and 8. At batch 1,
     64 shares leave a program one block: there the sums kept the step 0.9 µs faster in an
     earlier run (results/h200_dot.json, and its part "variants")."""
     return -(-width // n_splits) > 1
 
 
 def share_steps(width: int, n_splits: int) -> tuple[int, int]:
-    """On tensor cores, the blocks a program reads a step and the steps its loads run ahead,
+    """On tensor cores, the blocks a program reads a step and the stages of its loads' pipeline,
     from the most blocks a share of a full table (width blocks) holds: up to WHOLE_SHARE, the
-    whole share in one step (a power of two of blocks, the rest masked), so nothing to run
-    ahead of; more, DOT_CHUNK blocks a step, DOT_STAGES steps ahead. On the H200 at batch 8,
-    16 shares of 4 blocks, one step a share made the step grow 1.05× from the first positions
-    to the last, against 1.13× in 2 blocks a step, and cost about a µs or two at the first
-    ones (results/h200_dot.json, part "whole_share")."""
+    whole share in one step (a power of two of blocks, the rest masked), so nothing to
+    pipeline; more, DOT_CHUNK blocks a step, their loads pipelined in DOT_STAGES stages. On the
+    H200 at batch 8, 16 shares of 4 blocks, one step a share made the step grow 1.05× from the
+    first positions to the last, against 1.13× in 2 blocks a step, and cost about two µs at the
+    first ones (results/h200_dot.json, part "whole_share")."""
     most = -(-width // n_splits)
     if most <= WHOLE_SHARE:
         return 1 << (most - 1).bit_length(), 1

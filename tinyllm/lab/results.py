@@ -132,10 +132,12 @@ def load_folded(gpu: str = SHIPPED) -> dict | None:
 
 def load_dot(gpu: str = SHIPPED) -> dict | None:
     """results/<gpu>_dot.json: the paged step's fused kernel with its products on tensor cores
-    where a share holds more than one block (kernels.tensor_cores), against the kernel
-    before, in one run ("op_alone_us": the op alone, with its combine and its kernel alone;
-    "batch_<B>": the step replayed alone; "sweep_1", "sweep_8": against position); and
-    "variants", the run that chose its form, with its provenance; or None."""
+    where a share holds more than one block (kernels.tensor_cores, kernels.share_steps),
+    against the kernel before, in one run ("op_alone_us": the op alone, with its combine and
+    its kernel alone; "batch_<B>": the step replayed alone; "sweep_1", "sweep_8": against
+    position); and the runs before it, each with its provenance: "variants", the forms tried;
+    "first_form", 2 blocks a step at every batch; "whole_share", a share of 4 blocks in one
+    step at batch 8; or None."""
     return _recorded(f"{gpu}_dot.json")
 
 
