@@ -137,7 +137,8 @@ def load_dot(gpu: str = SHIPPED) -> dict | None:
     its kernel alone; "batch_<B>": the step replayed alone; "sweep_1", "sweep_8": against
     position); and the runs before it, each with its provenance: "variants", the forms tried;
     "first_form", 2 blocks a step at every batch; "whole_share", a share of 4 blocks in one
-    step at batch 8; or None."""
+    step at batch 8; "masked_loads", the keys and values past a row's length left unread, not
+    kept; or None."""
     return _recorded(f"{gpu}_dot.json")
 
 
