@@ -256,10 +256,10 @@ def test_the_fused_kernel_computes_the_reference(n_splits):
 
 
 @triton_needed
-def test_a_long_share_is_read_a_few_blocks_a_step():
-    """A table of 8 blocks in one share: DOT_CHUNK blocks a step, the loop's last step short."""
+def test_a_long_share_is_read_a_few_blocks_a_pass():
+    """A table of 8 blocks in one share: DOT_CHUNK blocks a pass, the loop's last pass short."""
     args = step_inputs([0, 15, 16, 100, 120], H=8, H_kv=2, max_len=128)
-    assert kernels.share_steps(args[5].shape[1], 1) == (kernels.DOT_CHUNK, kernels.DOT_STAGES)
+    assert kernels.share_passes(args[5].shape[1], 1) == (kernels.DOT_CHUNK, kernels.DOT_STAGES)
     mine = [a.clone() for a in args]
     want = kernels.reference_rope_write_attend(*args)
     got = kernels.interpreted_rope_write_attend(*mine, n_splits=1)
@@ -300,11 +300,11 @@ def test_tensor_cores_take_a_share_of_more_than_one_block():
     assert not kernels.tensor_cores(3, 4) and kernels.tensor_cores(3, 2)
 
 
-def test_a_share_of_a_few_blocks_is_read_in_one_step():
-    # 32 shares of 2 blocks, 16 of 4: one step; 8 of 8 and 1 of 64: DOT_CHUNK blocks a step
+def test_a_share_of_a_few_blocks_is_read_in_one_pass():
+    # 32 shares of 2 blocks, 16 of 4: one pass; 8 of 8 and 1 of 64: DOT_CHUNK blocks a pass
     long = (kernels.DOT_CHUNK, kernels.DOT_STAGES)
-    assert [kernels.share_steps(64, s) for s in (32, 16, 8, 1)] == [(2, 1), (4, 1), long, long]
-    assert kernels.share_steps(3, 1) == (4, 1)  # 3 blocks: a power of two, the last masked
+    assert [kernels.share_passes(64, s) for s in (32, 16, 8, 1)] == [(2, 1), (4, 1), long, long]
+    assert kernels.share_passes(3, 1) == (4, 1)  # 3 blocks: a power of two, the last masked
 
 
 def test_the_split_count_fills_the_gpu_and_is_one_for_large_batches():

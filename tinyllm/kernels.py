@@ -120,11 +120,11 @@ N_SPLITS = 16
 NUM_WARPS = 2
 # The most shares split_count gives the paged step's op: at 1024 keys, one block of 16 a share.
 STEP_SHARES = 64
-# The fused kernel on tensor cores (tensor_cores, share_steps): a share of up to WHOLE_SHARE
-# blocks is read in one step; a longer one DOT_CHUNK blocks a step, their loads pipelined in
-# DOT_STAGES stages (Triton's num_stages), with NUM_WARPS warps. Of 13 forms tried on the H200,
-# 2 blocks in 3 stages was the fastest op at batch 256 and near the fastest at batch 8
-# (results/h200_dot.json, part "variants").
+# The fused kernel on tensor cores (tensor_cores, share_passes): a share of up to WHOLE_SHARE
+# blocks is read in one pass of its loop; a longer one DOT_CHUNK blocks a pass, their loads
+# pipelined in DOT_STAGES stages (Triton's num_stages), with NUM_WARPS warps. Of 13 forms
+# tried on the H200, 2 blocks in 3 stages was the fastest op at batch 256 and near the fastest
+# at batch 8 (results/h200_dot.json, part "variants").
 WHOLE_SHARE = 4
 DOT_CHUNK = 2
 DOT_STAGES = 3
@@ -331,9 +331,9 @@ def fused_kernel_body(QKV, COS, SIN, K, V, TABLE, LENS, OUT, PART, MAX, SUM, sca
     position), and the program whose share holds the new position writes the new key and
     value into their block, then attends over its share with them. PARTIALS: it writes its
     share's partials, to be combined (combine_kernel, or projections.combine_project_add);
-    else, with one share, the output. CHUNK blocks a step, their loads pipelined in STAGES stages.
-    DOT: the two products on tensor cores (tl.dot, in TF32), the G queries padded to G_PAD =
-    16 rows; else as sums of products. PDL: as combine_kernel."""
+    else, with one share, the output. CHUNK blocks a pass of its loop, their loads pipelined
+    in STAGES stages. DOT: the two products on tensor cores (tl.dot, in TF32), the G queries
+    padded to G_PAD = 16 rows; else as sums of products. PDL: as combine_kernel."""
     b, g, s = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     if PDL:
         tl.extra.cuda.gdc_wait()
@@ -368,7 +368,7 @@ def fused_kernel_body(QKV, COS, SIN, K, V, TABLE, LENS, OUT, PART, MAX, SUM, sca
     m = tl.full([G_PAD], float("-inf"), tl.float32)
     w = tl.zeros([G_PAD], tl.float32)
     acc = tl.zeros([G_PAD, D], tl.float32)
-    key = tl.arange(0, CHUNK * BLOCK)  # the keys of a step: CHUNK blocks
+    key = tl.arange(0, CHUNK * BLOCK)  # the keys of a pass: CHUNK blocks
     for i in tl.range(first, last, CHUNK, num_stages=STAGES):
         j = i + key // BLOCK  # each key's block, as an index into the row's table
         block = tl.load(TABLE + b * table_row + j, mask=j < last, other=0)
@@ -429,14 +429,14 @@ def tensor_cores(width: int, n_splits: int) -> bool:
     return -(-width // n_splits) > 1
 
 
-def share_steps(width: int, n_splits: int) -> tuple[int, int]:
-    """On tensor cores, the blocks a program reads a step and the stages of its loads' pipeline,
-    from the most blocks a share of a full table (width blocks) holds: up to WHOLE_SHARE, the
-    whole share in one step (a power of two of blocks, the rest masked), so nothing to
-    pipeline; more, DOT_CHUNK blocks a step, their loads pipelined in DOT_STAGES stages. On the
-    H200 at batch 8, 16 shares of 4 blocks, one step a share made the step grow 1.05× from the
-    first positions to the last, against 1.13× in 2 blocks a step, and cost about two µs at the
-    first ones (results/h200_dot.json, part "whole_share")."""
+def share_passes(width: int, n_splits: int) -> tuple[int, int]:
+    """On tensor cores, the blocks a program reads a pass of its loop and the stages of its
+    loads' pipeline, from the most blocks a share of a full table (width blocks) holds: up to
+    WHOLE_SHARE, the whole share in one pass (a power of two of blocks, the rest masked), so
+    nothing to pipeline; more, DOT_CHUNK blocks a pass, their loads pipelined in DOT_STAGES
+    stages. On the H200 at batch 8, 16 shares of 4 blocks, one pass a share made the decode
+    step grow 1.05× from the first positions to the last, against 1.13× in 2 blocks a pass,
+    and cost about two µs at the first ones (results/h200_dot.json, part "whole_share")."""
     most = -(-width // n_splits)
     if most <= WHOLE_SHARE:
         return 1 << (most - 1).bit_length(), 1
@@ -498,7 +498,7 @@ def triton_rope_write_attend(qkv, cos, sin, k_cache, v_cache, block_table, lens,
     n_splits = split_count(B, H_kv, qkv.device) if n_splits is None else n_splits
     G = H // H_kv
     dot = tensor_cores(block_table.shape[1], n_splits)
-    chunk, stages = share_steps(block_table.shape[1], n_splits) if dot else (1, 1)
+    chunk, stages = share_passes(block_table.shape[1], n_splits) if dot else (1, 1)
     out = torch.empty(B, H, D, dtype=qkv.dtype, device=qkv.device)
     part = torch.empty(B, H, n_splits, D, dtype=torch.float32, device=qkv.device)
     m = torch.empty(B, H, n_splits, dtype=torch.float32, device=qkv.device)

@@ -132,7 +132,7 @@ def load_folded(gpu: str = SHIPPED) -> dict | None:
 
 def load_dot(gpu: str = SHIPPED) -> dict | None:
     """results/<gpu>_dot.json: the paged step's fused kernel with its products on tensor cores
-    where a share holds more than one block (kernels.tensor_cores, kernels.share_steps),
+    where a share holds more than one block (kernels.tensor_cores, kernels.share_passes),
     against the kernel before, in one run ("op_alone_us": the op alone, with its combine and
     its kernel alone; "batch_<B>": the step replayed alone; "sweep_1", "sweep_8": against
     position); and the runs before it, each with its provenance: "variants", the forms tried;

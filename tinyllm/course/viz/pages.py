@@ -202,7 +202,7 @@ def tensor_cores_figure(dot: dict, batch: str = "8"):
     """The paged fused step against position with the fused kernel before its tensor cores
     and with them (the run of results/h200_dot.json)."""
     lines = (
-        ("before (76ed87c)", "sums of products (before)"),
-        ("now", "tensor cores where they pay"),
+        ("before (76ed87c)", "before: sums of products"),
+        ("now", "now: the rule of kernels.tensor_cores"),
     )
     return two_sweeps(dot, batch, lines, ("before", "now"))
