@@ -204,6 +204,7 @@ def test_idle_share_right(answer, capsys):
             ),
             ("gpu_idle_share", "write it"),
         ),
+        (lambda iv: timing.gpu_idle_share(iv), ("raised", "gpu_idle_share", "write it")),
         (sorts_in_place, ("changed intervals", "sorted(intervals)")),
         (summed, ("overlap", "counted twice")),
         (unsorted_span, ("any order", "sort them")),
@@ -251,6 +252,7 @@ def test_idle_share_right(answer, capsys):
     ],
     ids=[
         "the package's own",
+        "the package's own, handed the pairs",
         "sorts in place",
         "durations summed",
         "list order",

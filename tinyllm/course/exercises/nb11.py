@@ -244,6 +244,12 @@ def _same_for_all(values: list, wants: list, inputs: str, why: dict) -> str | No
     return f"returned {v:g} on every case, whatever the {inputs}.{said}"
 
 
+# A learner's function that reached the package's answer, whether it returned or raised: the
+# package's takes a trace's events, so handed (start, end) pairs it raises.
+LIBRARY = ("viz.gpu_idle_share, the package's own answer, which reads a trace's events. This "
+           "exercise asks you to write it. Merge the intervals, then divide")  # fmt: skip
+
+
 @checker
 def check_idle_share(fn) -> Verdict:
     """fn(intervals) → the share of one replay's span with no kernel running: intervals is
@@ -253,14 +259,12 @@ def check_idle_share(fn) -> Verdict:
         given, before = list(intervals), list(intervals)
         shown_as = f"intervals={intervals} ({what})"
         with entered(gpu_idle_share) as ran:
-            got = call(fn, (given,), shown_as, none_ok=True, seconds=CALL_SECONDS)
+            library = lambda e: f"it called {LIBRARY}" if ran[gpu_idle_share] else None  # noqa: E731
+            got = call(fn, (given,), shown_as, none_ok=True, seconds=CALL_SECONDS, explain=library)
         if got is FAILED:
             return False
         if ran[gpu_idle_share]:
-            return hint(
-                "your function calls viz.gpu_idle_share, the package's own answer. "
-                "This exercise asks you to write it. Merge the intervals, then divide"
-            )
+            return hint(f"your function calls {LIBRARY}")
         if given != before:
             return hint(
                 f"on {shown_as} your function changed intervals, its input. A sort in place "
