@@ -73,28 +73,32 @@ def test_attention_figure_takes_each_recorded_batch(batch):
     assert f"batch {batch}" in fig.axes[0].get_ylabel()
 
 
+TWO_SWEEPS = {  # a figure of two recorded sweeps: its recording, and its lines' names there
+    "shares_figure": (results.load_shares, ("16 shares (the package)", "64 shares")),
+    "tensor_cores_figure": (results.load_dot, ("before (76ed87c)", "now")),
+}
+
+
+@pytest.mark.parametrize("figure", TWO_SWEEPS)
 @pytest.mark.parametrize("batch", ["1", "8"])
-def test_shares_figure_draws_both_sweeps_and_states_their_rise(batch):
-    shares = results.load_shares()
-    fig = viz.shares_figure(shares, batch)
+def test_a_two_sweeps_figure_draws_both_and_states_their_rise(figure, batch):
+    load, names = TWO_SWEEPS[figure]
+    rec = load()
+    fig = getattr(viz, figure)(rec, batch)
     lines, title = fig.axes[0].get_lines(), fig.axes[0].get_title()
-    for line, name in zip(lines, ("16 shares (the package)", "64 shares"), strict=True):
-        sw = shares[f"sweep_{batch}"][name]
+    for line, name in zip(lines, names, strict=True):
+        sw = rec[f"sweep_{batch}"][name]
         assert list(line.get_ydata()) == sw["paged fused_us"][1:]  # the first bin left out
         assert f"{viz.sig3(long_over_short(sw, 'paged fused'))}×" in title
     assert title.startswith(f"Batch {batch}:")
-    assert viz.footnote_text(fig).splitlines()[0] == results.provenance_label(shares)
+    assert viz.footnote_text(fig).splitlines()[0] == results.provenance_label(rec)
     fig.canvas.draw()
 
 
-@pytest.mark.parametrize("batch", ["1", "8"])
-def test_tensor_cores_figure_draws_before_and_now_and_states_their_rise(batch):
+def test_the_tensor_cores_figure_names_the_form_that_runs_now():
     dot = results.load_dot()
-    fig = viz.tensor_cores_figure(dot, batch)
-    lines, title = fig.axes[0].get_lines(), fig.axes[0].get_title()
-    for line, name in zip(lines, ("before (76ed87c)", "now"), strict=True):
-        sw = dot[f"sweep_{batch}"][name]
-        assert list(line.get_ydata()) == sw["paged fused_us"][1:]
-        assert f"{viz.sig3(long_over_short(sw, 'paged fused'))}×" in title
-    assert viz.footnote_text(fig).splitlines()[0] == results.provenance_label(dot)
-    fig.canvas.draw()
+    legend = {
+        b: viz.tensor_cores_figure(dot, b).axes[0].get_legend_handles_labels()[1] for b in "18"
+    }
+    assert legend["1"][1] == "now: the same sums of products"
+    assert legend["8"][1] == "now: tensor cores"

@@ -123,8 +123,8 @@ STEP_SHARES = 64
 # The fused kernel on tensor cores (tensor_cores, share_passes): a share of up to WHOLE_SHARE
 # blocks is read in one pass of its loop; a longer one DOT_CHUNK blocks a pass, their loads
 # pipelined in DOT_STAGES stages (Triton's num_stages), with NUM_WARPS warps. Of 13 forms
-# tried on the H200, 2 blocks in 3 stages was the fastest op at batch 256 and near the fastest
-# at batch 8 (results/h200_dot.json, part "variants").
+# tried on the H200, 2 blocks in 3 stages gave the fastest op at batch 256
+# (results/h200_dot.json, part "variants").
 WHOLE_SHARE = 4
 DOT_CHUNK = 2
 DOT_STAGES = 3
