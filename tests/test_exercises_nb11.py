@@ -1,5 +1,5 @@
 """tinyllm.course.exercises.nb11: the checkers of notebook 11's exercises (the idle share of
-one replay, the kernels a target asks for).
+one replay, the kernels a target asks for, the form a graph captures).
 
 A checker accepts the right answer and answers every wrong one with one [HINT] line:
 never a traceback, never a false [OK].
@@ -13,9 +13,10 @@ import pytest
 import torch
 from conftest import assert_hint, assert_ok
 
-from tinyllm.course.exercises import check_idle_share, check_kernels_to_remove
-from tinyllm.course.exercises.nb11 import IDLE_CASES, _idle_share, _to_remove
+from tinyllm.course.exercises import check_form, check_idle_share, check_kernels_to_remove
+from tinyllm.course.exercises.nb11 import FORM_CASES, IDLE_CASES, _form, _idle_share, _to_remove
 from tinyllm.course.viz import timing
+from tinyllm.kernels import share_passes, tensor_cores
 from tinyllm.lab.results import results_dir
 
 # --- exercise 1: the idle share of one replay --------------------------------------------------
@@ -390,3 +391,98 @@ def test_kernels_to_remove_wrong(answer, needles, capsys):
 def test_kernels_to_remove_that_divides_the_step_by_its_target_is_told_so(capsys):
     assert_hint(check_kernels_to_remove, lambda s, t, u: math.ceil(s / t), capsys,
                 "divided the step by its target", "step_us - target_us")  # fmt: skip
+
+
+# --- exercise 3: the form a graph captures -----------------------------------------------------
+
+
+def my_form(width, shares):
+    most = math.ceil(width / shares)
+    return "sums" if most <= 1 else "one pass" if most <= 4 else "pipelined"
+
+
+def test_the_forms_are_the_packages_rule():
+    """The checker's reference names what kernels.tensor_cores and kernels.share_passes pick."""
+    for width, shares in FORM_CASES + ((64, 4), (1, 1), (63, 16)):
+        dot, (chunk, _) = tensor_cores(width, shares), share_passes(width, shares)
+        want = "sums" if not dot else "one pass" if chunk >= -(-width // shares) else "pipelined"
+        assert _form(width, shares) == want == my_form(width, shares)
+
+
+def rounded_down(width, shares):
+    most = width // shares
+    return "sums" if most <= 1 else "one pass" if most <= 4 else "pipelined"
+
+
+def four_is_long(width, shares):
+    most = -(-width // shares)
+    return "sums" if most <= 1 else "one pass" if most < 4 else "pipelined"
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        my_form,
+        lambda w, s: "sums" if w / s <= 1 else "one pass" if w / s <= 4 else "pipelined",
+        lambda w, s: (
+            "sums"
+            if (w + s - 1) // s == 1
+            else "one pass"
+            if (w + s - 1) // s <= 4
+            else "pipelined"
+        ),  # fmt: skip
+    ],
+    ids=["math.ceil", "w / s, unrounded: the same comparisons", "(w + s - 1) // s"],
+)
+def test_form_right(answer, capsys):
+    assert_ok(check_form, answer, capsys)
+
+
+@pytest.mark.parametrize(
+    "answer, needles",
+    [
+        (lambda w, s: tensor_cores(w, s) and "one pass" or "sums", ("package's own rule",)),
+        (lambda w, s: share_passes(w, s) and "sums", ("package's own rule", "write it")),
+        (rounded_down, ("rounded", "down", "round up")),
+        (four_is_long, ("exactly 4 blocks", "one pass")),
+        (
+            lambda w, s: "one pass" if -(-w // s) <= 4 else "pipelined",
+            ("one block takes the sums",),
+        ),
+        (lambda w, s: True, ("the bool True", "'sums'")),
+        (lambda w, s: "Sums", ("'Sums'", "exactly one of")),
+        (lambda w, s: None, ("None", "'one pass'")),
+        (lambda w, s: 1 / 0, ("raised ZeroDivisionError",)),
+        (lambda w: "sums", ("raised TypeError",)),
+        (lambda w, s: "sums", ("expected 'one pass'",)),
+        ("sums", ("pass your function itself",)),
+    ],
+    ids=[
+        "the package's tensor_cores",
+        "the package's share_passes",
+        "rounded down",
+        "four blocks taken as long",
+        "never the sums",
+        "a bool",
+        "capitalised",
+        "None",
+        "raises",
+        "one argument",
+        "always the sums",
+        "a string, not a function",
+    ],
+)
+def test_form_wrong(answer, needles, capsys):
+    assert_hint(check_form, answer, capsys, *needles)
+
+
+def test_form_that_never_returns_is_stopped(capsys, monkeypatch):
+    from tinyllm.course.exercises import nb11
+
+    monkeypatch.setattr(nb11, "CALL_SECONDS", 0.5)
+
+    def forever(width, shares):
+        while True:
+            pass
+
+    assert_hint(check_form, forever, capsys, "did not finish")

@@ -24,6 +24,7 @@ from tinyllm.course.exercises.harness import (
     whole,
 )
 from tinyllm.course.viz.timing import gpu_idle_share
+from tinyllm.kernels import WHOLE_SHARE, share_passes, tensor_cores
 from tinyllm.lab.results import load_floor, load_paged
 
 
@@ -484,3 +485,93 @@ def check_kernels_to_remove(fn) -> Verdict:
             wrong = f"on {shown_as} your function returned {got}, expected {want}"
             return hint(f"{wrong}: {problem}" if problem else wrong)
     return ok("the gap to the target over the floor of a node, rounded up")
+
+
+# --- exercise 3: the form a graph captures ----------------------------------------------------
+
+FORMS = ("sums", "one pass", "pipelined")
+FORM_CASES = (  # (width, shares): the blocks of a row's table, and the shares of its keys
+    (64, 64),  # the shipped model at batch 1: a block a share
+    (64, 16),  # batch 8: four blocks a share, the most read in one pass
+    (64, 8),  # batch 16: eight
+    (64, 1),  # 256 rows: the whole table
+    (64, 32),  # batch 4: two
+    (9, 2),  # five blocks: rounded down, four
+    (6, 4),  # two blocks: rounded down, one
+    (3, 4),  # more shares than blocks: one block at most
+)
+
+
+def _most_blocks(width: int, shares: int, up: bool = True) -> int:
+    return -(-width // shares) if up else width // shares
+
+
+def _form(width: int, shares: int, up: bool = True, whole: int = WHOLE_SHARE) -> str:
+    """Section 6's rule (kernels.tensor_cores, kernels.share_passes) as a name: with up=False
+    the blocks rounded down, with whole=3 a share of 4 blocks taken as a long one."""
+    most = _most_blocks(width, shares, up)
+    return "sums" if most <= 1 else "one pass" if most <= whole else "pipelined"
+
+
+def _wrong_form(answers: list) -> str:
+    """What a learner's forms on FORM_CASES show of the mistake behind them, or ''."""
+    if answers == [_form(w, s, up=False) for w, s in FORM_CASES]:
+        return (
+            "you rounded the blocks a share holds down. A share of 9 blocks in 2 shares "
+            "holds 5 at most: round up, with -(-width // shares) or math.ceil(width / shares)"
+        )
+    if answers == [_form(w, s, whole=WHOLE_SHARE - 1) for w, s in FORM_CASES]:
+        return (
+            f"a share of exactly {WHOLE_SHARE} blocks is still read in one pass: "
+            f"more than {WHOLE_SHARE} is pipelined"
+        )
+    if all(a != "sums" for a in answers):
+        return "a share of one block takes the sums of products: tensor cores need more"
+    return ""
+
+
+@checker
+def check_form(fn) -> Verdict:
+    """fn(width, shares) → the form the fused kernel takes for a table of `width` blocks in
+    `shares` shares: "sums", "one pass" or "pipelined"."""
+    answers = []
+    for width, shares in FORM_CASES:
+        shown_as = f"width={width}, shares={shares}"
+        with entered(tensor_cores, share_passes) as ran:
+            library = lambda e: f"it called {FORM_LIBRARY}" if any(ran.values()) else None  # noqa: E731
+            got = call(fn, (width, shares), shown_as, none_ok=True, seconds=CALL_SECONDS,
+                       explain=library)  # fmt: skip
+        if got is FAILED:
+            return False
+        if any(ran.values()):
+            return hint(f"your function calls {FORM_LIBRARY}")
+        if not isinstance(got, str):
+            return hint(
+                f"on {shown_as} your function returned {shown_type(got)}. Return the form's "
+                f"name, one of the strings {', '.join(map(repr, FORMS))}"
+            )
+        if got not in FORMS:
+            return hint(
+                f"on {shown_as} your function returned {shown(got)}. Return exactly one of "
+                f"{', '.join(map(repr, FORMS))}"
+            )
+        answers.append(got)
+    wants = [_form(w, s) for w, s in FORM_CASES]
+    if answers != wants:
+        (width, shares), got, want = next(
+            (case, a, w) for case, a, w in zip(FORM_CASES, answers, wants) if a != w
+        )
+        most = _most_blocks(width, shares)
+        wrong = (
+            f"on width={width}, shares={shares} your function returned {got!r}, expected "
+            f"{want!r}: a share holds at most {most} block{'s' * (most > 1)} there"
+        )
+        problem = _wrong_form(answers)
+        return hint(f"{wrong}. {problem[0].upper() + problem[1:]}" if problem else wrong)
+    return ok("the blocks a share holds, rounded up: one takes the sums, up to four one pass")
+
+
+FORM_LIBRARY = (
+    "kernels.tensor_cores or kernels.share_passes, the package's own rule. This exercise asks "
+    "you to write it. Divide the table's blocks by the shares, round up, then compare"
+)
