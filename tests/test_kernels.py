@@ -304,6 +304,7 @@ def test_a_share_of_a_few_blocks_is_read_in_one_pass():
     # 32 shares of 2 blocks, 16 of 4: one pass; 8 of 8 and 1 of 64: DOT_CHUNK blocks a pass
     long = (kernels.DOT_CHUNK, kernels.DOT_STAGES)
     assert [kernels.share_passes(64, s) for s in (32, 16, 8, 1)] == [(2, 1), (4, 1), long, long]
+    assert kernels.share_passes(64, 64) == (1, 1)  # one block: the sums' walk
     assert kernels.share_passes(3, 1) == (4, 1)  # 3 blocks: a power of two, the last masked
 
 

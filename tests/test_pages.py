@@ -112,8 +112,8 @@ def test_the_recorded_prefetching_kernel_lost_where_the_notebook_says():
 
 
 def test_the_recorded_tensor_cores_won_where_the_notebook_says():
-    """Notebook 11 reports the fused kernel on tensor cores: the op faster at 1024 keys from
-    batch 4 up and slower at 128 keys at batch 4 and 8, the same at batch 1 and 2 (the sums'
+    """Notebook 11 reports the fused kernel on tensor cores: the op faster at 1024 keys at
+    batch 4, 8 and 256 and slower at 128 keys at batch 4 and 8, the same at batch 1 and 2 (the sums'
     form), the step flatter at batch 8 and faster at 256 rows, replay exact, tokens equal."""
     from tinyllm.lab.results import load_dot
 
@@ -140,7 +140,7 @@ def test_the_recorded_tensor_cores_won_where_the_notebook_says():
     assert sweeps["now"]["paged fused_us"][-1] < sweeps["before (76ed87c)"]["paged fused_us"][-1]
     assert rec["exactness"]["all_equal"] and rec["exactness"]["steps"] == 972
     assert all(v["share_equal"] == 1.0 for v in rec["greedy_vs_before"].values())
-    # a share in one step at batch 8: slower at the first positions, faster and flatter after
+    # a share in one pass at batch 8: slower at the first positions, faster and flatter after
     whole = rec["whole_share"]
     steps = {r["name"]: r["step_us"]["median"] for r in whole["batch_8"]}
     sweeps = whole["sweep_8"]

@@ -430,13 +430,14 @@ def tensor_cores(width: int, n_splits: int) -> bool:
 
 
 def share_passes(width: int, n_splits: int) -> tuple[int, int]:
-    """On tensor cores, the blocks a program reads a pass of its loop and the stages of its
-    loads' pipeline, from the most blocks a share of a full table (width blocks) holds: up to
-    WHOLE_SHARE, the whole share in one pass (a power of two of blocks, the rest masked), so
-    nothing to pipeline; more, DOT_CHUNK blocks a pass, their loads pipelined in DOT_STAGES
-    stages. On the H200 at batch 8, 16 shares of 4 blocks, one pass a share made the decode
-    step grow 1.05× from the first positions to the last, against 1.13× in 2 blocks a pass,
-    and cost about two µs at the first ones (results/h200_dot.json, part "whole_share")."""
+    """The blocks a program reads a pass of its loop and the stages of its loads' pipeline,
+    from the most blocks a share of a full table (width blocks) holds: one, (1, 1), the sums'
+    walk; up to WHOLE_SHARE, on tensor cores, the whole share in one pass (a power of two of
+    blocks, the rest masked), so nothing to pipeline; more, DOT_CHUNK blocks a pass, their
+    loads pipelined in DOT_STAGES stages. On the H200 at batch 8, 16 shares of 4 blocks, one
+    pass a share made the decode step grow 1.05× from the first positions to the last, against
+    1.13× in 2 blocks a pass, and cost about two µs at the first ones (results/h200_dot.json,
+    part "whole_share")."""
     most = -(-width // n_splits)
     if most <= WHOLE_SHARE:
         return 1 << (most - 1).bit_length(), 1
@@ -498,7 +499,7 @@ def triton_rope_write_attend(qkv, cos, sin, k_cache, v_cache, block_table, lens,
     n_splits = split_count(B, H_kv, qkv.device) if n_splits is None else n_splits
     G = H // H_kv
     dot = tensor_cores(block_table.shape[1], n_splits)
-    chunk, stages = share_passes(block_table.shape[1], n_splits) if dot else (1, 1)
+    chunk, stages = share_passes(block_table.shape[1], n_splits)
     out = torch.empty(B, H, D, dtype=qkv.dtype, device=qkv.device)
     part = torch.empty(B, H, n_splits, D, dtype=torch.float32, device=qkv.device)
     m = torch.empty(B, H, n_splits, dtype=torch.float32, device=qkv.device)

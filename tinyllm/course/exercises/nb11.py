@@ -506,21 +506,30 @@ def _most_blocks(width: int, shares: int, up: bool = True) -> int:
     return -(-width // shares) if up else width // shares
 
 
-def _form(width: int, shares: int, up: bool = True, whole: int = WHOLE_SHARE) -> str:
-    """Section 6's rule (kernels.tensor_cores, kernels.share_passes) as a name: with up=False
-    the blocks rounded down, with whole=3 a share of 4 blocks taken as a long one."""
+def _form(width: int, shares: int) -> str:
+    """The package's rule (kernels.tensor_cores, kernels.share_passes), as the form's name."""
+    if not tensor_cores(width, shares):
+        return "sums"
+    return (
+        "one pass" if share_passes(width, shares)[0] >= _most_blocks(width, shares) else "pipelined"
+    )
+
+
+def _mistaken(width: int, shares: int, up: bool = True, whole: int = WHOLE_SHARE) -> str:
+    """A learner's rule with a mistake: the blocks rounded down (up=False), or a share of
+    WHOLE_SHARE blocks taken as a long one (whole=WHOLE_SHARE - 1)."""
     most = _most_blocks(width, shares, up)
     return "sums" if most <= 1 else "one pass" if most <= whole else "pipelined"
 
 
 def _wrong_form(answers: list) -> str:
     """What a learner's forms on FORM_CASES show of the mistake behind them, or ''."""
-    if answers == [_form(w, s, up=False) for w, s in FORM_CASES]:
+    if answers == [_mistaken(w, s, up=False) for w, s in FORM_CASES]:
         return (
             "you rounded the blocks a share holds down. A share of 9 blocks in 2 shares "
             "holds 5 at most: round up, with -(-width // shares) or math.ceil(width / shares)"
         )
-    if answers == [_form(w, s, whole=WHOLE_SHARE - 1) for w, s in FORM_CASES]:
+    if answers == [_mistaken(w, s, whole=WHOLE_SHARE - 1) for w, s in FORM_CASES]:
         return (
             f"a share of exactly {WHOLE_SHARE} blocks is still read in one pass: "
             f"more than {WHOLE_SHARE} is pipelined"
@@ -528,6 +537,12 @@ def _wrong_form(answers: list) -> str:
     if all(a != "sums" for a in answers):
         return "a share of one block takes the sums of products: tensor cores need more"
     return ""
+
+
+FORM_LIBRARY = (
+    "kernels.tensor_cores or kernels.share_passes, the package's own rule. This exercise asks "
+    "you to write it. Divide the table's blocks by the shares, round up, then compare"
+)
 
 
 @checker
@@ -569,9 +584,3 @@ def check_form(fn) -> Verdict:
         problem = _wrong_form(answers)
         return hint(f"{wrong}. {problem[0].upper() + problem[1:]}" if problem else wrong)
     return ok("the blocks a share holds, rounded up: one takes the sums, up to four one pass")
-
-
-FORM_LIBRARY = (
-    "kernels.tensor_cores or kernels.share_passes, the package's own rule. This exercise asks "
-    "you to write it. Divide the table's blocks by the shares, round up, then compare"
-)
