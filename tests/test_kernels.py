@@ -215,11 +215,6 @@ def step_inputs(lens, H=4, H_kv=2, D=16, block=16, max_len=64, seed=1):
     return qkv, angle.cos(), angle.sin(), k, v, table, lens_t - 1
 
 
-def zeros_for(args):
-    """The op's count of shares done for step_inputs' rows: int32 zeros (B, H_kv)."""
-    return torch.zeros(args[0].shape[0], args[3].shape[1], dtype=torch.int32)
-
-
 def rotate(x, cos, sin, lens):
     """model.apply_rope's rotation of x (B, heads, D) at each row's position, written out pair
     by pair from the tables' rows lens[b]."""
@@ -246,19 +241,16 @@ def test_the_fused_reference_rotates_writes_then_attends():
 @triton_needed
 @pytest.mark.parametrize("n_splits", [1, 2, 4])
 def test_the_fused_kernel_computes_the_reference(n_splits):
-    """One share: the kernel writes the output itself; more: partials, then the last program
-    of each row's K/V head combines them, and leaves the count of shares done at zero.
-    The table of 4 blocks in 1 or 2 shares takes the tensor cores' form, in 4 the sums'. The
+    """One share: the kernel writes the output itself; more: partials, then combine. The
+    table of 4 blocks in 1 or 2 shares takes the tensor cores' form, in 4 the sums'. The
     table and lengths are columns of one state tensor, as the paged step hands them over."""
     args = step_inputs([0, 15, 16, 17, 63], H=8, H_kv=2)
     mine = [a.clone() for a in args]
     state = torch.cat([mine[6][:, None], torch.ones_like(mine[6])[:, None], mine[5]], dim=1)
     mine[5], mine[6] = state[:, 2:], state[:, 0]  # strided views, not tensors of their own
-    shares_done = torch.zeros(7, 2, dtype=torch.int32)  # more rows than the step's: allowed
     want = kernels.reference_rope_write_attend(*args)
-    got = kernels.interpreted_rope_write_attend(*mine, shares_done, n_splits=n_splits)
+    got = kernels.interpreted_rope_write_attend(*mine, n_splits=n_splits)
     assert ((got - want).norm() / want.norm()) < 1e-5
-    assert not shares_done.any()
     torch.testing.assert_close(mine[3], args[3], atol=1e-6, rtol=1e-6)  # the keys written
     assert torch.equal(mine[4], args[4])  # the values
 
@@ -270,11 +262,12 @@ def test_a_long_share_is_read_a_few_blocks_a_pass():
     assert kernels.share_passes(args[5].shape[1], 1) == (kernels.DOT_CHUNK, kernels.DOT_STAGES)
     mine = [a.clone() for a in args]
     want = kernels.reference_rope_write_attend(*args)
-    got = kernels.interpreted_rope_write_attend(*mine, zeros_for(args), n_splits=1)
+    got = kernels.interpreted_rope_write_attend(*mine, n_splits=1)
     assert ((got - want).norm() / want.norm()) < 1e-5
     torch.testing.assert_close(mine[3], args[3], atol=1e-6, rtol=1e-6)
 
 
+@triton_needed
 @pytest.mark.parametrize("n_splits", [1, 4])
 def test_the_fused_kernels_shares_combine_to_the_reference(n_splits):
     """shares=True: no combine, the partials back; combined, they are the op's output. With
@@ -296,7 +289,7 @@ def test_the_shares_op_on_the_cpu_is_the_output_as_one_share():
     mine = [a.clone() for a in args]
     part, m, w = kernels.rope_write_shares(*mine)
     assert part.shape == (3, 4, 1, 16) and torch.equal(m, torch.zeros(3, 4, 1))
-    want = kernels.rope_write_attend(*args, zeros_for(args))
+    want = kernels.rope_write_attend(*args)
     assert torch.equal(kernels.reference_combine(part, m, w).to(want.dtype), want)
     assert torch.equal(mine[3], args[3]) and torch.equal(mine[4], args[4])  # the same writes
 
@@ -322,29 +315,12 @@ def test_the_split_count_fills_the_gpu_and_is_one_for_large_batches():
 
 def test_the_fused_op_checks_its_arguments_at_its_door():
     qkv, cos, sin, k, v, table, lens = step_inputs([3, 9])
-    shares_done = torch.zeros(2, 2, dtype=torch.int32)
     with pytest.raises(ValueError, match=r"cos must be RoPE's table, \(positions, D / 2\)"):
-        kernels.rope_write_attend(qkv, cos[:, :4], sin, k, v, table, lens, shares_done)
+        kernels.rope_write_attend(qkv, cos[:, :4], sin, k, v, table, lens)
     with pytest.raises(ValueError, match=r"sin must be RoPE's table"):
-        kernels.rope_write_attend(qkv, cos, sin[:10], k, v, table, lens, shares_done)
+        kernels.rope_write_attend(qkv, cos, sin[:10], k, v, table, lens)
     with pytest.raises(ValueError, match="qkv's 4 heads"):
-        kernels.rope_write_attend(qkv[:, :4], cos, sin, k, v, table, lens, shares_done)
-    kernels.rope_write_attend(qkv, cos, sin, k, v, table, lens, shares_done)  # the right one
-    for wrong, what in ((shares_done.long(), "int32 tensor"), (shares_done[:1], "at least 2 rows"),
-                        (shares_done[:, :1], "at least 2 rows of 2"),
-                        (torch.zeros(2, 4, dtype=torch.int32)[:, ::2], "contiguous")):  # fmt: skip
-        with pytest.raises(ValueError, match=what):
-            kernels.rope_write_attend(qkv, cos, sin, k, v, table, lens, wrong)
-    with pytest.raises(ValueError, match="got NoneType"):  # the launcher's door: no count
-        kernels.triton_rope_write_attend(qkv, cos, sin, k, v, table, lens, None)
-
-
-def test_the_fused_kernel_refuses_a_count_left_over_where_it_reads_values():
-    args = step_inputs([3, 9])
-    shares_done = zeros_for(args)
-    shares_done[1, 1] = 3
-    with pytest.raises(ValueError, match="shares_done holds 3: it must be zero before a call"):
-        kernels.triton_rope_write_attend(*args, shares_done)  # on the CPU: values read
+        kernels.rope_write_attend(qkv[:, :4], cos, sin, k, v, table, lens)
 
 
 def test_the_fused_op_bounds_the_lengths_by_ropes_tables_with_values():
@@ -367,7 +343,7 @@ from tinyllm import kernels, projections
 POINTERS = {"Q": "*bf16", "QKV": "*bf16", "COS": "*bf16", "SIN": "*bf16", "K": "*bf16",
             "V": "*bf16", "OUT": "*bf16", "TABLE": "*i32", "LENS": "*i32", "PART": "*fp32",
             "MAX": "*fp32", "SUM": "*fp32", "scale": "fp32", "X": "*fp32", "NORM_W": "*bf16",
-            "W": "*bf16", "RES": "*bf16", "eps": "fp32", "DONE": "*i32"}
+            "W": "*bf16", "RES": "*bf16", "eps": "fp32"}
 
 
 def ptx(kernel, constexprs):
@@ -381,11 +357,10 @@ def ptx(kernel, constexprs):
 shape = {"G": 2, "G_PAD": 2, "D": 32, "BLOCK": 16, "N_SPLITS": 16, "PDL": True}
 plain = {"DOT": False, "CHUNK": 1, "STAGES": 1}
 dot = {"DOT": True, "CHUNK": kernels.DOT_CHUNK, "STAGES": kernels.DOT_STAGES, "G_PAD": 16}
-fused = ptx(kernels.fused_kernel, {"H": 8, "PARTIALS": True, "COMBINE": True, **shape, **plain})
+fused = ptx(kernels.fused_kernel, {"H": 8, "PARTIALS": True, **shape, **plain})
 POINTERS.update(TABLE="*i64", LENS="*i64")  # as the paged step hands them: its int64 state
 ptx(kernels.fused_kernel, {"H": 8, "PARTIALS": False, **shape, **plain})
 ptx(kernels.fused_kernel, {"H": 8, "PARTIALS": True, **shape, **dot})
-ptx(kernels.fused_kernel, {"H": 8, "PARTIALS": True, "COMBINE": True, **shape, **dot})
 ptx(kernels.fused_kernel, {"H": 8, "PARTIALS": True, **shape, **dot, "CHUNK": 4, "STAGES": 1})
 ptx(kernels.fused_kernel, {"H": 8, "PARTIALS": False, **shape, **dot})
 POINTERS.update(TABLE="*i32", LENS="*i32")
@@ -399,8 +374,7 @@ one_row = ptx(projections.projection_kernel, {  # one row's gate and up, its pro
     "K": 256, "K_PAD": 256, "BLOCK_N": projections.ROW_BLOCK_N, "BLOCK_B": 1, "NORM": True,
     "SWIGLU": True, "ADD": False, "COMBINE": False, "D": 1, "N_SPLITS": 1, "PRECISION": "mma",
     "PDL": True})
-print("atom.global.gpu.acq_rel" in fused, "griddepcontrol.wait" in fused,
-      "griddepcontrol.wait" in split, "griddepcontrol" in combine,
+print("griddepcontrol.wait" in fused, "griddepcontrol.wait" in split, "griddepcontrol" in combine,
       "griddepcontrol.wait" in folded, "griddepcontrol.wait" in one_row)
 """
 
@@ -414,6 +388,4 @@ def test_the_kernels_compile_for_a_hopper_gpu():
     out = subprocess.run([sys.executable, "-c", COMPILE_FOR_HOPPER], capture_output=True,
                          text=True)  # fmt: skip
     assert out.returncode == 0, out.stderr[-3000:]
-    # the count of shares done, an atomic that orders the partials (acquire, release);
-    # then PDL's wait, in every kernel but the combine's
-    assert out.stdout.split() == ["True", "True", "True", "False", "True", "True"]
+    assert out.stdout.split() == ["True", "True", "False", "True", "True"]  # PDL's wait

@@ -318,12 +318,11 @@ def _(q, k_cache, v_cache, block_table, lens):
 # --- one kernel a layer: RoPE, the K/V write and the attention (notebooks 08 and 11) --------
 
 
-def fused_kernel_body(QKV, COS, SIN, K, V, TABLE, LENS, OUT, PART, MAX, SUM, DONE, scale,
+def fused_kernel_body(QKV, COS, SIN, K, V, TABLE, LENS, OUT, PART, MAX, SUM, scale,
                       qkv_row, qkv_head, rope_row, k_block, k_head, k_pos, table_row, lens_row,
                       out_row, out_head, part_row, part_head, part_split, max_row, max_head,
-                      done_row, H: tl.constexpr, G: tl.constexpr, G_PAD: tl.constexpr,
-                      D: tl.constexpr, BLOCK: tl.constexpr, N_SPLITS: tl.constexpr,
-                      PARTIALS: tl.constexpr, COMBINE: tl.constexpr = False,
+                      H: tl.constexpr, G: tl.constexpr, G_PAD: tl.constexpr, D: tl.constexpr,
+                      BLOCK: tl.constexpr, N_SPLITS: tl.constexpr, PARTIALS: tl.constexpr,
                       DOT: tl.constexpr = False, CHUNK: tl.constexpr = 1,
                       STAGES: tl.constexpr = 1, PDL: tl.constexpr = False):  # fmt: skip
     """Program (b, g, s): the decode step's attention for K/V head g of row b, from the
@@ -331,12 +330,10 @@ def fused_kernel_body(QKV, COS, SIN, K, V, TABLE, LENS, OUT, PART, MAX, SUM, DON
     rotates its G queries and the row's new key (COS, SIN: RoPE's tables, read at the row's
     position), and the program whose share holds the new position writes the new key and
     value into their block, then attends over its share with them. PARTIALS: it writes its
-    share's partials, to be combined (projections.combine_project_add); else, with one share,
-    the output. COMBINE: the partials too, then it counts itself done in DONE[b, g]; the
-    program that counts last combines the row's shares into the output and sets the count
-    back to zero, so no second kernel runs. CHUNK blocks a pass of its loop, their loads
-    pipelined in STAGES stages. DOT: the two products on tensor cores (tl.dot, in TF32), the
-    G queries padded to G_PAD = 16 rows; else as sums of products. PDL: as split_kernel."""
+    share's partials, to be combined (combine_kernel, or projections.combine_project_add);
+    else, with one share, the output. CHUNK blocks a pass of its loop, their loads pipelined
+    in STAGES stages. DOT: the two products on tensor cores (tl.dot, in TF32), the G queries
+    padded to G_PAD = 16 rows; else as sums of products. PDL: as combine_kernel."""
     b, g, s = tl.program_id(0), tl.program_id(1), tl.program_id(2)
     if PDL:
         tl.extra.cuda.gdc_wait()
@@ -401,24 +398,6 @@ def fused_kernel_body(QKV, COS, SIN, K, V, TABLE, LENS, OUT, PART, MAX, SUM, DON
         tl.store(out, acc, mask=real[:, None])
         tl.store(MAX + b * max_row + heads * max_head + s, m, mask=real)
         tl.store(SUM + b * max_row + heads * max_head + s, w, mask=real)
-    if COMBINE:  # the last program of the row's K/V head to finish combines its shares
-        tl.debug_barrier()  # every thread's partials stored before the count
-        ahead = tl.atomic_add(DONE + b * done_row + g, 1, sem="acq_rel", scope="gpu")
-        if ahead == N_SPLITS - 1:  # the others are done: their partials are in memory
-            tl.store(DONE + b * done_row + g, 0)  # zero again, for the next call
-            shares = tl.arange(0, N_SPLITS)
-            used = shares < tl.cdiv(n_blocks, per_split)  # the shares that held a block
-            for h in tl.static_range(G):  # names of their own: the compiler wants new ones
-                at = b * max_row + (g * G + h) * max_head + shares
-                maxes = tl.load(MAX + at, mask=used, other=float("-inf"), cache_modifier=".cg")
-                sums = tl.load(SUM + at, mask=used, other=0.0, cache_modifier=".cg")
-                parts = tl.load(PART + b * part_row + (g * G + h) * part_head
-                                + shares[:, None] * part_split + d[None, :],
-                                mask=used[:, None], other=0.0, cache_modifier=".cg")  # fmt: skip
-                weight = tl.exp(maxes - tl.max(maxes, axis=0))
-                head = tl.sum(weight[:, None] * parts, axis=0) / tl.sum(weight * sums, axis=0)
-                tl.store(OUT + b * out_row + (g * G + h) * out_head + d,
-                         head.to(OUT.dtype.element_ty))  # fmt: skip
 
 
 if triton is not None:
@@ -489,24 +468,6 @@ def check_step_args(qkv, cos, sin, k_cache, v_cache, block_table, lens, values=F
                          f"[0, {cos.shape[0]})")  # fmt: skip
 
 
-def check_shares_done(shares_done, B: int, H_kv: int, device, values: bool = False) -> None:
-    """rope_write_attend's count of each row's shares done: int32, contiguous, on the step's
-    device, at least B rows of H_kv; zero, with values=True (a count left over would let a
-    program combine before the others are done)."""
-    t = shares_done
-    if not isinstance(t, Tensor) or t.dtype != torch.int32 or t.ndim != 2:
-        got = f"{t.dtype} {tuple(t.shape)}" if isinstance(t, Tensor) else type(t).__name__
-        raise ValueError(f"shares_done must be an int32 tensor (rows, {H_kv}), got {got}")
-    if t.shape[0] < B or t.shape[1] != H_kv:
-        raise ValueError(f"shares_done is {tuple(t.shape)}: it needs at least {B} rows of "
-                         f"{H_kv}, one count for each row and K/V head")  # fmt: skip
-    if t.device != torch.device(device) or not t.is_contiguous():
-        raise ValueError(f"shares_done must be a contiguous tensor on {device}")
-    if values and bool(t[:B].any()):
-        raise ValueError(f"shares_done holds {int(t[:B].abs().max())}: it must be zero before "
-                         f"a call, as the call leaves it")  # fmt: skip
-
-
 def reference_rope_write_attend(qkv, cos, sin, k_cache, v_cache, block_table, lens) -> Tensor:
     """The same step in PyTorch: RoPE on the queries and the new keys at each row's position
     (the tables' rows lens[b], widened, then model.apply_rope's formula), the new K/V written
@@ -524,21 +485,17 @@ def reference_rope_write_attend(qkv, cos, sin, k_cache, v_cache, block_table, le
     return reference_paged_decode_attention(qk[:, :H], k_cache, v_cache, block_table, n + 1)
 
 
-def triton_rope_write_attend(qkv, cos, sin, k_cache, v_cache, block_table, lens,
-                             shares_done=None, kernel=None, n_splits=None, num_warps=NUM_WARPS,
-                             shares=False):  # fmt: skip
-    """Launch the fused kernel, after the door: one kernel, whose last program of a row's
-    K/V head to finish combines its shares, counted in shares_done (int32, a row for each of
-    the B rows or more, H_kv columns), zero before and after. shares=True: no combine, no
-    shares_done; the shares (part, max, sum) are returned, for combine_project_add. kernel:
-    default the compiled one."""
+def triton_rope_write_attend(qkv, cos, sin, k_cache, v_cache, block_table, lens, kernels=None,
+                             n_splits=None, num_warps=NUM_WARPS, shares=False):  # fmt: skip
+    """Launch the fused kernel (and combine_kernel when a row's keys are split), after the
+    door. kernels: a (fused, combine) pair, default the compiled ones. shares=True: no
+    combine; the shares (part, max, sum) are returned, for combine_project_add."""
     B, _, D = qkv.shape
     _, H_kv, block_size, _ = k_cache.shape
     H = qkv.shape[1] - 2 * H_kv
-    values = CHECK_VALUES or qkv.device.type == "cpu"
-    check_step_args(qkv, cos, sin, k_cache, v_cache, block_table, lens, values)
-    if not shares:
-        check_shares_done(shares_done, B, H_kv, qkv.device, values)
+    check_step_args(qkv, cos, sin, k_cache, v_cache, block_table, lens,
+                    values=CHECK_VALUES or qkv.device.type == "cpu")  # fmt: skip
+    fused, combine = kernels or (fused_kernel, combine_kernel)
     n_splits = split_count(B, H_kv, qkv.device) if n_splits is None else n_splits
     G = H // H_kv
     dot = tensor_cores(block_table.shape[1], n_splits)
@@ -547,19 +504,19 @@ def triton_rope_write_attend(qkv, cos, sin, k_cache, v_cache, block_table, lens,
     part = torch.empty(B, H, n_splits, D, dtype=torch.float32, device=qkv.device)
     m = torch.empty(B, H, n_splits, dtype=torch.float32, device=qkv.device)
     w = torch.empty_like(m)
-    (kernel or fused_kernel)[(B, H_kv, n_splits)](
-        qkv, cos, sin, k_cache, v_cache, block_table, lens, out, part, m, w,
-        lens if shares else shares_done, D**-0.5,
+    fused[(B, H_kv, n_splits)](
+        qkv, cos, sin, k_cache, v_cache, block_table, lens, out, part, m, w, D**-0.5,
         qkv.stride(0), qkv.stride(1), cos.stride(0), k_cache.stride(0), k_cache.stride(1),
         k_cache.stride(2), block_table.stride(0), lens.stride(0), out.stride(0), out.stride(1),
         part.stride(0), part.stride(1), part.stride(2), m.stride(0), m.stride(1),
-        0 if shares else shares_done.stride(0),
         H=H, G=G, G_PAD=max(16 if dot else 2, triton.next_power_of_2(G)), D=D, BLOCK=block_size,
-        N_SPLITS=n_splits, PARTIALS=shares or n_splits > 1, COMBINE=not shares and n_splits > 1,
-        DOT=dot, CHUNK=chunk, STAGES=stages, num_warps=num_warps,
+        N_SPLITS=n_splits, PARTIALS=shares or n_splits > 1, DOT=dot,
+        CHUNK=chunk, STAGES=stages, num_warps=num_warps,
         **pdl_launch(qkv.device),
     )  # fmt: skip
-    return (part, m, w) if shares else out
+    if shares:
+        return part, m, w
+    return launch_combine(part, m, w, out, combine) if n_splits > 1 else out
 
 
 def interpreted_rope_write_attend(*args, n_splits: int = 2, shares: bool = False):
@@ -568,38 +525,33 @@ def interpreted_rope_write_attend(*args, n_splits: int = 2, shares: bool = False
     if triton is None:
         raise RuntimeError("Triton is not installed here (it installs on Linux): the "
                            "reference runs instead")  # fmt: skip
-    kernel = None if isinstance(fused_kernel, InterpretedFunction) else (
-        InterpretedFunction(fused_kernel_body))  # fmt: skip
+    kernels = (InterpretedFunction(fused_kernel_body), InterpretedFunction(combine_kernel_body))
+    if isinstance(fused_kernel, InterpretedFunction):
+        kernels = None
     with library_interpreted():
-        return triton_rope_write_attend(*args, kernel=kernel, n_splits=n_splits, shares=shares)
+        return triton_rope_write_attend(*args, kernels=kernels, n_splits=n_splits, shares=shares)
 
 
-@torch.library.custom_op("tinyllm::rope_write_attend",
-                         mutates_args=("k_cache", "v_cache", "shares_done"))  # fmt: skip
+@torch.library.custom_op("tinyllm::rope_write_attend", mutates_args=("k_cache", "v_cache"))
 def rope_write_attend(qkv: Tensor, cos: Tensor, sin: Tensor, k_cache: Tensor, v_cache: Tensor,
-                      block_table: Tensor, lens: Tensor,
-                      shares_done: Tensor) -> Tensor:  # fmt: skip
+                      block_table: Tensor, lens: Tensor) -> Tensor:  # fmt: skip
     """One decode step's attention for a layer, from its projections: qkv (B, H + 2·H_kv, D)
     before RoPE, cos and sin RoPE's tables (positions, D / 2), read at each row's position,
     lens (B,) the keys each row holds before the step. Writes the new K/V into the pools,
-    returns (B, H, D). shares_done: int32 zeros, (B or more rows, H_kv), where the kernel's
-    programs count themselves done, left zero (check_shares_done). The reference here, the
-    fused Triton kernel on CUDA."""
+    returns (B, H, D). The reference here, the fused Triton kernel on CUDA."""
     check_step_args(qkv, cos, sin, k_cache, v_cache, block_table, lens, values=CHECK_VALUES)
-    check_shares_done(shares_done, qkv.shape[0], k_cache.shape[1], qkv.device, CHECK_VALUES)
     return reference_rope_write_attend(qkv, cos, sin, k_cache, v_cache, block_table, lens)
 
 
 if triton is not None:
 
     @rope_write_attend.register_kernel("cuda")
-    def _(qkv, cos, sin, k_cache, v_cache, block_table, lens, shares_done):
-        return triton_rope_write_attend(qkv, cos, sin, k_cache, v_cache, block_table, lens,
-                                        shares_done)  # fmt: skip
+    def _(qkv, cos, sin, k_cache, v_cache, block_table, lens):
+        return triton_rope_write_attend(qkv, cos, sin, k_cache, v_cache, block_table, lens)
 
 
 @rope_write_attend.register_fake
-def _(qkv, cos, sin, k_cache, v_cache, block_table, lens, shares_done):
+def _(qkv, cos, sin, k_cache, v_cache, block_table, lens):
     H = qkv.shape[1] - 2 * k_cache.shape[1]
     return qkv.new_empty(qkv.shape[0], H, qkv.shape[2])
 

@@ -141,19 +141,14 @@ class Block(nn.Module):
 
     def decode(self, x: Tensor, cos: Tensor, sin: Tensor, kv) -> Tensor:
         """The same layer in the paged decode step of a few rows, x (B, 1, d_model): five
-        ops, each one kernel on CUDA, the norms and the adds inside the matrix products. At
-        one row the attention's combine rides inside the output projection; with more, in the
-        attention's last program of each row's K/V head (projections.py, kernels.py)."""
+        ops, each one kernel on CUDA at one row, the norms and the adds inside the matrix
+        products, and the attention's combine inside the output projection (projections.py)."""
         a, B = self.attn, x.shape[0]
         x = x.view(B, -1)
         qkv = norm_project(x, self.attn_norm.weight, a.wqkv.weight, self.attn_norm.eps)
         qkv = qkv.view(B, a.n_heads + 2 * a.n_kv_heads, a.head_dim)
-        if B == 1:
-            shares = kv.rope_write_shares(qkv, cos, sin, a.n_kv_heads)  # (part, max, sum)
-            x = combine_project_add(*shares, a.wo.weight, x)
-        else:
-            y = kv.rope_write_attend(qkv, cos, sin, a.n_kv_heads)
-            x = project_add(y.view(B, -1), a.wo.weight, x)
+        shares = kv.rope_write_shares(qkv, cos, sin, a.n_kv_heads)  # (part, max, sum)
+        x = combine_project_add(*shares, a.wo.weight, x)
         h = norm_swiglu(x, self.ffn_norm.weight, self.ffn.w13.weight, self.ffn_norm.eps)
         return project_add(h, self.ffn.w2.weight, x).view(B, 1, -1)
 

@@ -66,9 +66,6 @@ class PagedKVCache(OnRows, FixedCache):
         shape = (self.n_blocks, kv_heads, self.block_size, head_dim)
         self.k = [torch.zeros(shape, dtype=dtype, device=self.device) for _ in self.k]
         self.v = [torch.zeros(shape, dtype=dtype, device=self.device) for _ in self.v]
-        # each row's and K/V head's shares of a decode step done: the fused kernel counts
-        # them, and its last program sets the count back to zero (kernels.rope_write_attend)
-        self.shares_done = torch.zeros(self.n_rows, kv_heads, dtype=torch.int32, device=self.device)
 
     # --- the host twins, to read; the rows' moves are cache.rows' -------------------------
 
@@ -219,9 +216,7 @@ class PagedDecode:
         RoPE's tables cos, sin (positions, D / 2): the attention's output (n, H, D)."""
         self.cache.allocate(kv_heads, qkv.shape[-1], qkv.dtype)
         kc, vc = self.cache.k[i], self.cache.v[i]
-        return rope_write_attend(
-            qkv, cos, sin, kc, vc, self.table, self.lens, self.cache.shares_done
-        )
+        return rope_write_attend(qkv, cos, sin, kc, vc, self.table, self.lens)
 
     def rope_write_shares(self, i: int, qkv: Tensor, cos: Tensor, sin: Tensor, kv_heads: int):
         """The same, stopped before the combine: the shares (part, max, sum) that

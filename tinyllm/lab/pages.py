@@ -83,11 +83,10 @@ def attention_times(lengths=(40, 128, 256, 512, 1024), batches=(1, 8), calls: in
     """µs per call of decode attention alone, in a CUDA graph of `calls` calls back to back
     (the median of `repeats` replays): SDPA in the course's window form ((B·H_kv, 1, G, D)
     over a window of n keys, an additive bias), the paged kernels over n keys in blocks of
-    16 (paged_decode_attention), and the paged step's fused op, one kernel whose last program
-    of a row's K/V head combines its shares (rope_write_attend: RoPE, the write of key n and
-    the attention over n keys; at up to GEMV_ROWS rows the step runs its kernel alone,
-    rope_write_shares, and combines in the output projection), for the shipped model's heads,
-    in bf16."""
+    16 (paged_decode_attention), and the paged step's fused op with its combine kernel
+    (rope_write_attend: RoPE, the write of key n and the attention over n keys; at up to
+    GEMV_ROWS rows the step runs its kernel alone, rope_write_shares, and combines in the
+    output projection), for the shipped model's heads, in bf16."""
     H, H_kv, D = (8, 4, 32) if cfg is None else (cfg.n_heads, cfg.n_kv_heads, cfg.head_dim)
     dev, dt, gen = "cuda", torch.bfloat16, torch.Generator(device="cuda").manual_seed(0)
 
@@ -132,8 +131,7 @@ def attention_times(lengths=(40, 128, 256, 512, 1024), batches=(1, 8), calls: in
             angle = torch.rand(n, D // 2, device=dev, generator=gen)
             fused.append(per_call(partial(
                 kernels.rope_write_attend, qkv, angle.cos().to(dt), angle.sin().to(dt), pool,
-                pool.clone(), table, lens - 1, torch.zeros(B, H_kv, dtype=torch.int32,
-                                                           device=dev))))  # fmt: skip
+                pool.clone(), table, lens - 1)))  # fmt: skip
         out[str(B)] = {"sdpa_window_us": sdpa, "paged_kernel_us": paged, "fused_op_us": fused}
     return out
 
