@@ -138,7 +138,8 @@ def load_dot(gpu: str = SHIPPED) -> dict | None:
     position); and the runs before it, each with its provenance: "variants", the forms tried;
     "first_form", 2 blocks a step at every batch; "whole_share", a share of 4 blocks in one
     step at batch 8; "masked_loads", the keys and values past a row's length left unread, not
-    kept; or None."""
+    kept; "last_combine", the combine in the kernel's last program of a row's K/V head, after
+    (an atomic count), not kept; or None."""
     return _recorded(f"{gpu}_dot.json")
 
 
