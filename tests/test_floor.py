@@ -1,5 +1,6 @@
 """The floor of a graph node (lab.floor): the line fitted through replay times, and on a GPU
-the graphs of K kernels themselves."""
+the graphs of K kernels themselves; the floor of a grid-wide barrier, its bound under the
+interpreter and its count on a GPU."""
 
 import pytest
 
@@ -15,6 +16,40 @@ def test_fit_recovers_a_line_and_its_fixed_cost():
 def test_fit_of_a_noisy_line_is_its_least_squares_line():
     got = floor.fit([0, 1, 2], [1.0, 2.0, 4.0])  # slope 1.5, intercept 5/6
     assert got == {"us_per_node": 1.5, "fixed_us": 0.83}
+
+
+def test_a_barrier_no_other_program_can_reach_runs_out_and_is_counted():
+    """Triton's interpreter runs one program at a time, so a program that waits for the
+    others cannot be joined: its wait runs out after SPINS reads, and is counted, where a
+    barrier with no bound would hang. One program waits for no one."""
+    pytest.importorskip("triton")
+    import torch
+    from triton.runtime.interpreter import InterpretedFunction
+
+    from tinyllm.kernels import library_interpreted
+
+    kernel = InterpretedFunction(floor.barrier_kernel().fn)
+    counts = {}
+    for programs in (1, 3):
+        counts[programs] = torch.zeros(2, dtype=torch.int32)
+        with library_interpreted():
+            kernel[(programs,)](counts[programs], K=4, SPINS=5)
+    assert counts[1].tolist() == [4, 0]
+    # 12 arrivals; program 0 ran out at its 4 barriers, program 1 at its last 2, program 2
+    # found every other program's arrivals already counted
+    assert counts[3].tolist() == [12, 6]
+
+
+@pytest.mark.cuda
+def test_a_grid_barrier_holds_every_program():
+    """One program a multiprocessor and four: every program passes every barrier, and no
+    wait runs out."""
+    import torch
+
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    for programs in (1, sms, 4 * sms):
+        us, counted = floor.barrier_us(programs, 10, replays=20, repeats=2)
+        assert counted and us > 0, programs
 
 
 @pytest.mark.cuda

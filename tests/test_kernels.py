@@ -339,11 +339,12 @@ from triton import compile
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 from tinyllm import kernels, projections
+from tinyllm.lab import floor
 
 POINTERS = {"Q": "*bf16", "QKV": "*bf16", "COS": "*bf16", "SIN": "*bf16", "K": "*bf16",
             "V": "*bf16", "OUT": "*bf16", "TABLE": "*i32", "LENS": "*i32", "PART": "*fp32",
             "MAX": "*fp32", "SUM": "*fp32", "scale": "fp32", "X": "*fp32", "NORM_W": "*bf16",
-            "W": "*bf16", "RES": "*bf16", "eps": "fp32"}
+            "W": "*bf16", "RES": "*bf16", "eps": "fp32", "count_ptr": "*i32"}
 
 
 def ptx(kernel, constexprs):
@@ -374,6 +375,7 @@ one_row = ptx(projections.projection_kernel, {  # one row's gate and up, its pro
     "K": 256, "K_PAD": 256, "BLOCK_N": projections.ROW_BLOCK_N, "BLOCK_B": 1, "NORM": True,
     "SWIGLU": True, "ADD": False, "COMBINE": False, "D": 1, "N_SPLITS": 1, "PRECISION": "mma",
     "PDL": True})
+barrier = ptx(floor.barrier_kernel(), {"K": 4, "SPINS": 1024})  # lab.floor's barriers
 print("griddepcontrol.wait" in fused, "griddepcontrol.wait" in split, "griddepcontrol" in combine,
       "griddepcontrol.wait" in folded, "griddepcontrol.wait" in one_row)
 """

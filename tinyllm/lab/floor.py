@@ -5,7 +5,13 @@ what the GPU spends starting, running and retiring K tiny kernels in order. node
 such graphs for several K, three ways (torch's in-place add, a Triton kernel, and the same
 Triton kernel launched with programmatic dependent launch, PDL, which lets a kernel start
 before the one it follows has finished); fit reads the µs each node adds and the replay's
-fixed cost from them. Needs CUDA.
+fixed cost from them.
+
+A persistent kernel has no nodes to pay for, but its programs must still wait for each other
+between steps of work. The bluntest wait is a grid-wide barrier: every program counts itself
+in, with an atomic add, then reads the count until every program has. barrier_floor times one
+kernel of K such barriers, for several K and several numbers of programs, and fits the µs each
+barrier adds. Needs CUDA.
 """
 
 import statistics
@@ -42,6 +48,72 @@ def nodes() -> dict:
         "triton": lambda x: add_one[(1,)](x),
         "triton, PDL": lambda x: add_one_pdl[(1,)](x, launch_pdl=True),
     }
+
+
+def barrier_kernel():
+    """The kernel of barrier_floor, defined on first use (importing this module needs no
+    Triton). Every program of its grid waits at K barriers, one after another, counting at
+    count_ptr[0]. SPINS bounds each wait, so a grid whose programs cannot all run at once ends
+    and does not hang; a wait that ran out is counted at count_ptr[1]. Triton's interpreter
+    runs programs one at a time: there every wait but the last program's runs out."""
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def barriers(count_ptr, K: tl.constexpr, SPINS: tl.constexpr):
+        programs = tl.num_programs(0)
+        for k in range(K):
+            tl.atomic_add(count_ptr, 1, sem="release")  # this program is here
+            seen = tl.atomic_add(count_ptr, 0, sem="acquire")  # an atomic read of the count
+            spins = 0
+            while (seen < (k + 1) * programs) & (spins < SPINS):  # until every program is
+                seen = tl.atomic_add(count_ptr, 0, sem="acquire")
+                spins += 1
+            if spins == SPINS:
+                tl.atomic_add(count_ptr + 1, 1)  # this wait ran out
+
+    return barriers
+
+
+def barrier_us(programs: int, k: int, replays: int = 200, repeats: int = 5,
+               spins: int = 1 << 20) -> tuple[float, bool]:  # fmt: skip
+    """A graph of one kernel of `programs` programs that wait at k barriers, its counts zeroed
+    first: µs per replay, as replay_us; and whether every program passed every barrier of the
+    last replay with no wait run out (the counts are k · programs and 0)."""
+    kernel = barrier_kernel()
+    count = torch.zeros(2, dtype=torch.int32, device="cuda")
+    kernel[(programs,)](count, K=k, SPINS=spins, num_warps=1)  # compile and load
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        count.zero_()
+        kernel[(programs,)](count, K=k, SPINS=spins, num_warps=1)
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    best = float("inf")
+    for _ in range(repeats):
+        start.record()
+        for _ in range(replays):
+            graph.replay()
+        end.record()
+        torch.cuda.synchronize()
+        best = min(best, start.elapsed_time(end) * 1e3 / replays)
+    return round(best, 2), count.tolist() == [k * programs, 0]
+
+
+def barrier_floor(ks=(1, 10, 50, 100), programs=(1, 132, 528), replays: int = 200) -> dict:
+    """For each number of programs: µs per replay at each K, every barrier checked, and the
+    line fitted from K = 10 on, its slope the µs per barrier. One program waits for no one: its
+    barriers cost the atomics alone. The H200 has 132 multiprocessors."""
+    out = {"ks": list(ks), "replays": replays}
+    for n in programs:
+        timed = [barrier_us(n, k, replays) for k in ks]
+        us = [t for t, _ in timed]
+        fitted = [(k, t) for k, t in zip(ks, us) if k >= 10]
+        line = fit(*zip(*fitted))
+        out[f"{n} programs"] = {"us": us, "counted": all(ok for _, ok in timed),
+                                "us_per_barrier": line["us_per_node"],
+                                "fixed_us": line["fixed_us"]}  # fmt: skip
+    return out
 
 
 def replay_us(node, k: int, replays: int = 200, repeats: int = 5) -> tuple[float, bool]:
@@ -88,6 +160,7 @@ if __name__ == "__main__":  # python -m tinyllm.lab.floor results/h200_floor.jso
 
     from tinyllm.lab.bench import provenance
 
-    out = {"provenance": provenance(f"python -m tinyllm.lab.floor {sys.argv[1]}"), **node_floor()}
+    out = {"provenance": provenance(f"python -m tinyllm.lab.floor {sys.argv[1]}"), **node_floor(),
+           "barriers": barrier_floor()}  # fmt: skip
     with open(sys.argv[1], "w") as f:
         json.dump(out, f, indent=1)
