@@ -74,3 +74,24 @@ def test_the_recorded_floor_is_its_own_fit():
             "fixed_us": r["fixed_us"],
         }, way
     assert rec["triton, PDL"]["us_per_node"] < rec["triton"]["us_per_node"]
+
+
+def test_the_recorded_barrier_costs_a_node_and_twice_a_node_with_pdl():
+    """results/h200_floor.json, part "barriers": every barrier held, each count's µs per
+    barrier is its own fit; with one program a multiprocessor (132 on the H200) a barrier cost
+    about a Triton node of the same run and about twice one with PDL; one program less, four
+    a multiprocessor more, as notebook 11 says."""
+    bar = load_floor()["barriers"]
+    assert bar["provenance"]["commit"] and not bar["provenance"]["dirty"]
+    for key in ("1 programs", "132 programs", "528 programs"):
+        r = bar[key]
+        fitted = [(k, t) for k, t in zip(bar["ks"], r["us"]) if k >= 10]
+        line = floor.fit(*zip(*fitted))
+        assert r["counted"] and (r["us_per_barrier"], r["fixed_us"]) == (
+            line["us_per_node"], line["fixed_us"]), key  # fmt: skip
+    each = {k: bar[f"{k} programs"]["us_per_barrier"] for k in (1, 132, 528)}
+    nodes = bar["nodes_same_run"]
+    assert all(nodes[w]["counted"] for w in ("torch add_", "triton", "triton, PDL"))
+    assert 0.8 < each[132] / nodes["triton"]["us_per_node"] < 1.25
+    assert 1.7 < each[132] / nodes["triton, PDL"]["us_per_node"] < 2.3
+    assert each[1] < each[132] < each[528]

@@ -83,7 +83,8 @@ def load_engine(gpu: str = SHIPPED) -> dict | None:
 
 def load_floor(gpu: str = SHIPPED) -> dict | None:
     """results/<gpu>_floor.json (python -m tinyllm.lab.floor): the µs a graph node costs,
-    launched three ways, and the replay's fixed cost, or None."""
+    launched three ways, and the replay's fixed cost; its part "barriers", a later run, the µs
+    a grid-wide barrier costs, with that run's node floor ("nodes_same_run"); or None."""
     return _recorded(f"{gpu}_floor.json")
 
 
