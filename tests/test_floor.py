@@ -47,9 +47,12 @@ def test_a_grid_barrier_holds_every_program():
     import torch
 
     sms = torch.cuda.get_device_properties(0).multi_processor_count
-    for programs in (1, sms, 4 * sms):
+    for programs in (1, sms, floor.MOST_PER_SM * sms):
         us, counted = floor.barrier_us(programs, 10, replays=20, repeats=2)
         assert counted and us > 0, programs
+    limit = rf"programs must be an int in \[1, {floor.MOST_PER_SM * sms}\], got {5 * sms}"
+    with pytest.raises(ValueError, match=limit):  # more might not all run at once: refused
+        floor.barrier_floor(ks=(1,), programs=(1, 5 * sms))
 
 
 @pytest.mark.cuda

@@ -8,7 +8,7 @@ before the one it follows has finished); fit reads the µs each node adds and th
 fixed cost from them.
 
 A persistent kernel has no nodes to pay for, but its programs must still wait for each other
-between steps of work. The bluntest wait is a grid-wide barrier: every program counts itself
+between stages of its work. The bluntest wait is a grid-wide barrier: every program counts itself
 in, with an atomic add, then reads the count until every program has. barrier_floor times one
 kernel of K such barriers, for several K and several numbers of programs, and fits the µs each
 barrier adds. Needs CUDA.
@@ -17,6 +17,8 @@ barrier adds. Needs CUDA.
 import statistics
 
 import torch
+
+from tinyllm.validate import validate_int
 
 
 def fit(ks, us) -> dict:
@@ -50,6 +52,59 @@ def nodes() -> dict:
     }
 
 
+def best_replay_us(graph, replays: int, repeats: int) -> float:
+    """µs per replay of graph: the best of `repeats` timings of `replays` replays back to
+    back between CUDA events."""
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    best = float("inf")
+    for _ in range(repeats):
+        start.record()
+        for _ in range(replays):
+            graph.replay()
+        end.record()
+        torch.cuda.synchronize()
+        best = min(best, start.elapsed_time(end) * 1e3 / replays)
+    return best
+
+
+def replay_us(node, k: int, replays: int = 200, repeats: int = 5) -> tuple[float, bool]:
+    """A graph of k calls of node(x) on one float: µs per replay (best_replay_us); and whether
+    x counted every node of every replay."""
+    x = torch.zeros(1, device="cuda")
+    for _ in range(3):  # compile and load before capture
+        node(x)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(k):
+            node(x)
+    x.zero_()
+    best = best_replay_us(graph, replays, repeats)
+    return round(best, 2), float(x.item()) == k * replays * repeats
+
+
+def node_floor(ks=(1, 10, 50, 100, 200), replays: int = 200) -> dict:
+    """For each way of launching a node: µs per replay at each K, every count checked, and
+    the line fitted from K = 10 on (one node is mostly the replay's own cost)."""
+    out = {"ks": list(ks), "replays": replays}
+    for name, node in nodes().items():
+        timed = [replay_us(node, k, replays) for k in ks]
+        us = [t for t, _ in timed]
+        fitted = [(k, t) for k, t in zip(ks, us) if k >= 10]
+        out[name] = {"us": us, "counted": all(ok for _, ok in timed),
+                     **fit(*zip(*fitted))}  # fmt: skip
+    return out
+
+
+# A wait of barrier_kernel gives up after SPINS reads of the count: far more than a barrier that
+# holds needs (on the H200, one read and one add cost about half a µs a barrier, at one program),
+# yet a wait that cannot end gives up within a fraction of a second. barrier_floor takes up to
+# MOST_PER_SM programs a multiprocessor: every NVIDIA GPU since 2012 holds at least 16 blocks a
+# multiprocessor at once (the CUDA guide's table of compute capabilities), and these are small.
+SPINS = 1 << 16
+MOST_PER_SM = 4
+
+
 def barrier_kernel():
     """The kernel of barrier_floor, defined on first use (importing this module needs no
     Triton). Every program of its grid waits at K barriers, one after another, counting at
@@ -76,34 +131,34 @@ def barrier_kernel():
 
 
 def barrier_us(programs: int, k: int, replays: int = 200, repeats: int = 5,
-               spins: int = 1 << 20) -> tuple[float, bool]:  # fmt: skip
-    """A graph of one kernel of `programs` programs that wait at k barriers, its counts zeroed
-    first: µs per replay, as replay_us; and whether every program passed every barrier of the
-    last replay with no wait run out (the counts are k · programs and 0)."""
+               spins: int = SPINS) -> tuple[float, bool]:  # fmt: skip
+    """A graph of one kernel of `programs` programs that wait at k barriers, its count of
+    arrivals zeroed first: µs per replay (best_replay_us); and whether every program passed
+    every barrier with no wait run out, in every replay (the waits that ran out are counted
+    across them all). A first run, before the graph, that ran out is not timed: (nan, False)."""
     kernel = barrier_kernel()
     count = torch.zeros(2, dtype=torch.int32, device="cuda")
-    kernel[(programs,)](count, K=k, SPINS=spins, num_warps=1)  # compile and load
-    torch.cuda.synchronize()
+    kernel[(programs,)](count, K=k, SPINS=spins, num_warps=1)  # compile, load and try once
+    if count[1].item():  # the programs could not all wait at once: do not repeat it
+        return float("nan"), False
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
-        count.zero_()
+        count[0].zero_()
         kernel[(programs,)](count, K=k, SPINS=spins, num_warps=1)
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    best = float("inf")
-    for _ in range(repeats):
-        start.record()
-        for _ in range(replays):
-            graph.replay()
-        end.record()
-        torch.cuda.synchronize()
-        best = min(best, start.elapsed_time(end) * 1e3 / replays)
+    best = best_replay_us(graph, replays, repeats)
     return round(best, 2), count.tolist() == [k * programs, 0]
 
 
 def barrier_floor(ks=(1, 10, 50, 100), programs=(1, 132, 528), replays: int = 200) -> dict:
     """For each number of programs: µs per replay at each K, every barrier checked, and the
     line fitted from K = 10 on, its slope the µs per barrier. One program waits for no one: its
-    barriers cost the atomics alone. The H200 has 132 multiprocessors."""
+    barriers cost the atomics alone. The H200 has 132 multiprocessors. Each number of programs
+    is at most MOST_PER_SM a multiprocessor, so that all of them run at once."""
+    sms = torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
+    for n in programs:
+        validate_int("programs", n, hi=MOST_PER_SM * sms)
+    for k in ks:
+        validate_int("K", k, hi=1000)
     out = {"ks": list(ks), "replays": replays}
     for n in programs:
         timed = [barrier_us(n, k, replays) for k in ks]
@@ -113,44 +168,6 @@ def barrier_floor(ks=(1, 10, 50, 100), programs=(1, 132, 528), replays: int = 20
         out[f"{n} programs"] = {"us": us, "counted": all(ok for _, ok in timed),
                                 "us_per_barrier": line["us_per_node"],
                                 "fixed_us": line["fixed_us"]}  # fmt: skip
-    return out
-
-
-def replay_us(node, k: int, replays: int = 200, repeats: int = 5) -> tuple[float, bool]:
-    """A graph of k calls of node(x) on one float: µs per replay, the best of `repeats`
-    timings of `replays` replays back to back between CUDA events; and whether x counted
-    every node of every replay."""
-    x = torch.zeros(1, device="cuda")
-    for _ in range(3):  # compile and load before capture
-        node(x)
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for _ in range(k):
-            node(x)
-    x.zero_()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    best = float("inf")
-    for _ in range(repeats):
-        start.record()
-        for _ in range(replays):
-            graph.replay()
-        end.record()
-        torch.cuda.synchronize()
-        best = min(best, start.elapsed_time(end) * 1e3 / replays)
-    return round(best, 2), float(x.item()) == k * replays * repeats
-
-
-def node_floor(ks=(1, 10, 50, 100, 200), replays: int = 200) -> dict:
-    """For each way of launching a node: µs per replay at each K, every count checked, and
-    the line fitted from K = 10 on (one node is mostly the replay's own cost)."""
-    out = {"ks": list(ks), "replays": replays}
-    for name, node in nodes().items():
-        timed = [replay_us(node, k, replays) for k in ks]
-        us = [t for t, _ in timed]
-        fitted = [(k, t) for k, t in zip(ks, us) if k >= 10]
-        out[name] = {"us": us, "counted": all(ok for _, ok in timed),
-                     **fit(*zip(*fitted))}  # fmt: skip
     return out
 
 
