@@ -412,7 +412,7 @@ def split_count(B: int, H_kv: int, device) -> int:
     lengths. On the H200, at batch 8, 16 shares beat 4 at 64 keys and at 1000
     (results/gpu_checks/2026-12-02_c58a9f7); at batch 1, 64 shares held the step nearly flat
     from 32 keys to 1023, up to a µs slower at the shortest (results/h200_shares.json).
-    From 129 rows of 4 K/V heads up, one share: one kernel, no combine."""
+    From 67 rows of 4 K/V heads up, on 132 multiprocessors, one share: one kernel, no combine."""
     sms = torch.cuda.get_device_properties(device).multi_processor_count if (
         torch.device(device).type == "cuda") else 132  # fmt: skip
     n = max(1, 4 * sms // (B * H_kv))

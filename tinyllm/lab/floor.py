@@ -9,9 +9,9 @@ fixed cost from them.
 
 A persistent kernel has no nodes to pay for, but its programs must still wait for each other
 between stages of its work. The bluntest wait is a grid-wide barrier: every program counts itself
-in, with an atomic add, then reads the count until every program has. barrier_floor times one
-kernel of K such barriers, for several K and several numbers of programs, and fits the µs each
-barrier adds. Needs CUDA.
+in, with an atomic add, then reads the count (atomic adds of zero) until every program has.
+barrier_floor times one kernel of K such barriers, for several K and several numbers of
+programs, and fits the µs each barrier adds. Needs CUDA.
 """
 
 import statistics
