@@ -98,3 +98,12 @@ def test_the_recorded_barrier_costs_a_node_and_twice_a_node_with_pdl():
     assert 0.8 < each[132] / nodes["triton"]["us_per_node"] < 1.25
     assert 1.7 < each[132] / nodes["triton, PDL"]["us_per_node"] < 2.3
     assert each[1] < each[132] < each[528]
+    # a later run: waits that read the count with volatile loads, not atomic adds, took a
+    # little less with one program and with 132, more with 528
+    polling = bar["polling"]
+    atomic, volatile = ({n: polling[way][f"{n} programs"] for n in (1, 132, 528)}
+                        for way in ("atomic reads (lab.floor)", "volatile loads"))  # fmt: skip
+    assert all(r["counted"] for r in [*atomic.values(), *volatile.values()])
+    assert volatile[1]["us_per_barrier"] < atomic[1]["us_per_barrier"]
+    assert volatile[132]["us_per_barrier"] < atomic[132]["us_per_barrier"]
+    assert volatile[528]["us_per_barrier"] > atomic[528]["us_per_barrier"]
