@@ -172,3 +172,9 @@ def test_the_recorded_tensor_cores_won_where_the_notebook_says():
         "median"] + 4 for b in (32, 64))  # fmt: skip
     assert last["exactness"]["all_equal"] and last["exactness"]["steps"] == 1296
     assert all(v["share_equal"] == 1.0 for v in last["greedy_vs_before"].values())
+    # a share's one block read with the row's length, not kept: the step at one row slower
+    fixed = rec["fixed_blocks"]
+    steps = {r["name"]: r["step_us"]["median"] for r in fixed["batch_1"]}
+    assert steps["fixed blocks"] > steps["package"]
+    assert fixed["exactness"]["all_equal"] and fixed["exactness"]["steps"] == 648
+    assert all(v["share_equal"] == 1.0 for v in fixed["greedy_vs_before"].values())

@@ -140,7 +140,8 @@ def load_dot(gpu: str = SHIPPED) -> dict | None:
     "first_form", 2 blocks a step at every batch; "whole_share", a share of 4 blocks in one
     step at batch 8; "masked_loads", the keys and values past a row's length left unread, not
     kept; "last_combine", the combine in the kernel's last program of a row's K/V head, after
-    (an atomic count), not kept; or None."""
+    (an atomic count), not kept; "fixed_blocks", a share's one block read with the row's
+    length, not after it, not kept; or None."""
     return _recorded(f"{gpu}_dot.json")
 
 
