@@ -164,7 +164,7 @@ def paged_section(rec: dict) -> list[str]:
             f"the paged kernel {' / '.join(f'{t:g}' for t in att[b]['paged_kernel_us'])} µs; "
             + (
                 f"the fused op, `rope_write_attend` (the step's attention kernel and its "
-                f"combine), "
+                f"combine, in the step's table), "
                 f"{' / '.join(f'{t:g}' for t in att[b]['fused_op_us'])} µs; "
                 if "fused_op_us" in att[b]
                 else ""

@@ -86,8 +86,11 @@ def attention_times(lengths=(40, 128, 256, 512, 1024), batches=(1, 8), calls: in
     16 (paged_decode_attention), and the paged step's fused op with its combine kernel
     (rope_write_attend: RoPE, the write of key n and the attention over n keys; at up to
     GEMV_ROWS rows the step runs its kernel alone, rope_write_shares, and combines in the
-    output projection), for the shipped model's heads, in bf16."""
+    output projection), for the shipped model's heads, in bf16. The fused op's table is as
+    wide as the step's, max_seq_len / 16 blocks, whatever n: its form, sums of products or
+    tensor cores, is then the step's (kernels.tensor_cores)."""
     H, H_kv, D = (8, 4, 32) if cfg is None else (cfg.n_heads, cfg.n_kv_heads, cfg.head_dim)
+    width = (1024 if cfg is None else cfg.max_seq_len) // 16  # the step's table, in blocks
     dev, dt, gen = "cuda", torch.bfloat16, torch.Generator(device="cuda").manual_seed(0)
 
     def per_call(fn) -> float:
@@ -129,9 +132,11 @@ def attention_times(lengths=(40, 128, 256, 512, 1024), batches=(1, 8), calls: in
             )
             qkv = torch.randn(B, H + 2 * H_kv, D, device=dev, dtype=dt, generator=gen)
             angle = torch.rand(n, D // 2, device=dev, generator=gen)
+            wide = torch.randn(B * width + 1, H_kv, 16, D, device=dev, dtype=dt, generator=gen)
+            rows = (torch.arange(B * width, device=dev, dtype=torch.int32) + 1).view(B, width)
             fused.append(per_call(partial(
-                kernels.rope_write_attend, qkv, angle.cos().to(dt), angle.sin().to(dt), pool,
-                pool.clone(), table, lens - 1)))  # fmt: skip
+                kernels.rope_write_attend, qkv, angle.cos().to(dt), angle.sin().to(dt), wide,
+                wide.clone(), rows, lens - 1)))  # fmt: skip
         out[str(B)] = {"sdpa_window_us": sdpa, "paged_kernel_us": paged, "fused_op_us": fused}
     return out
 
