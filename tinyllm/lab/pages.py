@@ -79,16 +79,16 @@ def equal_footing(model, idx, extra: dict, max_new_tokens: int = 256) -> list[Va
 
 
 def attention_times(lengths=(40, 128, 256, 512, 1024), batches=(1, 8), calls: int = 20,
-                    repeats: int = 30, warm: int = 500, cfg=None) -> dict:  # fmt: skip
+                    repeats: int = 30, cfg=None) -> dict:  # fmt: skip
     """µs per call of decode attention alone, in a CUDA graph of `calls` calls back to back
-    (the median of `repeats` replays, after `warm` replays untimed): SDPA in the course's
-    window form ((B·H_kv, 1, G, D) over a window of n keys, an additive bias), the paged
-    kernels over n keys in blocks of 16 (paged_decode_attention), and the paged step's fused
-    op with its combine kernel (rope_write_attend: RoPE, the write of key n and the attention
-    over n keys; at up to GEMV_ROWS rows the step runs its kernel alone, rope_write_shares,
-    and combines in the output projection), for the shipped model's heads, in bf16. The
-    fused op's table is as wide as the step's, max_seq_len / 16 blocks, whatever n: its form,
-    sums of products or tensor cores, is then the step's (kernels.tensor_cores)."""
+    (the median of `repeats` replays): SDPA in the course's window form ((B·H_kv, 1, G, D)
+    over a window of n keys, an additive bias), the paged kernels over n keys in blocks of
+    16 (paged_decode_attention), and the paged step's fused op with its combine kernel
+    (rope_write_attend: RoPE, the write of key n and the attention over n keys; at up to
+    GEMV_ROWS rows the step runs its kernel alone, rope_write_shares, and combines in the
+    output projection), for the shipped model's heads, in bf16. The fused op's table is as
+    wide as the step's, max_seq_len / 16 blocks, whatever n: its form, sums of products or
+    tensor cores, is then the step's (kernels.tensor_cores)."""
     H, H_kv, D = (8, 4, 32) if cfg is None else (cfg.n_heads, cfg.n_kv_heads, cfg.head_dim)
     width = (1024 if cfg is None else cfg.max_seq_len) // 16  # the step's table, in blocks
     dev, dt, gen = "cuda", torch.bfloat16, torch.Generator(device="cuda").manual_seed(0)
@@ -103,8 +103,6 @@ def attention_times(lengths=(40, 128, 256, 512, 1024), batches=(1, 8), calls: in
         with torch.cuda.graph(graph):
             for _ in range(calls):
                 fn()
-        for _ in range(warm):  # the GPU busy before the timing, as in the step's stream
-            graph.replay()
         times = []
         for _ in range(repeats):
             a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
