@@ -573,6 +573,7 @@ FUNCTION_CHECKERS = {  # checkers of a learner's function, with the notebook's o
     "check_idle_share": ex.check_idle_share,
     "check_kernels_to_remove": ex.check_kernels_to_remove,
     "check_form": ex.check_form,
+    "check_combiner": ex.check_combiner,
 }
 NONE_IS_AN_ANSWER = {"check_first_difference", "check_static_write"}  # "no difference", in place
 ANSWER_CHECKERS = {  # checkers of a value the learner sets

@@ -1,5 +1,5 @@
 """tinyllm.course.exercises.nb11: the checkers of notebook 11's exercises (the idle share of
-one replay, the kernels a target asks for, the form a graph captures).
+one replay, the kernels a target asks for, the form a graph captures, who combines).
 
 A checker accepts the right answer and answers every wrong one with one [HINT] line:
 never a traceback, never a false [OK].
@@ -13,8 +13,21 @@ import pytest
 import torch
 from conftest import assert_hint, assert_ok
 
-from tinyllm.course.exercises import check_form, check_idle_share, check_kernels_to_remove
-from tinyllm.course.exercises.nb11 import FORM_CASES, IDLE_CASES, _form, _idle_share, _to_remove
+from tinyllm.course.exercises import (
+    check_combiner,
+    check_form,
+    check_idle_share,
+    check_kernels_to_remove,
+)
+from tinyllm.course.exercises.nb11 import (
+    COMBINE_CASES,
+    FORM_CASES,
+    IDLE_CASES,
+    _combiner,
+    _form,
+    _idle_share,
+    _to_remove,
+)
 from tinyllm.course.viz import timing
 from tinyllm.kernels import share_passes, tensor_cores
 from tinyllm.lab.results import results_dir
@@ -486,3 +499,100 @@ def test_form_that_never_returns_is_stopped(capsys, monkeypatch):
             pass
 
     assert_hint(check_form, forever, capsys, "did not finish")
+
+
+# --- exercise 4: who combines --------------------------------------------------------------------
+
+
+def my_combiner(order, shares, start):
+    place = shares - 1 - start
+    return order[place] if 0 <= place < len(order) else None
+
+
+def clearing(order, shares, start):
+    """Right, then empties the list it was given: the checker's cases must not change."""
+    got = my_combiner(order, shares, start)
+    order.clear()
+    return got
+
+
+def test_the_combiner_is_the_add_that_hands_back_shares_less_one():
+    """The checker's reference, against the protocol played out: each program in turn adds one
+    to a count that starts at `start`; the one handed back shares - 1 combines."""
+    for order, shares, start in COMBINE_CASES + (([1, 2, 0], 3, 2), ([0, 1], 2, 1)):
+        count, combined = start, None
+        for program in order:
+            if count == shares - 1:
+                combined = program
+            count += 1
+        assert _combiner(order, shares, start) == combined == my_combiner(order, shares, start)
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        my_combiner,
+        lambda o, s, c: o[s - 1 - c] if c < s else None,
+        lambda o, s, c: next((p for k, p in enumerate(o) if c + k == s - 1), None),
+        lambda o, s, c: np.int64(o[s - 1 - c]) if c < s else None,
+        clearing,
+    ],
+    ids=[
+        "the place in the order",
+        "start below shares",
+        "the adds played out",
+        "a numpy int",
+        "empties its order after",
+    ],
+)
+def test_combiner_right(answer, capsys):
+    assert_ok(check_combiner, answer, capsys)
+
+
+@pytest.mark.parametrize(
+    "answer, needles",
+    [
+        (lambda o, s, c: o[-1], ("whatever the count held", "third of four")),
+        (lambda o, s, c: s - 1, ("highest share index",)),
+        (lambda o, s, c: max(o), ("highest share index",)),
+        (lambda o, s, c: s - 1 - c, ("place in the order", "order[place]")),
+        (lambda o, s, c: o[s - 1 - c], ("return None", "negative index")),
+        (lambda o, s, c: my_combiner(o, s, c) if c < s else -1, ("not -1",)),
+        (lambda o, s, c: o[s - 1 + c], ("IndexError", "start + k")),
+        (lambda o, s, c: str(my_combiner(o, s, c)), ("a str", "an int, or None")),
+        (lambda o, s, c: True, ("the bool True",)),
+        (lambda o, s, c: [my_combiner(o, s, c)], ("a list",)),
+        (lambda o, s: 0, ("raised TypeError",)),
+        (lambda o, s, c: 1 / 0, ("raised ZeroDivisionError",)),
+        (1, ("pass your function itself",)),
+    ],
+    ids=[
+        "the last to finish, start ignored",
+        "the highest share",
+        "max of the order",
+        "the place, not the share",
+        "a negative index left unchecked",
+        "-1 for nobody",
+        "the wrong direction",
+        "a string",
+        "a bool",
+        "a list",
+        "two arguments",
+        "raises",
+        "an int, not a function",
+    ],
+)
+def test_combiner_wrong(answer, needles, capsys):
+    assert_hint(check_combiner, answer, capsys, *needles)
+
+
+def test_combiner_that_never_returns_is_stopped(capsys, monkeypatch):
+    from tinyllm.course.exercises import nb11
+
+    monkeypatch.setattr(nb11, "CALL_SECONDS", 0.5)
+
+    def forever(order, shares, start):
+        while True:
+            pass
+
+    assert_hint(check_combiner, forever, capsys, "did not finish")

@@ -44,7 +44,12 @@ from tinyllm.course.exercises.nb08 import (
 )
 from tinyllm.course.exercises.nb09 import check_hand_out, check_noise_key, check_step_sampling
 from tinyllm.course.exercises.nb10 import check_admit_count, check_flush_span, check_gain_shown
-from tinyllm.course.exercises.nb11 import check_form, check_idle_share, check_kernels_to_remove
+from tinyllm.course.exercises.nb11 import (
+    check_combiner,
+    check_form,
+    check_idle_share,
+    check_kernels_to_remove,
+)
 
 __all__ = [
     "check_token_count",
@@ -82,5 +87,6 @@ __all__ = [
     "check_gain_shown",
     "check_idle_share",
     "check_kernels_to_remove",
+    "check_combiner",
     "check_form",
 ]

@@ -584,3 +584,82 @@ def check_form(fn) -> Verdict:
         problem = _wrong_form(answers)
         return hint(f"{wrong}. {problem[0].upper() + problem[1:]}" if problem else wrong)
     return ok("the blocks a share holds, rounded up: one takes the sums, up to four one pass")
+
+
+# --- exercise 4: who combines -------------------------------------------------------------------
+
+COMBINE_CASES = (  # (order the programs finished in, by share index; shares; the count before)
+    ([2, 0, 3, 1], 4, 0),  # the last to finish combines
+    ([0, 1, 2, 3], 4, 0),  # in order: the highest share, by chance
+    ([3, 1, 0, 2], 4, 1),  # a count left over: the third to finish combines, too early
+    ([5, 2, 7, 0, 4, 1, 6, 3], 8, 3),  # the fifth of eight
+    ([1, 0], 2, 0),
+    ([0], 1, 0),  # one share: its program combines
+    ([2, 0, 3, 1], 4, 4),  # no add hands back 3: nobody combines
+    ([2, 0, 3, 1], 4, 6),
+)
+WHO = "the share index of the program that combines, an int, or None when no program does"
+PLACES = "the k-th program to finish, counting from 0, gets back start + k"
+
+
+def _combiner(order: list, shares: int, start: int):
+    """The package's protocol (kernels at d0d4828, section 6): the add that hands back
+    shares - 1 is the combiner's; the count before the k-th add (from 0) is start + k."""
+    k = shares - 1 - start
+    return order[k] if 0 <= k < len(order) else None
+
+
+def _wrong_combiner(answers: list) -> str:
+    """What a learner's answers on COMBINE_CASES show of the mistake behind them, or ''."""
+
+    def like(rule) -> bool:
+        return answers == [rule(o, s, c) for o, s, c in COMBINE_CASES]
+
+    if like(lambda o, s, c: o[-1]):
+        return (
+            "you took the last program to finish whatever the count held before. The count "
+            "starts at `start`: with 1 left over, the third of four adds already hands back 3"
+        )
+    if like(lambda o, s, c: s - 1):
+        return (
+            "you returned the highest share index. The combiner is the program whose add hands "
+            "back shares - 1, whatever its index"
+        )
+    if like(lambda o, s, c: s - 1 - c):
+        return "you returned the program's place in the order. Return its share index: order[place]"
+    if like(lambda o, s, c: o[s - 1 - c]):
+        return (
+            "when the count starts at `shares` or more, no add hands back shares - 1: return None. "
+            "In Python a negative index counts from the end, so order[-1] is no error"
+        )
+    if like(lambda o, s, c: _combiner(o, s, c) if _combiner(o, s, c) is not None else -1):
+        return "when no program combines, return None, not -1"
+    return ""
+
+
+@checker
+def check_combiner(fn) -> Verdict:
+    """fn(order, shares, start) → the share index of the program whose atomic add hands back
+    shares - 1, the count having held `start` before the call; None if no add does."""
+    answers = []
+    for order, shares, start in COMBINE_CASES:
+        shown_as = f"order={order}, shares={shares}, start={start}"
+        got = call(fn, (list(order), shares, start), shown_as, none_ok=True, seconds=CALL_SECONDS,
+                   explain=lambda e: PLACES if isinstance(e, IndexError) else None)  # fmt: skip
+        if got is FAILED:
+            return False
+        if got is not None and (isinstance(got, bool) or whole(got) is None):
+            return hint(f"on {shown_as} your function returned {shown_type(got)}. Return {WHO}")
+        answers.append(None if got is None else whole(got))
+    wants = [_combiner(*case) for case in COMBINE_CASES]
+    if answers != wants:
+        (order, shares, start), got, want = next(
+            (case, a, w) for case, a, w in zip(COMBINE_CASES, answers, wants) if a != w
+        )
+        wrong = (
+            f"on order={order}, shares={shares}, start={start} your function returned {got}, "
+            f"expected {want}"
+        )
+        problem = _wrong_combiner(answers)
+        return hint(f"{wrong}: {problem}" if problem else wrong)
+    return ok("the add that hands back shares - 1: order[shares - 1 - start], if there is one")
