@@ -609,11 +609,22 @@ def _combiner(order: list, shares: int, start: int):
     return order[k] if 0 <= k < len(order) else None
 
 
+def _at(order: list, place: int):
+    """order[place], or None where the place is past either end: a guarded learner's answer."""
+    return order[place] if 0 <= place < len(order) else None
+
+
 def _wrong_combiner(answers: list) -> str:
-    """What a learner's answers on COMBINE_CASES show of the mistake behind them, or ''."""
+    """What a learner's answers on COMBINE_CASES show of the mistake behind them, or ''. Each
+    rule is matched on the cases where some program combines, whatever the answer elsewhere."""
+    wants = [_combiner(*case) for case in COMBINE_CASES]
 
     def like(rule) -> bool:
-        return answers == [rule(o, s, c) for o, s, c in COMBINE_CASES]
+        return all(
+            got == rule(list(o), s, c)
+            for got, want, (o, s, c) in zip(answers, wants, COMBINE_CASES)
+            if want is not None
+        )
 
     if like(lambda o, s, c: o[-1]):
         return (
@@ -627,14 +638,26 @@ def _wrong_combiner(answers: list) -> str:
         )
     if like(lambda o, s, c: s - 1 - c):
         return "you returned the program's place in the order. Return its share index: order[place]"
-    if like(lambda o, s, c: o[s - 1 - c]):
+    if like(lambda o, s, c: o[0]):
+        return "the first program to finish gets back `start`, not shares - 1"
+    if like(lambda o, s, c: _at(o, s - c)) or like(lambda o, s, c: _at(o, s - 1 + c)):
         return (
-            "when the count starts at `shares` or more, no add hands back shares - 1: return None. "
-            "In Python a negative index counts from the end, so order[-1] is no error"
+            "one place off. The add hands back the count from before it: the first program "
+            "to finish gets back `start`, the next start + 1"
         )
-    if like(lambda o, s, c: _combiner(o, s, c) if _combiner(o, s, c) is not None else -1):
-        return "when no program combines, return None, not -1"
+    if like(lambda o, s, c: o[s - 1 - c]):  # matches where some program combines: then the rest
+        if all(a is None for a, w in zip(answers, wants) if w is None):
+            return ""
+        if any(a == -1 for a, w in zip(answers, wants) if w is None):
+            return "when no program combines, return None, not -1"
+        return (
+            "when the count starts at `shares` or more, no add hands back shares - 1: return "
+            "None. In Python a negative index counts from the end, so order[-1] is no error"
+        )
     return ""
+
+
+NOBODY = "here no program combines: return None"
 
 
 @checker
@@ -644,14 +667,21 @@ def check_combiner(fn) -> Verdict:
     answers = []
     for order, shares, start in COMBINE_CASES:
         shown_as = f"order={order}, shares={shares}, start={start}"
+        why = NOBODY if _combiner(order, shares, start) is None else PLACES
+        explain = lambda e, why=why: why if isinstance(e, IndexError) else None  # noqa: E731
         got = call(fn, (list(order), shares, start), shown_as, none_ok=True, seconds=CALL_SECONDS,
-                   explain=lambda e: PLACES if isinstance(e, IndexError) else None)  # fmt: skip
+                   explain=explain)  # fmt: skip
         if got is FAILED:
             return False
         if got is not None and (isinstance(got, bool) or whole(got) is None):
             return hint(f"on {shown_as} your function returned {shown_type(got)}. Return {WHO}")
         answers.append(None if got is None else whole(got))
     wants = [_combiner(*case) for case in COMBINE_CASES]
+    if all(a is None for a in answers):
+        return hint(
+            "your function returned None every time. A function with no `return` line returns "
+            f"None, and a print is not a return. Return {WHO}"
+        )
     if answers != wants:
         (order, shares, start), got, want = next(
             (case, a, w) for case, a, w in zip(COMBINE_CASES, answers, wants) if a != w
