@@ -14,6 +14,7 @@ barrier_floor times one kernel of K such barriers, for several K and several num
 programs, and fits the µs each barrier adds. Needs CUDA.
 """
 
+import functools
 import statistics
 
 import torch
@@ -105,9 +106,10 @@ SPINS = 1 << 16
 MOST_PER_SM = 4
 
 
+@functools.cache
 def barrier_kernel():
-    """The kernel of barrier_floor, defined on first use (importing this module needs no
-    Triton). Every program of its grid waits at K barriers, one after another, counting at
+    """The kernel of barrier_floor, defined once, on first use: importing this module needs no
+    Triton. Every program of its grid waits at K barriers, one after another, counting at
     count_ptr[0]. SPINS bounds each wait, so a grid whose programs cannot all run at once ends
     and does not hang; a wait that ran out is counted at count_ptr[1]. Triton's interpreter
     runs programs one at a time: there every wait but the last program's runs out."""

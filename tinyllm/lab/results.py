@@ -137,8 +137,8 @@ def load_dot(gpu: str = SHIPPED) -> dict | None:
     against the kernel before, in one run ("op_alone_us": the op alone, with its combine and
     its kernel alone; "batch_<B>": the step replayed alone; "sweep_1", "sweep_8": against
     position); and the runs before it, each with its provenance: "variants", the forms tried;
-    "first_form", 2 blocks a step at every batch; "whole_share", a share of 4 blocks in one
-    step at batch 8; "masked_loads", the keys and values past a row's length left unread, not
+    "first_form", 2 blocks a pass at every batch; "whole_share", a share of 4 blocks in one
+    pass at batch 8; "masked_loads", the keys and values past a row's length left unread, not
     kept; "last_combine", the combine in the kernel's last program of a row's K/V head, after
     (an atomic count), not kept; "fixed_blocks", a share's one block read with the row's
     length, not after it, not kept; or None."""

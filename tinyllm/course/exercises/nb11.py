@@ -645,9 +645,7 @@ def _wrong_combiner(answers: list) -> str:
             "one place off. The add hands back the count from before it: the first program "
             "to finish gets back `start`, the next start + 1"
         )
-    if like(lambda o, s, c: o[s - 1 - c]):  # matches where some program combines: then the rest
-        if all(a is None for a, w in zip(answers, wants) if w is None):
-            return ""
+    if like(lambda o, s, c: o[s - 1 - c]):  # right where some program combines: wrong elsewhere
         if any(a == -1 for a, w in zip(answers, wants) if w is None):
             return "when no program combines, return None, not -1"
         return (
