@@ -163,3 +163,22 @@ def test_uploads_and_downloads_through_reused_pinned_buffers_lose_no_value():
                 copied.synchronize()
                 assert ids.tolist() == [2 * 109 + j] * 8, j  # dst[:8] holds the last upload's
             pending = []
+
+
+def test_the_sampler_kernel_draws_the_reference_ids():
+    """The one-kernel sampler against the reference's 60-odd ops, on the GPU: the same ids for
+    greedy rows, drawn rows, every top-k, seeds at both ends, bf16 and float32 logits."""
+    from tinyllm.generation import reference_sample, sample
+
+    g = torch.Generator(device="cuda").manual_seed(0)
+    for dtype in (torch.bfloat16, torch.float32):
+        for B in (1, 7, 256):
+            logits = (torch.randn(B, 258, device="cuda", generator=g) * 3).to(dtype)
+            t = torch.rand(B, device="cuda", generator=g, dtype=torch.float64) * 2
+            t[::3] = 0.0
+            top_k = torch.randint(0, 270, (B,), device="cuda", generator=g)
+            seed = torch.randint(0, 2**62, (B,), device="cuda", generator=g)
+            seed[0] = 2**63 - 1
+            position = torch.randint(0, 1024, (B,), device="cuda", generator=g)
+            got = sample(logits, t, top_k, seed, position)
+            assert torch.equal(got, reference_sample(logits, t, top_k, seed, position))

@@ -9,7 +9,7 @@ import sys
 import pytest
 import torch
 
-from tinyllm import kernels
+from tinyllm import generation, kernels
 from tinyllm.lab import simgraph
 
 triton_needed = pytest.mark.skipif(kernels.triton is None, reason="Triton installs on Linux")
@@ -376,8 +376,12 @@ one_row = ptx(projections.projection_kernel, {  # one row's gate and up, its pro
     "SWIGLU": True, "ADD": False, "COMBINE": False, "D": 1, "N_SPLITS": 1, "PRECISION": "mma",
     "PDL": True})
 barrier = ptx(floor.barrier_kernel(), {"K": 4, "SPINS": 1024})  # lab.floor's barriers
+POINTERS.update(LOGITS="*bf16", TEMPERATURE="*fp64", TOP_K="*i64", SEED="*i64",
+                POSITION="*i64", IDS="*i64")
+sampler = ptx(kernels.sample_kernel, {"V_PAD": 512, "PDL": True})
 print("griddepcontrol.wait" in fused, "griddepcontrol.wait" in split, "griddepcontrol" in combine,
-      "griddepcontrol.wait" in folded, "griddepcontrol.wait" in one_row)
+      "griddepcontrol.wait" in folded, "griddepcontrol.wait" in one_row,
+      "griddepcontrol.wait" in sampler, "div.rn.f32" in sampler, "lg2.approx" in sampler)
 """
 
 
@@ -390,4 +394,44 @@ def test_the_kernels_compile_for_a_hopper_gpu():
     out = subprocess.run([sys.executable, "-c", COMPILE_FOR_HOPPER], capture_output=True,
                          text=True)  # fmt: skip
     assert out.returncode == 0, out.stderr[-3000:]
-    assert out.stdout.split() == ["True", "True", "False", "True", "True"]  # PDL's wait
+    assert out.stdout.split()[:6] == ["True", "True", "False", "True", "True", "True"]  # PDL
+    assert out.stdout.split()[6:] == ["True", "False"]  # the sampler divides and logs as torch
+
+
+def sampling_case(B, V, dtype, seed=0):
+    """Logits with a tie at each row's top, rows greedy and drawn, top-k of 0, 1, some, V and
+    past V, seeds at both ends, positions in int32; temperature a column of an int64 table
+    viewed as float64, as rows.Rows keeps it (a stride of 3)."""
+    g = torch.Generator().manual_seed(seed)
+    logits = (torch.randn(B, V, generator=g) * 3).to(dtype)
+    logits[:, 7] = logits[:, 3] = logits.amax(dim=1) + 1  # ties at the top: the first wins
+    table = torch.zeros(B, 3, dtype=torch.int64)
+    t = table.view(torch.float64)[:, 1]
+    t.copy_(torch.rand(B, generator=g, dtype=torch.float64) * 2)
+    t[::3] = 0.0
+    top_k = torch.tensor([0, 1, 5, V, V + 4] * B)[:B]
+    seed = torch.randint(0, 2**62, (B,), generator=g)
+    seed[0], seed[-1] = 0, 2**63 - 1
+    position = torch.randint(0, 1024, (B,), generator=g, dtype=torch.int32)
+    return logits, t, top_k, seed, position
+
+
+@pytest.mark.parametrize(("B", "V", "dtype"), [(6, 258, torch.bfloat16), (5, 64, torch.float32)])
+def test_the_interpreted_sampler_draws_the_reference_ids(B, V, dtype):
+    case = sampling_case(B, V, dtype)
+    got = kernels.interpreted_sample(*case)
+    want = generation.reference_sample(*case)
+    assert got.dtype == torch.long and got.tolist() == want.tolist()
+    assert got[0] == 3  # greedy, and the first of the tied ids
+    assert not (got == generation.reference_sample(*sampling_case(B, V, dtype, seed=1))).all()
+
+
+def test_the_sampler_is_one_op_that_runs_the_reference_off_cuda():
+    case = sampling_case(7, 258, torch.bfloat16)
+    g = simgraph.CUDAGraph()
+    with simgraph.graph(g):
+        got = generation.sample(*case)
+    assert [str(func) for func, *_ in g._capture.ops] == ["tinyllm.sample.default"]
+    case[3].add_(1)  # new seeds, in place: the replay reads them
+    g.replay()
+    assert got.tolist() == generation.reference_sample(*case).tolist()

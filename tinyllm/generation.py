@@ -15,6 +15,7 @@ precision.py; every forward here runs under precision(model).
 import torch
 from torch import Tensor
 
+from tinyllm.kernels import triton, triton_sample
 from tinyllm.kv_cache import KVCache
 from tinyllm.precision import model_device, precision
 from tinyllm.validate import (
@@ -100,15 +101,34 @@ def uniform_noise(seed: Tensor, position: Tensor, vocab_size: int) -> Tensor:
     return (bits.float() + 0.5) * 2.0**-23  # exact in float32: never 0, never 1
 
 
+@torch.library.custom_op("tinyllm::sample", mutates_args=())
 def sample(logits: Tensor, temperature: Tensor, top_k: Tensor, seed: Tensor,
            position: Tensor) -> Tensor:  # fmt: skip
     """Every row's next id at once: logits (B, V) → ids (B,), int64, on logits' device.
 
     Per row: temperature (B,) (0: greedy, the argmax exactly), top_k (B,) int (0 or V: every
-    id), seed (B,) int64 and position (B,) int64, the position of the token being drawn. The
-    noise is uniform_noise(seed, position): the same (seed, position) draws the same token
-    whatever the batch, the row or the other rows. Pure tensor ops of fixed shapes: no host
-    sync, capturable in a graph. The arguments were checked at the door (validate_sampling)."""
+    id), seed (B,) int64 and position (B,) int (int32 or int64), the position of the token
+    being drawn. The noise is uniform_noise(seed, position): the same (seed, position) draws
+    the same token whatever the batch, the row or the other rows. No host sync, fixed shapes:
+    capturable in a graph. The arguments were checked at the door (validate_sampling).
+
+    A torch custom op: reference_sample here, about 60 tensor ops; on CUDA one Triton kernel,
+    one program a row (kernels.sample_kernel), the same draw in one launch (notebook 11)."""
+    return reference_sample(logits, temperature, top_k, seed, position)
+
+
+if triton is not None:
+    sample.register_kernel("cuda")(triton_sample)
+
+
+@sample.register_fake
+def _(logits, temperature, top_k, seed, position):
+    return logits.new_empty(logits.shape[0], dtype=torch.long)
+
+
+def reference_sample(logits: Tensor, temperature: Tensor, top_k: Tensor, seed: Tensor,
+                     position: Tensor) -> Tensor:  # fmt: skip
+    """sample in PyTorch: the argmax, or Gumbel-max over the top-k ids with the hash's noise."""
     B, V = logits.shape
     logits = logits.float()
     greedy = logits.argmax(dim=-1)

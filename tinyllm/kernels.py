@@ -264,14 +264,18 @@ def library_interpreted():
     """Triton's own library functions (tl.sum, tl.max, tl.cdiv, ...) are kernels too, built
     when triton.language was imported: for the block, each is its interpreted twin, as it
     would be had TRITON_INTERPRET=1 been set before that import."""
-    compiled = {n: f for n, f in vars(tl).items() if isinstance(f, JITFunction)}
+    with contextlib.suppress(ImportError):  # newer Tritons import it at a kernel's first
+        import triton.experimental.gluon  # noqa: F401  call; it checks tl.standard's kernels
+    modules = (tl, tl.standard)  # tl.argmax calls standard's max, tl.sort its own helpers
+    compiled = [(module, name, f) for module in modules for name, f in vars(module).items()
+                if isinstance(f, JITFunction)]  # fmt: skip
     try:
-        for name, f in compiled.items():
-            setattr(tl, name, InterpretedFunction(f.fn))
+        for module, name, f in compiled:
+            setattr(module, name, InterpretedFunction(f.fn))
         yield
     finally:
-        for name, f in compiled.items():
-            setattr(tl, name, f)
+        for module, name, f in compiled:
+            setattr(module, name, f)
 
 
 def interpreted_paged_decode_attention(q, k_cache, v_cache, block_table, lens,
@@ -594,3 +598,74 @@ def _(qkv, cos, sin, k_cache, v_cache, block_table, lens):
     H, S = qkv.shape[1] - 2 * H_kv, step_shares(B, H_kv, qkv.device)
     part = qkv.new_empty(B, H, S, D, dtype=torch.float32)
     return part, part.new_empty(B, H, S), part.new_empty(B, H, S)
+
+
+# --- sampling: one kernel a step (notebook 11) ---------------------------------------------
+
+
+def sample_kernel_body(LOGITS, TEMPERATURE, TOP_K, SEED, POSITION, IDS, logits_row, t_row,
+                       k_row, seed_row, position_row, vocab, V_PAD: tl.constexpr,
+                       PDL: tl.constexpr = False):  # fmt: skip
+    """Program b: row b's next id, as generation.reference_sample draws it. Its vocab logits
+    sit in one tile of V_PAD, the ids past vocab at -inf: the argmax (greedy), the top-k threshold
+    (the k-th of the logits sorted), the noise (splitmix64 of seed, position and id, three
+    rounds), Gumbel-max over the ids kept. Division and log as torch's: rounded to nearest.
+    PDL: as combine_kernel."""
+    b = tl.program_id(0)
+    if PDL:
+        tl.extra.cuda.gdc_wait()
+        tl.extra.cuda.gdc_launch_dependents()
+    v = tl.arange(0, V_PAD)
+    logits = tl.load(LOGITS + b * logits_row + v, mask=v < vocab, other=float("-inf"))
+    logits = logits.to(tl.float32)
+    greedy = tl.argmax(logits, axis=0, tie_break_left=True)
+    temperature = tl.load(TEMPERATURE + b * t_row)
+    t = tl.where(temperature > 0, temperature, 1.0).to(tl.float32)
+    k = tl.load(TOP_K + b * k_row)
+    k = tl.where((k > 0) & (k < vocab), k, vocab)
+    kth = tl.max(tl.where(v == k - 1, tl.sort(logits, descending=True), float("-inf")), axis=0)
+    # the noise: z = splitmix64(splitmix64(splitmix64(seed) ^ position) ^ id), in uint64
+    z = tl.load(SEED + b * seed_row).to(tl.uint64, bitcast=True) + tl.zeros([V_PAD], tl.uint64)
+    for r in tl.static_range(3):
+        z = z + 0x9E3779B97F4A7C15
+        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9
+        z = (z ^ (z >> 27)) * 0x94D049BB133111EB
+        z = z ^ (z >> 31)
+        if r == 0:
+            z = z ^ tl.load(POSITION + b * position_row).to(tl.int64).to(tl.uint64, bitcast=True)
+        if r == 1:
+            z = z ^ v.to(tl.uint64)
+    u = ((z >> 41).to(tl.float32) + 0.5) * 1.1920928955078125e-07  # 2**-23
+    gumbel = -tl.log(-tl.log(u))
+    scores = tl.where(logits < kth, float("-inf"), tl.math.div_rn(logits, t) + gumbel)
+    drawn = tl.argmax(scores, axis=0, tie_break_left=True)
+    tl.store(IDS + b, tl.where(temperature > 0, drawn, greedy).to(tl.int64))
+
+
+if triton is not None:
+    sample_kernel = triton.jit(sample_kernel_body)
+
+
+def triton_sample(logits, temperature, top_k, seed, position, kernel=None) -> Tensor:
+    """Launch the sampler: one program a row (kernel: default the compiled one). Trusted, as
+    generation.sample is: its arguments came through a door (validate_sampling)."""
+    B, V = logits.shape
+    ids = torch.empty(B, dtype=torch.long, device=logits.device)
+    (kernel or sample_kernel)[(B,)](
+        logits, temperature, top_k, seed, position, ids, logits.stride(0),
+        temperature.stride(0), top_k.stride(0), seed.stride(0), position.stride(0), V,
+        V_PAD=triton.next_power_of_2(V), num_warps=4, **pdl_launch(logits.device),
+    )  # fmt: skip
+    return ids
+
+
+def interpreted_sample(logits, temperature, top_k, seed, position) -> Tensor:
+    """The sampler run by Triton's interpreter, on CPU tensors (tests)."""
+    if triton is None:
+        raise RuntimeError("Triton is not installed here (it installs on Linux): the "
+                           "reference runs instead")  # fmt: skip
+    kernel = InterpretedFunction(sample_kernel_body)
+    if isinstance(sample_kernel, InterpretedFunction):
+        kernel = None
+    with library_interpreted():
+        return triton_sample(logits, temperature, top_k, seed, position, kernel)

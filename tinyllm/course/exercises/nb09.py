@@ -29,7 +29,7 @@ from tinyllm.course.exercises.harness import (
     time_limit,
 )
 from tinyllm.engine import Request
-from tinyllm.generation import sample, uniform_noise
+from tinyllm.generation import reference_sample, uniform_noise
 from tinyllm.lab import simgraph
 from tinyllm.serve import PagedEngine
 
@@ -46,7 +46,7 @@ def _frozen(fn, **names):
 
 _splitmix64 = _frozen(generation.splitmix64)
 _uniform_noise = _frozen(generation.uniform_noise, splitmix64=_splitmix64)
-_sample = _frozen(generation.sample, uniform_noise=_uniform_noise)
+_sample = _frozen(generation.reference_sample, uniform_noise=_uniform_noise)
 V = 64  # the vocabulary of the checkers' logits
 
 
@@ -436,11 +436,11 @@ def _eager_problem(fn, case, shown_as):
         noise_calls = [args for f, args in calls if f is uniform_noise]
         return _explain_sampling(error, noise_calls, tuple(case[0].shape), fn)
 
-    with entered(sample, uniform_noise, calls=calls) as ran:
+    with entered(reference_sample, uniform_noise, calls=calls) as ran:
         got = call(fn, given, shown_as, seconds=CALL_SECONDS, explain=explain)
     if got is FAILED:
         return FAILED
-    if ran[sample]:
+    if ran[reference_sample]:
         return OWN_SAMPLER
     changed = _changed(("logits", "temperature", "seed", "position"), given, case)
     if changed:
