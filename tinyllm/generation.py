@@ -101,9 +101,8 @@ def uniform_noise(seed: Tensor, position: Tensor, vocab_size: int) -> Tensor:
     return (bits.float() + 0.5) * 2.0**-23  # exact in float32: never 0, never 1
 
 
-@torch.library.custom_op("tinyllm::sample", mutates_args=())
-def sample(logits: Tensor, temperature: Tensor, top_k: Tensor, seed: Tensor,
-           position: Tensor) -> Tensor:  # fmt: skip
+def _sample(logits: Tensor, temperature: Tensor, top_k: Tensor, seed: Tensor,
+            position: Tensor) -> Tensor:  # fmt: skip
     """Every row's next id at once: logits (B, V) → ids (B,), int64, on logits' device.
 
     Per row: temperature (B,) (0: greedy, the argmax exactly), top_k (B,) int (0 or V: every
@@ -112,11 +111,14 @@ def sample(logits: Tensor, temperature: Tensor, top_k: Tensor, seed: Tensor,
     the same token whatever the batch, the row or the other rows. No host sync, fixed shapes:
     capturable in a graph. The arguments were checked at the door (validate_sampling).
 
-    A torch custom op: reference_sample here, about 60 tensor ops; on CUDA one Triton kernel,
-    one program a row (kernels.sample_kernel), the same draw in one launch (notebook 11)."""
+    A torch custom op: reference_sample here, about 70 tensor ops, each a kernel on a GPU; on
+    CUDA one Triton kernel, one program a row (kernels.sample_kernel): the same ids, one
+    launch (notebook 11, results/h200_sampler.json)."""
     return reference_sample(logits, temperature, top_k, seed, position)
 
 
+sample = torch.library.custom_op("tinyllm::sample", _sample, mutates_args=())
+sample.__doc__ = _sample.__doc__  # the op shows its function's docstring, not its class's
 if triton is not None:
     sample.register_kernel("cuda")(triton_sample)
 

@@ -145,6 +145,16 @@ def load_dot(gpu: str = SHIPPED) -> dict | None:
     return _recorded(f"{gpu}_dot.json")
 
 
+def load_sampler(gpu: str = SHIPPED) -> dict | None:
+    """results/<gpu>_sampler.json: generation.sample as one Triton kernel against its tensor
+    ops ("ids": the same ids?; "graph": each alone in a graph, µs and kernels a replay, at 1
+    to 256 rows; "engine": PagedEngine with each sampler, in one process; "engine_kernels":
+    the kernels of one decode replay); and the runs after it, each with its provenance:
+    "branches", the kernel's greedy and every-id branches against the kernel without them;
+    "engine_scale", the bench's engine_scale section with the kernel; or None."""
+    return _recorded(f"{gpu}_sampler.json")
+
+
 def load_engine_scale(gpu: str = SHIPPED) -> dict | None:
     """results/<gpu>_engine_scale.json (python -m tinyllm.lab.bench --sections engine_scale):
     PagedEngine at 1 to 256 rows (lab.engine_time.scale, each run in a process of its own):
