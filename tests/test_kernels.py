@@ -424,6 +424,8 @@ def test_the_interpreted_sampler_draws_the_reference_ids(B, V, dtype):
     assert got.dtype == torch.long and got.tolist() == want.tolist()
     assert got[0] == 3  # greedy, and the first of the tied ids
     assert not (got == generation.reference_sample(*sampling_case(B, V, dtype, seed=1))).all()
+    logits = case[0].t().contiguous().t()  # the same values, a column at a time in memory
+    assert kernels.interpreted_sample(logits, *case[1:]).tolist() == want.tolist()
 
 
 def test_the_sampler_is_one_op_that_runs_the_reference_off_cuda():

@@ -111,9 +111,9 @@ def _sample(logits: Tensor, temperature: Tensor, top_k: Tensor, seed: Tensor,
     the same token whatever the batch, the row or the other rows. No host sync, fixed shapes:
     capturable in a graph. The arguments were checked at the door (validate_sampling).
 
-    A torch custom op: reference_sample here, about 70 tensor ops, each a kernel on a GPU; on
-    CUDA one Triton kernel, one program a row (kernels.sample_kernel): the same ids, one
-    launch (notebook 11, results/h200_sampler.json)."""
+    A torch custom op. Off CUDA it runs reference_sample, about 70 tensor ops, each a kernel
+    on a GPU. On CUDA it runs one Triton kernel, one program a row (kernels.sample_kernel):
+    the same ids in one launch (notebook 11, results/h200_sampler.json)."""
     return reference_sample(logits, temperature, top_k, seed, position)
 
 

@@ -26,6 +26,9 @@ notebook 11): it may start while the kernel before it finishes, and waits for it
 gdc_wait() before it reads anything. The Triton kernels also run on a CPU under Triton's
 interpreter, for the tests and the lesson: interpreted_paged_decode_attention() builds them
 so, whatever TRITON_INTERPRET says (the variable is read once, when a kernel is decorated).
+
+The file ends with the sampler's kernel, sample_kernel: generation.sample's draw, one program
+a row, in one launch where its tensor ops took about seventy (notebook 11, section 8).
 """
 
 import contextlib
@@ -610,8 +613,8 @@ def sample_kernel_body(LOGITS, TEMPERATURE, TOP_K, SEED, POSITION, IDS, logits_r
     sit in one tile of V_PAD, the ids past vocab at -inf. A greedy row takes the argmax. A
     drawn row: the top-k threshold (the k-th of the logits sorted; with every id kept, the
     least logit, no sort), the noise (splitmix64 of seed, position and id, three rounds),
-    Gumbel-max over the ids kept. Division and log as torch's: rounded to nearest. PDL: as
-    combine_kernel."""
+    Gumbel-max over the ids kept. The division rounded to nearest, as torch's; the log the
+    accurate one, not the fast approximation. PDL: as combine_kernel."""
     b = tl.program_id(0)
     if PDL:
         tl.extra.cuda.gdc_wait()
@@ -656,6 +659,7 @@ def triton_sample(logits, temperature, top_k, seed, position, kernel=None) -> Te
     """Launch the sampler: one program a row (kernel: default the compiled one). Trusted, as
     generation.sample is: its arguments came through a door (validate_sampling)."""
     B, V = logits.shape
+    logits = logits if logits.stride(1) == 1 else logits.contiguous()  # the kernel reads a row
     ids = torch.empty(B, dtype=torch.long, device=logits.device)
     (kernel or sample_kernel)[(B,)](
         logits, temperature, top_k, seed, position, ids, logits.stride(0),
