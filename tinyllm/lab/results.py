@@ -151,7 +151,8 @@ def load_sampler(gpu: str = SHIPPED) -> dict | None:
     to 256 rows; "engine": PagedEngine with each sampler, in one process; "engine_kernels":
     the kernels of one decode replay); and the runs after it, each with its provenance:
     "branches", the kernel's greedy and every-id branches against the kernel without them;
-    "engine_scale", the bench's engine_scale section with the kernel; or None."""
+    "engine_scale", the bench's engine_scale section with the kernel; "join_bound", the
+    engine's decode graphs with the kernel, with no sampler and with the tensor ops; or None."""
     return _recorded(f"{gpu}_sampler.json")
 
 
