@@ -166,8 +166,8 @@ def test_uploads_and_downloads_through_reused_pinned_buffers_lose_no_value():
 
 
 def test_the_sampler_kernel_draws_the_reference_ids():
-    """The one-kernel sampler against the reference's 60-odd ops, on the GPU: the same ids for
-    greedy rows, drawn rows, every top-k, seeds at both ends, bf16 and float32 logits."""
+    """The one-kernel sampler against the reference's seventy-odd ops, on the GPU: the same
+    ids for greedy rows, drawn rows, every top-k, seeds at both ends, bf16 and float32."""
     from tinyllm.generation import reference_sample, sample
 
     g = torch.Generator(device="cuda").manual_seed(0)
