@@ -141,7 +141,9 @@ def load_dot(gpu: str = SHIPPED) -> dict | None:
     pass at batch 8; "masked_loads", the keys and values past a row's length left unread, not
     kept; "last_combine", the combine in the kernel's last program of a row's K/V head, after
     (an atomic count), not kept; "fixed_blocks", a share's one block read with the row's
-    length, not after it, not kept; or None."""
+    length, not after it, not kept; "short_rows", the op with a row of up to 128 keys attended
+    by one program, its combine programs stopping, not kept; "before_the_wait_op", the op with
+    its keys read before PDL's wait, not kept; or None."""
     return _recorded(f"{gpu}_dot.json")
 
 
