@@ -181,44 +181,64 @@ def test_the_recorded_tensor_cores_won_where_the_notebook_says():
 
 
 def test_the_recorded_op_alone_forms_lost_where_the_notebook_says():
-    """Notebook 11 reports two more forms of the op alone, not kept: a short row attended by
-    one program, slower at batch 1 and 2 in every form, with a combine that only waits costing
-    most of a µs and one that does not wait a fraction; the keys read before the wait, faster
-    at batch 1 and slower at batch 8; no op at 128 keys under 3.5 µs in either run."""
+    """Notebook 11 reports two more ideas for the op alone, not kept. A short row to one
+    program: faster only at 8 rows (the tensor-core forms of 8 blocks), slower at 1 and 32,
+    level at best at 2, slower past 128 keys in all but one place; its combine that only waits
+    costs most of a µs, over half the package's combine at 1 and 2 rows, more than it at 8;
+    without the wait a fraction. The keys read before the wait: faster at one row, faster at
+    1024 keys and level at 128 at 2 and 4 rows, slower at 8 with its kernel faster at 128
+    keys. No op at 128 keys under 3.5 µs in either run."""
     from tinyllm.lab.results import load_dot
 
     rec = load_dot()
-    short = rec["short_rows"]["op_alone_us"]
-    forms = [n for n in short["batch 1, 128 keys"] if n.startswith("short") and "kernel" not in n]
-    assert len(forms) == 6
-    for batch in (1, 2):
-        for n in (40, 128):
-            r = short[f"batch {batch}, {n} keys"]
-            assert all(r[f]["median"] > r["package op"]["median"] for f in forms)
+    ops = {key: {name: v["median"] for name, v in r.items()}
+           for key, r in rec["short_rows"]["op_alone_us"].items()}  # fmt: skip
+    forms = [n for n in ops["batch 1, 128 keys"]
+             if n.startswith("short") and "kernel" not in n and "nowait" not in n]  # fmt: skip
+    assert len(forms) == 5
+    for batch in (1, 32):
+        r = ops[f"batch {batch}, 128 keys"]
+        assert all(r[f] > r["package op"] for f in forms)
+    r = ops["batch 2, 128 keys"]
+    assert all(r[f] > r["package op"] - 0.02 for f in forms)
+    r = ops["batch 8, 128 keys"]
+    assert r["short 8 dot"] < r["package op"] and r["short 8 dot, 4 warps"] < r["package op"]
+    long_rows = {k: r for k, r in ops.items() if not k.endswith((" 40 keys", " 128 keys"))}
+    faster_long = [(k, f) for k, r in long_rows.items() for f in forms if r[f] < r["package op"]]
+    assert faster_long == [("batch 32, 1024 keys", "short 8 dot")]
     for batch in (1, 2, 8, 32):
-        r = {k: v["median"] for k, v in short[f"batch {batch}, 128 keys"].items()}
-        assert r["short 8 sums, kernel"] > 1.5 * r["package kernel"]
-        assert 0.75 < r["short 8 sums"] - r["short 8 sums, kernel"] < 1.0  # waits, then stops
-        assert r["short 8 sums, nowait"] - r["short 8 sums, kernel"] < 0.45  # stops at once
+        r = ops[f"batch {batch}, 128 keys"]
+        alone, package = r["short 8 sums, kernel"], r["package op"] - r["package kernel"]
+        assert 1.5 < alone / r["package kernel"] < 2.5
+        assert 0.75 < r["short 8 sums"] - alone < 1.0  # waits, then stops
+        assert r["short 8 sums, nowait"] - alone < 0.45  # stops at once
+        if batch in (1, 2):
+            assert r["short 8 sums"] - alone > package / 2
+        if batch == 8:
+            assert r["short 8 sums"] - alone > package
     assert all(c["replay_equal_eager"] and c["max_err_vs_ref"] < 0.01
                for r in rec["short_rows"]["checks"].values() for c in r.values())  # fmt: skip
-    before = rec["before_the_wait_op"]["op_alone_us"]
-    r = short["batch 8, 128 keys"]
-    assert r["short 8 dot, 4 warps"]["median"] < r["package op"]["median"]
-    for batch in (2, 4):
-        op = {n: {k: v["median"] for k, v in before[f"batch {batch}, {n} keys"].items()}
-              for n in (128, 1024)}  # fmt: skip
-        assert op[1024]["pre-wait op"] < op[1024]["package op"] - 0.2
-        assert abs(op[128]["pre-wait op"] - op[128]["package op"]) < 0.1
-    for n in (40, 128, 129, 256, 1024):
-        one, eight = before[f"batch 1, {n} keys"], before[f"batch 8, {n} keys"]
-        assert one["pre-wait op"]["median"] < one["package op"]["median"] - 0.4
-        assert eight["pre-wait op"]["median"] > eight["package op"]["median"] + 0.4
+    early = {key: {name: v["median"] for name, v in r.items()}
+             for key, r in rec["before_the_wait_op"]["op_alone_us"].items()}  # fmt: skip
+    for n in (128, 1024):
+        one, eight = early[f"batch 1, {n} keys"], early[f"batch 8, {n} keys"]
+        assert one["pre-wait op"] < one["package op"] - 0.4
+        assert one["pre-wait kernel"] < one["package kernel"]
+        assert one["pre-wait op"] - one["pre-wait kernel"] > 1.2
+        assert eight["pre-wait op"] > eight["package op"] + 0.4
+        for batch in (2, 4):
+            r = early[f"batch {batch}, {n} keys"]
+            if n == 1024:
+                assert r["pre-wait op"] < r["package op"] - 0.2
+            else:
+                assert abs(r["pre-wait op"] - r["package op"]) < 0.1
+    r = early["batch 8, 128 keys"]
+    assert r["pre-wait kernel"] < r["package kernel"]
     checks = rec["before_the_wait_op"]["checks"].values()
     assert all(c["replay_equal_eager"] and c["equal_package"] for r in checks for c in r.values())
     at_128 = [
-        v["median"]
-        for run in (short, before)
+        v
+        for run in (ops, early)
         for k, r in run.items()
         if "128 keys" in k
         for name, v in r.items()
