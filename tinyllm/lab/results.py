@@ -143,7 +143,8 @@ def load_dot(gpu: str = SHIPPED) -> dict | None:
     (an atomic count), not kept; "fixed_blocks", a share's one block read with the row's
     length, not after it, not kept; "short_rows", the op with a row of up to 128 keys attended
     by one program, its combine programs stopping, not kept; "before_the_wait_op", the op with
-    its keys read before PDL's wait, not kept; or None."""
+    its keys read before PDL's wait, not kept; "trigger_first_op" and "trigger_first", the op
+    alone and the step with PDL's trigger before the wait, not kept; or None."""
     return _recorded(f"{gpu}_dot.json")
 
 
