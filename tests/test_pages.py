@@ -248,6 +248,9 @@ def test_the_recorded_op_alone_forms_lost_where_the_notebook_says():
         if "kernel" not in name and "nowait" not in name
     ]
     assert min(at_128) > 3.5
+    kernel_at_8 = [run["batch 8, 128 keys"]["package kernel"] for run in (ops, early)]
+    assert min(kernel_at_8) > 3.5  # at 8 rows the kernel alone misses the target
+    assert ops["batch 1, 128 keys"]["package kernel"] > 3.5 - 1  # the combine gets under a µs
 
 
 def test_the_recorded_trigger_first_lost_where_the_notebook_says():
