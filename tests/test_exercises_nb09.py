@@ -214,6 +214,10 @@ def _sampled_with(formula):
         (lambda x, t, s, p, g: x / t - g, "Here: the Gumbel noise is added"),
         (lambda x, t, s, p, g: x / t - torch.log(-torch.log(uniform_noise(s, p + 1, x.shape[-1]))),
          "not position + 1"),
+        (lambda x, t, s, p, g: x / t - torch.log(-torch.log(uniform_noise(s, p - 1, x.shape[-1]))),
+         "not position - 1"),
+        (lambda x, t, s, p, g: x / t + uniform_noise(s, p.float(), x.shape[-1]),
+         "int64 tensors, not floats"),
         (lambda x, t, s, p, g: x / t - torch.log(-torch.log(uniform_noise(p, s, x.shape[-1]))),
          "(seed, position, vocab_size), in that order"),
         (lambda x, t, s, p, g: (x + g) / t, "as if every temperature were 1"),
@@ -225,7 +229,8 @@ def _sampled_with(formula):
         (lambda x, t, s, p, g: x / t + uniform_noise(s, p, x.shape[-1]),
          "Here: the uniforms u themselves were added"),
     ],
-    ids=["noise subtracted", "position + 1", "seed and position swapped", "noise divided too",
+    ids=["noise subtracted", "position + 1", "position - 1", "a float position",
+         "seed and position swapped", "noise divided too",
          "the row's noise", "one log", "u for g"],
 )  # fmt: skip
 def test_step_sampling_slips_are_named(formula, needle, capsys):
@@ -320,6 +325,25 @@ def test_hand_out_right(capsys):
 )  # fmt: skip
 def test_hand_out_wrong(changed, needles, capsys):
     assert_hint(check_hand_out, lambda *a: my_hand_out(*a, **changed), capsys, *needles)
+
+
+def repeat_dropped(reqs, ids, eos_id):
+    """Takes "read one step late" for "the same id read twice": drops an id equal to the last."""
+    out = []
+    for req, tok in zip(reqs, ids):
+        if req is None or len(req.out) == req.max_new_tokens or req.out[-1:] == [eos_id]:
+            continue
+        if req.out and req.out[-1] == tok:
+            continue
+        req.out.append(tok)
+        if tok == eos_id or len(req.out) == req.max_new_tokens:
+            out.append(req.rid)
+    return out
+
+
+def test_hand_out_repeated_id_dropped(capsys):
+    assert_hint(check_hand_out, repeat_dropped, capsys, "draws 8 again", "drew 8 again",
+                "a repeated id is a new token")  # fmt: skip
 
 
 def inverted_done_test(reqs, ids, eos_id):

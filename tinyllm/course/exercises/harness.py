@@ -172,7 +172,10 @@ def call(
         if unsolved(e):
             hint("not solved yet: replace `raise NotImplementedError` with your code")
             return FAILED
-        hint(f"on {shown} your function raised {type(e).__name__}: {e}")
+        why = explain(e) if explain is not None else None  # torch's: an op without a dtype
+        hint(
+            f"on {shown} your function raised {type(e).__name__}: {e}" + (f": {why}" if why else "")
+        )
         return FAILED
     except TooSlow as e:
         hint(f"on {shown}: {e}")

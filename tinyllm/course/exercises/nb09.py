@@ -161,6 +161,10 @@ SLIPS = {  # what a learner's sampled rows may be instead, and what it says
         lambda x, t, s, p: x / t + _gumbel(s, p + 1),
         "the noise is drawn at `position` as given, the token being drawn: not position + 1",
     ),
+    "the previous position's noise": (
+        lambda x, t, s, p: x / t + _gumbel(s, p - 1),
+        "the noise is drawn at `position` as given, the token being drawn: not position - 1",
+    ),
     "the logits multiplied": (
         lambda x, t, s, p: x * t + _gumbel(s, p),
         "divide the logits by the temperature, not multiply: logits / temperature + g",
@@ -397,6 +401,11 @@ def _explain_sampling(error: Exception, noise_calls=(), shape=None, fn=None) -> 
     """noise_calls: uniform_noise's arguments, one dict a call, as the learner's function made
     them; shape: (B, V) of the case's logits; fn: the learner's function, run again on a
     square case to tell an argmax over the rows."""
+    if "bitwise" in str(error) and "not implemented for" in str(error):
+        return (
+            "uniform_noise mixes the bits of integers, with xor and shifts: pass seed and "
+            "position as given, int64 tensors, not floats"
+        )
     if isinstance(error, RuntimeError) and "must match the size" in str(error):
         B, vocab_size = shape
         wrong_v = [c["vocab_size"] for c in noise_calls
@@ -539,6 +548,8 @@ def _requests():
          "request 0 takes its only token, request 1 its first: both first tokens"),
         ([req(0, [7], 4), req(1, [8], 4)], [5, int("1000")],
          "eos_id 1000: request 1 emits it now"),  # an int of its own: `is` is not ==
+        ([req(0, [7, 8], 4), req(1, [9], 4)], [8, 6],
+         "request 0 draws 8 again: two equal tokens in a row, as the two l's of 'hello'"),
         ([req(0, [7, 8, 9], 4), req(1, [8], 4)], [5, EOS],
          "eos_id None: no EOS (the engine's default), request 0 reaches max_new_tokens now, "
          "request 1's id 3 ends nothing"),
@@ -771,6 +782,13 @@ def check_hand_out(fn) -> Verdict:
                     why = (
                         f"request {r.rid} drew eos_id this step: that id is its last token, and "
                         f"it belongs in out. Append it, then report the request finished"
+                    )
+                elif (isinstance(r.out, list) and len(r.out) < len(w.out)
+                      and w.out[-2:-1] == w.out[-1:]):  # fmt: skip
+                    why = (
+                        f"request {r.rid} was still running and drew {w.out[-1]} again: a "
+                        f"repeated id is a new token. The extra token is known by its request "
+                        f"being done already, not by its value"
                     )
                 elif isinstance(r.out, list) and len(r.out) < len(w.out):
                     why = f"request {r.rid} was still running: its token is a real one, keep it"
