@@ -63,7 +63,11 @@ def test_the_paged_figures_state_what_the_recording_says():
     att = paged["paged"]["attention"]["1"]
     ratio = att["sdpa_window_us"][-1] / att["paged_kernel_us"][-1]
     fig = viz.attention_figure(paged)
-    assert f"batch 1, the paged kernel is {viz.sig3(ratio)}× as fast" in fig.axes[0].get_title()
+    title = fig.axes[0].get_title()
+    assert f"batch 1, the paged kernel is {viz.sig3(ratio)}× as fast" in title
+    op = att["fused_op_us"]
+    assert f"{viz.sig3(min(op))} to {viz.sig3(max(op))} µs at every length" in title
+    assert len(fig.axes[0].get_lines()) == 3  # SDPA, the paged kernel, the step's op
     fig.canvas.draw()
 
 
