@@ -128,8 +128,13 @@ def test_scale_figure_draws_the_recorded_rows_and_before_only_when_recorded():
     replay = drawn["the all-rows graph, replayed alone"]
     assert list(replay.get_ydata()) == [r["replay_alone_us"] for r in rows]
     assert list(drawn["PagedEngine"].get_ydata()) == [r["tok_s"] for r in rows]
+    gpu = [r["gpu_us_per_step"] + r["fills"] * r["gpu_us_per_fill"] / r["steps"] for r in rows]
+    assert list(drawn["GPU, per step (mean, prefills included)"].get_ydata()) == pytest.approx(gpu)
     assert left.get_xscale() == "log"
-    assert len(left.get_lines()) + len(right.get_lines()) == 3 + 2 * bool(rec.get("before"))
+    assert len(left.get_lines()) + len(right.get_lines()) == 4 + 3 * bool(rec.get("before"))
+    before = sorted(rec["before"], key=lambda r: r["n_rows"])
+    gpu_before = drawn[f"GPU, {rec['before_label']}"].get_ydata()
+    assert list(gpu_before) == pytest.approx([viz.engine.gpu_per_step(r) for r in before])
     last = rows[-1]
     title = fig.get_suptitle()
     assert f"{viz.sig3(rows[0]['tok_s'])} to {viz.sig3(last['tok_s'])} tok/s" in title
@@ -146,7 +151,7 @@ def test_scale_figure_draws_the_recorded_rows_and_before_only_when_recorded():
     host_before = lines["host, min_admit=1"]
     assert list(host_before.get_ydata()) == [r["host_us_per_step"] for r in old]
     assert list(lines["min_admit=1"].get_ydata()) == [r["tok_s"] for r in old]
-    assert len(with_before.axes[0].get_lines()) == 3
+    assert len(with_before.axes[0].get_lines()) == 4  # no GPU markers: old holds no GPU times
 
 
 def test_scale_figure_says_when_the_host_keeps_within_the_replay():

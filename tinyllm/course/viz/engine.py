@@ -132,12 +132,21 @@ SCALE_COLORS = {"host": "#000000", "replay": SECTION_COLORS["gpu"], "tok_s": "#0
                 "before": "#999999"}  # fmt: skip
 
 
+GPU_STEP = ("gpu_us_per_step", "fills", "gpu_us_per_fill", "steps")
+
+
+def gpu_per_step(run: dict) -> float:
+    """The GPU's µs for an average decode step of an engine_scale run: its decode replay's
+    mean, and its prefill replays spread over its steps."""
+    return run["gpu_us_per_step"] + run["fills"] * run["gpu_us_per_fill"] / run["steps"]
+
+
 def scale_figure(rec: dict):
     """results/<gpu>_engine_scale.json against the rows, on a log2 axis. Left: the host's
-    µs per step (median, engine_time.HOST_PER_STEP) and the all-rows decode graph replayed
-    alone; right: tok/s. The engine before ("before", named by "before_label": the same keys
-    but the replay alone) is drawn as grey markers at the sizes the recording holds, and only
-    there. The
+    µs per step (median, engine_time.HOST_PER_STEP), the all-rows decode graph replayed
+    alone, and the GPU's µs for an average step, its prefills included (gpu_per_step); right:
+    tok/s. The engine before ("before", named by "before_label": the same keys but the replay
+    alone) is drawn as grey markers at the sizes the recording holds, and only there. The
     title gives the tok/s from the fewest rows to the most, and at the most rows the host's
     µs per step over the replay's, read from the data."""
     rows = sorted(rec["rows"], key=lambda r: r["n_rows"])
@@ -148,6 +157,8 @@ def scale_figure(rec: dict):
               label="host, per step (median)")  # fmt: skip
     left.plot(n, [r["replay_alone_us"] for r in rows], "s-", color=SCALE_COLORS["replay"],
               label="the all-rows graph, replayed alone")  # fmt: skip
+    left.plot(n, [gpu_per_step(r) for r in rows], "^--", color=SCALE_COLORS["replay"],
+              label="GPU, per step (mean, prefills included)")  # fmt: skip
     right.plot(n, [r["tok_s"] for r in rows], "o-", color=SCALE_COLORS["tok_s"],
                label="PagedEngine")  # fmt: skip
     if before:
@@ -155,6 +166,9 @@ def scale_figure(rec: dict):
         # markers alone: it ran at fewer sizes, and a line would cross sizes it never ran
         left.plot(nb, [r["host_us_per_step"] for r in before], "D", mfc="none",
                   color=SCALE_COLORS["before"], label=f"host, {name}")  # fmt: skip
+        if all(k in r for r in before for k in GPU_STEP):
+            left.plot(nb, [gpu_per_step(r) for r in before], "^", mfc="none",
+                      color=SCALE_COLORS["before"], label=f"GPU, {name}")  # fmt: skip
         right.plot(nb, [r["tok_s"] for r in before], "D", mfc="none",
                    color=SCALE_COLORS["before"], label=name)  # fmt: skip
     ticks = sorted({*n, *(r["n_rows"] for r in before)})
