@@ -161,3 +161,34 @@ def test_scale_figure_says_when_the_host_keeps_within_the_replay():
     rows = [dict(r, host_us_per_step=r["replay_alone_us"] / 2) for r in rec["rows"]]
     title = scale_figure(dict(rec, rows=rows)).get_suptitle()
     assert "within the replay's" in title and "× the replay alone" not in title
+
+
+@pytest.mark.parametrize("host, gpu", [(60, 100), (150, 100), (10, 300), (300, 10)])
+def test_the_late_read_schedule_is_the_engine_s_turn(host, gpu):
+    """overlap=False: a turn is the launch, the step and the host's part in a row; True: the
+    longer of the step and the host's part with its launch. The GPU never runs two steps at
+    once, nor a step before its launch; the host hands out only once its wait is over."""
+    launch = 10.0
+    for overlap, period in ((False, launch + gpu + host), (True, max(gpu, launch + host))):
+        sc = viz.late_read_schedule(host, gpu, overlap, turns=6, launch_us=launch)
+        assert sc["period"] == pytest.approx(period)
+        for (_, end), (begin, _) in zip(sc["gpu"], sc["gpu"][1:]):
+            assert begin >= end
+        for (_, launched), (begin, _) in zip(sc["launch"], sc["gpu"]):
+            assert begin >= launched
+        for (a, b), (h, _) in zip(sc["wait"], sc["host"]):
+            assert a <= b == h
+        if not overlap:  # the host waits for the step itself
+            assert [b for _, b in sc["wait"]] == [end for _, end in sc["gpu"]]
+        assert 0 < sc["busy"] <= 1
+
+
+def test_the_late_read_figure_says_what_its_schedules_say():
+    fig = viz.late_read_figure(60, 100)
+    title = fig.get_suptitle()
+    for overlap in (False, True):
+        sc = viz.late_read_schedule(60, 100, overlap)
+        assert f"overlap={overlap}: a turn every {viz.sig3(sc['period'])} µs" in title
+        assert f"GPU busy {sc['busy']:.0%}" in title
+    assert [ax.get_ylabel() for ax in fig.axes[:2]] == ["overlap=False", "overlap=True"]
+    fig.canvas.draw()

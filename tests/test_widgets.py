@@ -110,6 +110,16 @@ def test_engine_explorer_offers_the_recorded_runs_only(capsys):
     assert "not profiled in this recording" in capsys.readouterr().out
 
 
+def test_late_read_explorer_follows_the_two_times(capsys):
+    w = widgets.late_read_explorer(host_us=60, gpu_us=100)
+    assert w.result[False]["period"] == 10 + 100 + 60  # launch, the step, the host's part
+    assert w.result[True]["period"] == 100  # the host's part under the step
+    assert "overlap=True : a turn every 100 µs" in capsys.readouterr().out
+    control(w, "host").value = 150  # the host's part longer than the step: the host sets it
+    assert w.result[True]["period"] == 10 + 150
+    assert w.result[True]["busy"] < 1 and w.result[False]["period"] == 10 + 100 + 150
+
+
 def test_admission_explorer_counts_fewer_admissions_as_min_admit_grows(toy_model, capsys):
     w = widgets.admission_explorer(toy_model, n_rows=8, n_requests=24)
     one = w.result

@@ -17,6 +17,8 @@ from tinyllm.course.viz import (
     bucket_figure,
     cpu_gpu_figure,
     engine_variants,
+    late_read_figure,
+    late_read_schedule,
     mask_figure,
     overlap_timeline_figure,
     pages_figure,
@@ -245,6 +247,28 @@ def engine_explorer(rec: dict):
         variant=W.ToggleButtons(
             options=variants, value=variants[-1], description="engine", style=style
         ),  # fmt: skip
+    )
+
+
+def late_read_explorer(host_us: int = 60, gpu_us: int = 100):
+    """PagedEngine's turns as a model (viz.late_read_schedule), not a measurement: set the
+    host's part of a turn and the GPU's step; both schedules, overlap=False and True, are
+    drawn, and each one's turn and GPU busy share printed. Pure arithmetic."""
+
+    def show(host, gpu):
+        out = {}
+        for overlap in (False, True):
+            sc = late_read_schedule(host, gpu, overlap)
+            print(f"overlap={overlap!s:5s}: a turn every {sc['period']:.0f} µs, GPU busy "
+                  f"{sc['busy']:.0%}")  # fmt: skip
+            out[overlap] = sc
+        display(late_read_figure(host, gpu))
+        return out
+
+    return _show(
+        show,
+        host=_slider(W.IntSlider, host_us, 10, 300, "host's part of a turn (µs)", step=10),
+        gpu=_slider(W.IntSlider, gpu_us, 10, 300, "GPU step (µs)", step=10),
     )
 
 

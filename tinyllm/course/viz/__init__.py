@@ -19,8 +19,8 @@ and shapes.bucket_tradeoff), so a picture of a mask is the mask the decoder uses
 - mechanism: pictures of the mechanism (a step's launches, the static cache, buckets, the
   pool, the slots), drawn from what scenes computes with the book's own objects;
 - pages: the paged cache's block table and pool, and the paged section's recordings (08);
-- engine: where a graphed engine's time goes, its recorded host and GPU lanes, the capture
-  presets, and the live counts beside them (09).
+- engine: where a graphed engine's time goes, its recorded host and GPU lanes, a model of
+  its late-read turns, the capture presets, and the live counts beside them (09).
 
 A figure drawn from a recording carries its provenance label as a footnote
 (style.label_source); data without a provenance block gets none.
@@ -44,6 +44,8 @@ from tinyllm.course.viz.engine import (
     count_ops,
     each_change_cuts_the_largest,
     engine_variants,
+    late_read_figure,
+    late_read_schedule,
     overlap_timeline_figure,
     prefill_forwards,
     preset_table,
@@ -117,7 +119,7 @@ __all__ = [
     "attention_figure", "pages_figure", "pages_scene", "paged_sweep_figure", "shares_figure",
     "tensor_cores_figure",
     "SECTION_COLORS", "busy_us", "capture_policy_figure", "count_ops",
-    "each_change_cuts_the_largest", "engine_variants",
+    "each_change_cuts_the_largest", "engine_variants", "late_read_figure", "late_read_schedule",
     "overlap_timeline_figure", "prefill_forwards", "preset_table", "recorded_groups",
     "sections_figure", "timeline_window",
 ]  # fmt: skip

@@ -128,6 +128,67 @@ def overlap_timeline_figure(rec: dict, n_slots: str = "8", variants=None):
     return label_source(fig, rec, "window from the middle of a profiled run of the workload")
 
 
+def late_read_schedule(
+    host_us: float, gpu_us: float, overlap: bool, turns: int = 4, launch_us: float = 10.0
+) -> dict:
+    """A model of PagedEngine's turns, not a measurement, for notebook 09's picture. Each turn
+    the host launches step t (launch_us), waits, then hands out the ids of step t - 1 and
+    admits (host_us). The GPU runs step t for gpu_us, once it is launched and step t - 1 has
+    ended. overlap=False: the host waits for step t itself; overlap=True: for the copy of
+    step t's input, queued before step t, so ready as step t begins. Returns the host's spans
+    ("launch", "wait", "host") and the GPU's ("gpu"), (start, end) lists, "period": the last
+    turn's length, and "busy": the GPU's share of the time from the first launch to the
+    last step's end."""
+    spans = {"launch": [], "wait": [], "host": [], "gpu": []}
+    t = gpu_end = 0.0
+    starts = []
+    for _ in range(turns):
+        starts.append(t)
+        spans["launch"].append((t, t + launch_us))
+        begin = max(t + launch_us, gpu_end)  # the step, once launched and the one before done
+        gpu_end = begin + gpu_us
+        spans["gpu"].append((begin, gpu_end))
+        ready = begin if overlap else gpu_end
+        spans["wait"].append((t + launch_us, ready))
+        spans["host"].append((ready, ready + host_us))
+        t = ready + host_us
+    return {**spans, "period": starts[-1] - starts[-2], "busy": turns * gpu_us / gpu_end}
+
+
+def late_read_figure(host_us: float, gpu_us: float, turns: int = 4, launch_us: float = 10.0):
+    """late_read_schedule drawn, overlap=False above and overlap=True below: the host's lane
+    (launch, wait, hand out and admit) over the GPU's (its steps). The title gives each
+    setting's turn and GPU busy share, from the schedule drawn."""
+    fig, axes = new_figure(2, 1, figsize=(8, 3.4), sharex=True)
+    said = []
+    for ax, overlap in zip(axes, (False, True)):
+        sc = late_read_schedule(host_us, gpu_us, overlap, turns, launch_us)
+        for lane, y, color in (("launch", 1.1, SECTION_COLORS["launch"]),
+                               ("host", 1.1, SECTION_COLORS["other host"]),
+                               ("gpu", 0.1, SECTION_COLORS["gpu"])):  # fmt: skip
+            ax.broken_barh([(a, b - a) for a, b in sc[lane]], (y, 0.8), facecolor=color,
+                           edgecolor="white")  # fmt: skip
+        waits = [(a, b - a) for a, b in sc["wait"] if b > a]
+        ax.broken_barh(waits, (1.1, 0.8), facecolor="white",
+                       edgecolor=SECTION_COLORS["read ids"], hatch="///")  # fmt: skip
+        for i, (a, b) in enumerate(sc["gpu"]):
+            ax.text((a + b) / 2, 0.5, f"step {i}", ha="center", va="center", fontsize=7)
+        ax.set(yticks=[0.5, 1.5], yticklabels=["GPU", "host"])
+        ax.set_ylabel(f"overlap={overlap}", fontsize=8, rotation=0, ha="right", va="center")
+        said.append(f"overlap={overlap}: a turn every {sig3(sc['period'])} µs, GPU busy "
+                    f"{sc['busy']:.0%}")  # fmt: skip
+    axes[-1].set_xlabel("µs (a model: the times set, not measured)")
+    handles = [Patch(color=SECTION_COLORS["launch"], label="launch step t"),
+               Patch(facecolor="white", edgecolor=SECTION_COLORS["read ids"], hatch="///",
+                     label="wait for the ids"),
+               Patch(color=SECTION_COLORS["other host"], label="hand out step t-1's ids, admit"),
+               Patch(color=SECTION_COLORS["gpu"], label="GPU step")]  # fmt: skip
+    axes[0].legend(handles=handles, fontsize=7, ncols=4, loc="lower right",
+                   bbox_to_anchor=(1, 1.02))  # fmt: skip
+    fig.suptitle("; ".join(said), fontsize=10, y=1.08)
+    return fig
+
+
 SCALE_COLORS = {"host": "#000000", "replay": SECTION_COLORS["gpu"], "tok_s": "#0072B2",
                 "before": "#999999"}  # fmt: skip
 
