@@ -218,6 +218,8 @@ def _sampled_with(formula):
          "not position - 1"),
         (lambda x, t, s, p, g: x / t + uniform_noise(s, p.float(), x.shape[-1]),
          "int64 tensors, not floats"),
+        (lambda x, t, s, p, g: x / t + uniform_noise(s.float(), p, x.shape[-1]),
+         "int64 tensors, not floats"),
         (lambda x, t, s, p, g: x / t - torch.log(-torch.log(uniform_noise(p, s, x.shape[-1]))),
          "(seed, position, vocab_size), in that order"),
         (lambda x, t, s, p, g: (x + g) / t, "as if every temperature were 1"),
@@ -229,7 +231,7 @@ def _sampled_with(formula):
         (lambda x, t, s, p, g: x / t + uniform_noise(s, p, x.shape[-1]),
          "Here: the uniforms u themselves were added"),
     ],
-    ids=["noise subtracted", "position + 1", "position - 1", "a float position",
+    ids=["noise subtracted", "position + 1", "position - 1", "a float position", "a float seed",
          "seed and position swapped", "noise divided too",
          "the row's noise", "one log", "u for g"],
 )  # fmt: skip
@@ -342,8 +344,8 @@ def repeat_dropped(reqs, ids, eos_id):
 
 
 def test_hand_out_repeated_id_dropped(capsys):
-    assert_hint(check_hand_out, repeat_dropped, capsys, "draws 8 again", "drew 8 again",
-                "a repeated id is a new token")  # fmt: skip
+    assert_hint(check_hand_out, repeat_dropped, capsys, "draws 8 twice in a row",
+                "expected [7, 8, 8]", "a repeated id is a new token")  # fmt: skip
 
 
 def inverted_done_test(reqs, ids, eos_id):

@@ -66,7 +66,7 @@ def test_the_paged_figures_state_what_the_recording_says():
     title = fig.axes[0].get_title()
     assert f"batch 1, the paged kernel is {viz.sig3(ratio)}× as fast" in title
     op = att["fused_op_us"]
-    assert f"{viz.sig3(min(op))} to {viz.sig3(max(op))} µs at every length" in title
+    assert f"rope_write_attend takes {viz.sig3(min(op))} to {viz.sig3(max(op))} µs" in title
     assert len(fig.axes[0].get_lines()) == 3  # SDPA, the paged kernel, the step's op
     fig.canvas.draw()
 

@@ -110,14 +110,15 @@ def test_engine_explorer_offers_the_recorded_runs_only(capsys):
     assert "not profiled in this recording" in capsys.readouterr().out
 
 
-def test_late_read_explorer_follows_the_two_times(capsys):
-    w = widgets.late_read_explorer(host_us=60, gpu_us=100)
-    assert w.result[False]["period"] == 10 + 100 + 60  # launch, the step, the host's part
-    assert w.result[True]["period"] == 100  # the host's part under the step
-    assert "overlap=True : a turn every 100 µs" in capsys.readouterr().out
-    control(w, "host").value = 150  # the host's part longer than the step: the host sets it
-    assert w.result[True]["period"] == 10 + 150
-    assert w.result[True]["busy"] < 1 and w.result[False]["period"] == 10 + 100 + 150
+def test_late_read_explorer_follows_the_three_times(capsys):
+    w = widgets.late_read_explorer(launch_us=30, host_us=50, gpu_us=100)
+    assert w.result[False]["period"] == 30 + 100 + 50  # launch, the step, the host's part
+    assert w.result[True]["period"] == 100  # launch and host's part under the step
+    assert w.result[True]["busy"] == 1 and w.result[False]["busy"] == 100 / 180
+    assert "overlap=True : a turn every 100 µs, GPU busy 100%" in capsys.readouterr().out
+    control(w, "launch").value = 60  # launch and the rest longer than the step: the host sets it
+    assert w.result[True]["period"] == 60 + 50
+    assert w.result[True]["busy"] == 100 / 110 and w.result[False]["period"] == 60 + 100 + 50
 
 
 def test_admission_explorer_counts_fewer_admissions_as_min_admit_grows(toy_model, capsys):

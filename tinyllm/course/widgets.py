@@ -250,24 +250,26 @@ def engine_explorer(rec: dict):
     )
 
 
-def late_read_explorer(host_us: int = 60, gpu_us: int = 100):
+def late_read_explorer(launch_us: int = 30, host_us: int = 50, gpu_us: int = 100):
     """PagedEngine's turns as a model (viz.late_read_schedule), not a measurement: set the
-    host's part of a turn and the GPU's step; both schedules, overlap=False and True, are
-    drawn, and each one's turn and GPU busy share printed. Pure arithmetic."""
+    host's launch of a step, its other work in a turn, and the GPU's step; both schedules,
+    overlap=False and True, are drawn, and each one's turn and GPU busy share printed. Pure
+    arithmetic."""
 
-    def show(host, gpu):
+    def show(launch, host, gpu):
         out = {}
         for overlap in (False, True):
-            sc = late_read_schedule(host, gpu, overlap)
+            sc = late_read_schedule(host, gpu, overlap, launch_us=launch)
             print(f"overlap={overlap!s:5s}: a turn every {sc['period']:.0f} µs, GPU busy "
                   f"{sc['busy']:.0%}")  # fmt: skip
             out[overlap] = sc
-        display(late_read_figure(host, gpu))
+        display(late_read_figure(host, gpu, launch_us=launch))
         return out
 
     return _show(
         show,
-        host=_slider(W.IntSlider, host_us, 10, 300, "host's part of a turn (µs)", step=10),
+        launch=_slider(W.IntSlider, launch_us, 10, 300, "launch (µs)", step=10),
+        host=_slider(W.IntSlider, host_us, 10, 300, "hand out and admit (µs)", step=10),
         gpu=_slider(W.IntSlider, gpu_us, 10, 300, "GPU step (µs)", step=10),
     )
 

@@ -137,8 +137,7 @@ def late_read_schedule(
     ended. overlap=False: the host waits for step t itself; overlap=True: for the copy of
     step t's input, queued before step t, so ready as step t begins. Returns the host's spans
     ("launch", "wait", "host") and the GPU's ("gpu"), (start, end) lists, "period": the last
-    turn's length, and "busy": the GPU's share of the time from the first launch to the
-    last step's end."""
+    turn's length, and "busy": the GPU's share of that turn, gpu_us / period."""
     spans = {"launch": [], "wait": [], "host": [], "gpu": []}
     t = gpu_end = 0.0
     starts = []
@@ -152,7 +151,8 @@ def late_read_schedule(
         spans["wait"].append((t + launch_us, ready))
         spans["host"].append((ready, ready + host_us))
         t = ready + host_us
-    return {**spans, "period": starts[-1] - starts[-2], "busy": turns * gpu_us / gpu_end}
+    period = starts[-1] - starts[-2]
+    return {**spans, "period": period, "busy": gpu_us / period}
 
 
 def late_read_figure(host_us: float, gpu_us: float, turns: int = 4, launch_us: float = 10.0):

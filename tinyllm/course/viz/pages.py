@@ -153,7 +153,8 @@ def paged_sweep_figure(paged: dict):
 def attention_figure(paged: dict, batch: str = "1"):
     """The attention call alone against the number of keys n: SDPA in the course's window
     form over a window of n keys, the paged kernel over n keys in blocks, and the paged step's
-    fused op (RoPE, the new key's write and the attention, its shares set by the batch)."""
+    op with its combine kernel (rope_write_attend: RoPE, the new key's write and the
+    attention, its shares set by the batch)."""
     att = paged["paged"]["attention"]
     t = att[batch]
     fig, ax = new_figure(figsize=(6.5, 3.6))
@@ -163,14 +164,14 @@ def attention_figure(paged: dict, batch: str = "1"):
             label=f"paged_decode_attention (blocks of {att['block_size']})")  # fmt: skip
     op = t["fused_op_us"]
     ax.plot(att["lengths"], op, "^--", color=COLORS["fused"],
-            label="rope_write_attend, the paged step's op")  # fmt: skip
+            label="rope_write_attend and its combine")  # fmt: skip
     ax.set(xlabel="keys attended", ylabel=f"one call, batch {batch} (µs)", ylim=(0, None))
     ax.legend(fontsize=8)
     ratio = t["sdpa_window_us"][-1] / t["paged_kernel_us"][-1]
     ax.set_title(
         f"At {att['lengths'][-1]} keys, batch {batch}, the paged kernel is {sig3(ratio)}× as "
-        f"fast as SDPA;\nthe step's op takes {sig3(min(op))} to {sig3(max(op))} µs at every "
-        f"length",
+        f"fast as SDPA;\nrope_write_attend takes {sig3(min(op))} to {sig3(max(op))} µs across "
+        f"the lengths",
         fontsize=10,
     )
     return label_source(fig, paged, f"each call inside a graph, {att['calls']} calls back to back")
