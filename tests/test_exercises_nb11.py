@@ -364,6 +364,10 @@ def test_kernels_to_remove_right(answer, capsys):
         (lambda s, t, u: max(0, math.ceil((t - s) / u)), ("subtracted the other way",)),
         (lambda s, t, u: math.ceil((t - s) / u), ("subtracted the other way",)),
         (lambda s, t, u: max(0, math.ceil((s - t) * u)), ("multiplied", "divide by it")),
+        (lambda s, t, u: max(0, math.ceil((s - t) / (u * 1000))), ("far too few", "all in µs")),
+        (lambda s, t, u: max(0, math.ceil((s - t) / (u / 1000))), ("a thousand times", "µs")),
+        (lambda s, t, u: max(0, math.ceil(math.floor(s - t) / u)), ("rounded the time to save",)),
+        (lambda s, t, u: max(0, math.ceil(u / (s - t))), ("ZeroDivisionError", "at its target")),
         (count_while_at_or_over, ("At the target", "no kernel needs to go", ">=")),
         (
             lambda s, t, u: int((s - t) / u) + 1 if s > t else 0,
@@ -392,6 +396,10 @@ def test_kernels_to_remove_right(answer, capsys):
         "subtracted the wrong way",
         "subtracted the wrong way, no max",
         "multiplied",
+        "the floor of a node taken as ns",
+        "the floor of a node taken as ms",
+        "the time to save rounded first",
+        "divided by a zero time to save",
         "a loop on >=",
         "int(x) + 1",
         "int(x) + 1, at the target",
@@ -411,6 +419,10 @@ def test_kernels_to_remove_that_divides_the_step_by_its_target_is_told_so(capsys
 
 def my_form(width, shares):
     most = math.ceil(width / shares)
+    return "sums" if most <= 1 else "one pass" if most <= 4 else "pipelined"
+
+
+def _form_of(most):  # a learner's rule from the blocks a share holds, however rounded
     return "sums" if most <= 1 else "one pass" if most <= 4 else "pipelined"
 
 
@@ -458,6 +470,9 @@ def test_form_right(answer, capsys):
         (lambda w, s: share_passes(w, s) and "sums", ("package's own rule", "write it")),
         (rounded_down, ("rounded", "down", "round up")),
         (four_is_long, ("exactly 4 blocks", "one pass")),
+        (lambda w, s: _form_of((w + s // 2) // s), ("to the nearest", "5 blocks in 4", "round up")),
+        (lambda w, s: _form_of(int(w / s + 0.5)), ("to the nearest", "round up")),
+        (lambda w, s: _form_of(round(w / s)), ("to the nearest", "round up")),
         (
             lambda w, s: "one pass" if -(-w // s) <= 4 else "pipelined",
             ("one block takes the sums",),
@@ -475,6 +490,9 @@ def test_form_right(answer, capsys):
         "the package's share_passes",
         "rounded down",
         "four blocks taken as long",
+        "to the nearest, halves up",
+        "to the nearest, int(x + 0.5)",
+        "to the nearest, Python's round",
         "never the sums",
         "a bool",
         "capitalised",
@@ -560,8 +578,15 @@ def test_combiner_right(answer, capsys):
         (lambda o, s, c: my_combiner(o, s, c) if c < s else -1, ("not -1",)),
         (lambda o, s, c: o[s - 1 + c], ("IndexError", "start + k")),
         (lambda o, s, c: (s - 1 - c) if c < s else None, ("place in the order",)),
-        (lambda o, s, c: o[s - c] if c >= 1 and c <= s else None, ("one place off",)),
-        (lambda o, s, c: o[s - 1 + c] if s - 1 + c < len(o) else None, ("one place off",)),
+        (lambda o, s, c: o[s - c] if c >= 1 and c <= s else None, ("one place late",)),
+        (
+            lambda o, s, c: o[s - 1 + c] if s - 1 + c < len(o) else None,
+            ("where it comes off", "shares - 1 - start"),
+        ),
+        (
+            lambda o, s, c: o[s - 2 - c] if 0 <= s - 2 - c < len(o) else None,
+            ("one place early", "after the add"),
+        ),
         (lambda o, s, c: o[0], ("first program to finish gets back `start`",)),
         (lambda o, s, c: o[s - 1 - c] if c < s else [][0], ("IndexError", "return None")),
         (lambda o, s, c: o[s - 1 - c] if c < s else 0, ("return None", "negative index")),
@@ -583,7 +608,8 @@ def test_combiner_right(answer, capsys):
         "the wrong direction",
         "the place, guarded",
         "one place off, guarded",
-        "one place off the other way, guarded",
+        "start's sign flipped, guarded",
+        "the count compared after the add",
         "the first to finish",
         "raises for nobody",
         "0 for nobody",

@@ -433,6 +433,17 @@ def _same_count(got: int, want: int, step_us, target_us, us_per_node) -> str:
             f"the step is {over:.4g} µs over its target. You subtracted the other way. "
             f"The time to save is step_us - target_us"
         )
+    if over > 0 and got in _roundings(over / (us_per_node / 1000)):
+        return (
+            "a thousand times too many: step_us, target_us and us_per_node are all in µs, "
+            "so divide the time to save by us_per_node as it is"
+        )
+    if over > 0 and got in _roundings(us_per_node / over) & _roundings(over / (us_per_node * 1000)):
+        return (
+            "far too few. Either you divided the floor of a node by the time to save, or a "
+            "unit is off: step_us, target_us and us_per_node are all in µs. Divide the time "
+            "to save by us_per_node"
+        )
     if over > 0 and got in _roundings(us_per_node / over):
         return (
             "you divided the floor of a node by the time to save. Divide the other way: "
@@ -463,7 +474,12 @@ def check_kernels_to_remove(fn) -> Verdict:
     answers = []
     for case in REMOVE_CASES:
         shown_as = f"step_us={case[0]}, target_us={case[1]}, us_per_node={case[2]}"
-        got = call(fn, case, shown_as, none_ok=True, seconds=CALL_SECONDS)
+        at_target = case[0] == case[1]
+        got = call(fn, case, shown_as, none_ok=True, seconds=CALL_SECONDS,
+                   explain=lambda e, at_target=at_target: (
+                       "here the step is at its target, so the time to save is 0. Divide it "
+                       "by us_per_node, never by it" if at_target and isinstance(
+                           e, ZeroDivisionError) else None))  # fmt: skip
         if got is FAILED:
             return False
         problem = _not_a_count(got)
@@ -477,6 +493,16 @@ def check_kernels_to_remove(fn) -> Verdict:
         return hint(
             f"your function {same} Compute the count from them: the time to save, over what "
             f"one kernel saves"
+        )
+    floored = [max(0, math.ceil(math.floor(s - t) / u)) for s, t, u in REMOVE_CASES]
+    if answers == floored != wants:  # right where the time to save is whole
+        (s, t, u), got, want = next(
+            (c, a, w) for c, a, w in zip(REMOVE_CASES, answers, wants) if a != w
+        )
+        return hint(
+            f"on step_us={s}, target_us={t}, us_per_node={u} your function returned {got}, "
+            f"expected {want}: you rounded the time to save before dividing. Divide first, "
+            f"then round the count up, once"
         )
     for case, got, want in zip(REMOVE_CASES, answers, wants):
         if got != want:
@@ -499,10 +525,15 @@ FORM_CASES = (  # (width, shares): the blocks of a row's table, and the shares o
     (9, 2),  # five blocks: rounded down, four
     (6, 4),  # two blocks: rounded down, one
     (3, 4),  # more shares than blocks: one block at most
+    (5, 4),  # two blocks: to the nearest, one
+    (17, 4),  # five blocks: to the nearest, four
 )
 
 
-def _most_blocks(width: int, shares: int, up: bool = True) -> int:
+def _most_blocks(width: int, shares: int, up: bool | None = True) -> int:
+    """width / shares rounded up, or down (up=False), or to the nearest, halves up (None)."""
+    if up is None:
+        return (2 * width + shares) // (2 * shares)
     return -(-width // shares) if up else width // shares
 
 
@@ -515,11 +546,15 @@ def _form(width: int, shares: int) -> str:
     )
 
 
-def _mistaken(width: int, shares: int, up: bool = True, whole: int = WHOLE_SHARE) -> str:
-    """A learner's rule with a mistake: the blocks rounded down (up=False), or a share of
-    WHOLE_SHARE blocks taken as a long one (whole=WHOLE_SHARE - 1)."""
-    most = _most_blocks(width, shares, up)
+def _form_of(most: int, whole: int = WHOLE_SHARE) -> str:
+    """The form for a share of `most` blocks at most."""
     return "sums" if most <= 1 else "one pass" if most <= whole else "pipelined"
+
+
+def _mistaken(width: int, shares: int, up: bool | None = True, whole: int = WHOLE_SHARE) -> str:
+    """A learner's rule with a mistake: the blocks rounded down (up=False) or to the nearest
+    (up=None), or a share of WHOLE_SHARE blocks taken as a long one (whole=WHOLE_SHARE - 1)."""
+    return _form_of(_most_blocks(width, shares, up), whole)
 
 
 def _wrong_form(answers: list) -> str:
@@ -528,6 +563,14 @@ def _wrong_form(answers: list) -> str:
         return (
             "you rounded the blocks a share holds down. A share of 9 blocks in 2 shares "
             "holds 5 at most: round up, with -(-width // shares) or math.ceil(width / shares)"
+        )
+    nearest = [[_mistaken(w, s, up=None) for w, s in FORM_CASES],
+               [_form_of(round(w / s)) for w, s in FORM_CASES]]  # fmt: skip
+    if answers in nearest:
+        return (
+            "you rounded the blocks a share holds to the nearest. A table of 5 blocks in 4 "
+            "shares puts 2 in one share: round up, with -(-width // shares) or "
+            "math.ceil(width / shares)"
         )
     if answers == [_mistaken(w, s, whole=WHOLE_SHARE - 1) for w, s in FORM_CASES]:
         return (
@@ -640,10 +683,21 @@ def _wrong_combiner(answers: list) -> str:
         return "you returned the program's place in the order. Return its share index: order[place]"
     if like(lambda o, s, c: o[0]):
         return "the first program to finish gets back `start`, not shares - 1"
-    if like(lambda o, s, c: _at(o, s - c)) or like(lambda o, s, c: _at(o, s - 1 + c)):
+    if like(lambda o, s, c: _at(o, s - 2 - c)):
         return (
-            "one place off. The add hands back the count from before it: the first program "
+            "one place early: you compared the count after the add. The add hands back the "
+            "count from before it: the first program to finish gets back `start`, the next "
+            "start + 1"
+        )
+    if like(lambda o, s, c: _at(o, s - c)):
+        return (
+            "one place late. The add hands back the count from before it: the first program "
             "to finish gets back `start`, the next start + 1"
+        )
+    if like(lambda o, s, c: _at(o, s - 1 + c)):
+        return (
+            "you added `start` where it comes off. The k-th program to finish, from 0, gets "
+            "back start + k, so the combiner is at place shares - 1 - start"
         )
     if like(lambda o, s, c: o[s - 1 - c]):  # right where some program combines: wrong elsewhere
         if any(a == -1 for a, w in zip(answers, wants) if w is None):
