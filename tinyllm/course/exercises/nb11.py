@@ -467,6 +467,14 @@ def _same_count(got: int, want: int, step_us, target_us, us_per_node) -> str:
     return ""
 
 
+def _rounded_savings():
+    """The time to save as a learner may round it before dividing: the difference rounded,
+    or each time rounded first."""
+    for r in (math.floor, math.ceil, round):
+        yield lambda s, t, r=r: r(s - t)
+        yield lambda s, t, r=r: r(s) - r(t)
+
+
 @checker
 def check_kernels_to_remove(fn) -> Verdict:
     """fn(step_us, target_us, us_per_node) → the fewest kernels a step must lose to reach the
@@ -494,16 +502,21 @@ def check_kernels_to_remove(fn) -> Verdict:
             f"your function {same} Compute the count from them: the time to save, over what "
             f"one kernel saves"
         )
-    floored = [max(0, math.ceil(math.floor(s - t) / u)) for s, t, u in REMOVE_CASES]
-    if answers == floored != wants:  # right where the time to save is whole
-        (s, t, u), got, want = next(
-            (c, a, w) for c, a, w in zip(REMOVE_CASES, answers, wants) if a != w
-        )
-        return hint(
-            f"on step_us={s}, target_us={t}, us_per_node={u} your function returned {got}, "
-            f"expected {want}: you rounded the time to save before dividing. Divide first, "
-            f"then round the count up, once"
-        )
+    over = [
+        (case, got, want)
+        for case, got, want in zip(REMOVE_CASES, answers, wants)
+        if case[0] > case[1]
+    ]  # the steps over their target: what is rounded shows there
+    for saved in _rounded_savings():
+        if all(got == math.ceil(saved(s, t) / u) for (s, t, u), got, _ in over) and any(
+            got != want for _, got, want in over
+        ):
+            (s, t, u), got, want = next((c, a, w) for c, a, w in over if a != w)
+            return hint(
+                f"on step_us={s}, target_us={t}, us_per_node={u} your function returned {got}, "
+                f"expected {want}: you rounded the time to save before dividing. Divide "
+                f"first, then round the count up, once"
+            )
     for case, got, want in zip(REMOVE_CASES, answers, wants):
         if got != want:
             shown_as = f"step_us={case[0]}, target_us={case[1]}, us_per_node={case[2]}"
@@ -657,6 +670,11 @@ def _at(order: list, place: int):
     return order[place] if 0 <= place < len(order) else None
 
 
+def _indexed(order: list, place: int):
+    """order[place] as Python reads it, a negative place from the end; None past either end."""
+    return order[place] if -len(order) <= place < len(order) else None
+
+
 def _wrong_combiner(answers: list) -> str:
     """What a learner's answers on COMBINE_CASES show of the mistake behind them, or ''. Each
     rule is matched on the cases where some program combines, whatever the answer elsewhere."""
@@ -683,7 +701,7 @@ def _wrong_combiner(answers: list) -> str:
         return "you returned the program's place in the order. Return its share index: order[place]"
     if like(lambda o, s, c: o[0]):
         return "the first program to finish gets back `start`, not shares - 1"
-    if like(lambda o, s, c: _at(o, s - 2 - c)):
+    if like(lambda o, s, c: _at(o, s - 2 - c)) or like(lambda o, s, c: _indexed(o, s - 2 - c)):
         return (
             "one place early: you compared the count after the add. The add hands back the "
             "count from before it: the first program to finish gets back `start`, the next "
@@ -696,8 +714,8 @@ def _wrong_combiner(answers: list) -> str:
         )
     if like(lambda o, s, c: _at(o, s - 1 + c)):
         return (
-            "you added `start` where it comes off. The k-th program to finish, from 0, gets "
-            "back start + k, so the combiner is at place shares - 1 - start"
+            "you added `start` where it should be subtracted. The k-th program to finish, "
+            "from 0, gets back start + k, so the combiner is at place shares - 1 - start"
         )
     if like(lambda o, s, c: o[s - 1 - c]):  # right where some program combines: wrong elsewhere
         if any(a == -1 for a, w in zip(answers, wants) if w is None):
