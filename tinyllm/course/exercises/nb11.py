@@ -467,6 +467,21 @@ def _same_count(got: int, want: int, step_us, target_us, us_per_node) -> str:
     return ""
 
 
+def _explain_removal(case):
+    """What a learner's error on case says: a division by a time to save of 0, where the step
+    is at its target."""
+
+    def explain(error: Exception) -> str | None:
+        if case[0] == case[1] and isinstance(error, ZeroDivisionError):
+            return (
+                "here the step is at its target, so the time to save is 0. Divide it by "
+                "us_per_node, never by it"
+            )
+        return None
+
+    return explain
+
+
 def _rounded_savings():
     """The time to save as a learner may round it before dividing: the difference rounded,
     or each time rounded first."""
@@ -482,12 +497,8 @@ def check_kernels_to_remove(fn) -> Verdict:
     answers = []
     for case in REMOVE_CASES:
         shown_as = f"step_us={case[0]}, target_us={case[1]}, us_per_node={case[2]}"
-        at_target = case[0] == case[1]
         got = call(fn, case, shown_as, none_ok=True, seconds=CALL_SECONDS,
-                   explain=lambda e, at_target=at_target: (
-                       "here the step is at its target, so the time to save is 0. Divide it "
-                       "by us_per_node, never by it" if at_target and isinstance(
-                           e, ZeroDivisionError) else None))  # fmt: skip
+                   explain=_explain_removal(case))  # fmt: skip
         if got is FAILED:
             return False
         problem = _not_a_count(got)
