@@ -52,8 +52,8 @@ _DYNAMIC = (
     "fixed-shape form (a mask, torch.where) instead."
 )
 _HOST_DATA = (
-    "Copying host data into a new tensor is not GPU work a graph can record: make "
-    "the tensor before capture and update it in place."
+    "Copying host data into a new tensor: on CUDA, a capture refuses a copy from host memory "
+    "that is not pinned. Make the tensor before capture and update it in place."
 )
 _FUNCTIONS = {  # caught before they reach aten, or never reach it
     torch.Tensor.tolist: ("Tensor.tolist()", _HOST_READ),
