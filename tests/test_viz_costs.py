@@ -198,8 +198,8 @@ def test_sweep_figure_draws_the_sweep(res):
 def test_sweep_figure_title_when_gptfast_always_wins(res):
     res["position_sweep"]["fused_us"] = [200.0] * 4
     (ax,) = viz.sweep_figure(res).axes
-    assert ax.get_title() == "gpt-fast's graph over a 1024-position cache was faster at every " + (
-        "position measured"
+    assert ax.get_title() == (
+        "gpt-fast in its loop, over a 1024-position cache, was faster at every position measured"
     )
 
 
