@@ -394,7 +394,12 @@ def test_static_write_replay_follows_pos(capsys):
     assert_hint(check_static_write, hidden_read, capsys, "replayed with pos=7", "wrote at [0]")
 
 
+def test_window_mask_that_calls_the_package_s_own_gets_a_hint(capsys):
+    assert_hint(check_window_mask, lambda p, w, f: window_mask(p, w, f), capsys,
+                "kv_cache.window_mask", "write it yourself")  # fmt: skip
+
+
 def test_window_mask_that_cannot_be_compared(capsys):
     """A mask on another device cannot even be compared: a hint, not a traceback."""
-    on_meta = lambda pos, w, fv: window_mask(pos, w, fv).to("meta")  # noqa: E731
+    on_meta = lambda pos, w, fv: my_window_mask(pos, w, fv).to("meta")  # noqa: E731
     assert_hint(check_window_mask, on_meta, capsys, "on meta", "not the kind of answer")

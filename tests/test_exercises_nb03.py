@@ -139,7 +139,9 @@ def test_default_buckets_right(capsys):
     assert my_default_buckets(1000, 128, 1.5) == default_buckets(1000, 128, 1.5)
     assert_ok(check_default_buckets, my_default_buckets, capsys)
     assert_ok(check_default_buckets, lambda *a: list(my_default_buckets(*a)), capsys)
-    assert_ok(check_default_buckets, lambda *a: tuple(map(np.int64, default_buckets(*a))), capsys)
+    assert_ok(
+        check_default_buckets, lambda *a: tuple(map(np.int64, my_default_buckets(*a))), capsys
+    )
 
 
 def test_the_guard_never_changes_a_ceiling():
@@ -244,10 +246,12 @@ def first_always(max_len, first, growth):  # "first, then ...": first even when 
             "max_len=100, first=128, growth=2 your function returned (128, 100), expected "
             "(100,): only buckets below max_len are kept, first included",
         ),
-        (lambda *a: default_buckets(*a)[:-1] + (True,), "holding the bool True"),
-        (lambda *a: np.array(default_buckets(*a)), "expected a tuple of ints"),
-        (lambda *a: set(default_buckets(*a)), "expected a tuple of ints"),
-        (lambda *a: dict.fromkeys(default_buckets(*a)), "expected a tuple of ints"),
+        (lambda *a: my_default_buckets(*a)[:-1] + (True,), "holding the bool True"),
+        (lambda *a: np.array(my_default_buckets(*a)), "expected a tuple of ints"),
+        (lambda *a: set(my_default_buckets(*a)), "expected a tuple of ints"),
+        (lambda *a: dict.fromkeys(my_default_buckets(*a)), "expected a tuple of ints"),
+        (lambda *a: default_buckets(*a), "graphs.default_buckets"),
+        (lambda *a: tuple(default_buckets(*a)), "write it yourself"),
     ],
     ids=[
         "no ceil",
@@ -263,6 +267,8 @@ def first_always(max_len, first, growth):  # "first, then ...": first even when 
         "numpy",
         "a set",
         "a dict",
+        "the package's own",
+        "the package's own, as a tuple",
     ],
 )
 def test_default_buckets_wrong(answer, needle, capsys):

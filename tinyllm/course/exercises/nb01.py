@@ -15,6 +15,7 @@ from tinyllm.course.exercises.harness import (
     items,
     kind,
     ok,
+    own_function,
     shown,
     time_limit,
     unequal,
@@ -211,6 +212,10 @@ def check_launch_bound(fn, res: dict | None = None) -> Verdict | None:
         f"{tied} ({first:g} µs), and {first * 1.5:g} µs at every other batch"
     )
     cases.append((tie, shown_tie))
+    own = own_function(fn, (copy.deepcopy(res),), launch_bound_batches,
+                       "tinyllm.lab.results.launch_bound_batches")  # fmt: skip
+    if own is not None:
+        return own
     for case, shown_as in cases:
         got = call(fn, (copy.deepcopy(case),), shown_as, seconds=5.0, explain=_explain_times)
         if got is FAILED:

@@ -16,6 +16,7 @@ from tinyllm.course.exercises.harness import (
     hint,
     off_device,
     ok,
+    own_function,
     same_mask,
     shown_type,
     time_limit,
@@ -145,6 +146,9 @@ def check_window_mask(fn) -> Verdict:
     iterates = python_iteration(fn) if callable(fn) else None
     if iterates is not None:
         return hint(iterates)
+    own = own_function(fn, (5, 8, torch.tensor([0, 3, 5])), window_mask, "kv_cache.window_mask")
+    if own is not None:
+        return own
     g = torch.Generator().manual_seed(0)
     cases = [(0, 1, [0]), (5, 8, [0, 3, 5]), (7, 8, [0, 0]), (3, 16, [0, 1, 2, 3])]
     for _ in range(3):

@@ -14,6 +14,7 @@ from tinyllm.course.exercises.harness import (
     hint,
     items,
     ok,
+    own_function,
     shown_type,
     time_limit,
     unequal,
@@ -57,6 +58,9 @@ def _refuses(fn, n_keys: int, buckets: tuple) -> bool:
 def check_bucket_for(fn) -> Verdict:
     """fn(n_keys, buckets) → the smallest bucket that holds n_keys; a ValueError when none
     does (n_keys past the last bucket), as graphs.bucket_for raises."""
+    own = own_function(fn, (129, (128, 256)), bucket_for, "graphs.bucket_for")
+    if own is not None:
+        return own
     cases = [(n, (128, 256, 512, 1024)) for n in (1, 127, 128, 129, 256, 257, 1023, 1024)]
     cases += [(n, (16, 24, 36, 54, 81, 100)) for n in (16, 17, 81, 82, 100)] + [(3, (3,))]
     for n_keys, buckets in cases:
@@ -122,6 +126,9 @@ def check_default_buckets(fn) -> Verdict:
     Growths such as 1.3 tell math.ceil from int() and round(). The guard max(b + 1, ...)
     changes nothing next to math.ceil (b * growth > b for every float growth > 1, so its
     ceiling is at least b + 1): no case can tell a version without it."""
+    own = own_function(fn, (1024, 128, 2), default_buckets, "graphs.default_buckets")
+    if own is not None:
+        return own
     cases = [
         (1024, 128, 2),
         (1000, 128, 2),
@@ -184,6 +191,9 @@ def _same_share(got, want, buckets, max_len) -> str | None:
 def check_wasted_share(fn) -> Verdict:
     """fn(buckets, max_len) → graphs.wasted_share(buckets, max_len): the share of a whole
     max_len-token generation's attention work spent on masked keys."""
+    own = own_function(fn, ((4, 8), 8), wasted_share, "graphs.wasted_share")
+    if own is not None:
+        return own
     cases = [
         ((4, 8), 8),
         ((8,), 8),
