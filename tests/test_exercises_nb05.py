@@ -205,3 +205,25 @@ def test_flip_margin_nearly_right_shows_two_different_numbers(capsys):
     out = assert_hint(check_flip_margin, lambda x: my_flip_margin(x) + 1e-5, capsys, "row ")
     got, want = out.split(" = ")[1].strip().split(", expected ")
     assert got != want, out
+
+
+def top_masked_in_place(logits):  # the top logit set to -inf in the caller's own tensor
+    top = logits.max(-1)
+    first = top.values.clone()
+    logits.scatter_(1, top.indices[:, None], float("-inf"))
+    return first - logits.max(-1).values
+
+
+def cleared(a, b):  # the right step, then the caller's list emptied
+    step = next((i for i, (x, y) in enumerate(zip(a, b)) if not torch.equal(x, y)), None)
+    a.clear()
+    return step
+
+
+def test_flip_margin_that_changes_the_logits_gets_a_hint(capsys):
+    assert_hint(check_flip_margin, top_masked_in_place, capsys, "changed its input in place",
+                ".clone()")  # fmt: skip
+
+
+def test_first_difference_that_changes_its_lists_gets_a_hint(capsys):
+    assert_hint(check_first_difference, cleared, capsys, "changed its input in place")

@@ -492,19 +492,45 @@ def unequal(got, value: float, want: float, unit: str = "") -> str:
     return f"returned a {kind(got)} {a}{kept}; expected {b}"
 
 
+def _snapshot(x):
+    """A copy of an argument to compare with after a call: tensors cloned, lists and tuples
+    copied item by item; anything else as it is."""
+    if isinstance(x, torch.Tensor):
+        return x.clone()
+    if isinstance(x, (list, tuple)):
+        return type(x)(_snapshot(item) for item in x)
+    return x
+
+
+def _unchanged(x, before) -> bool:
+    if isinstance(before, torch.Tensor):
+        return isinstance(x, torch.Tensor) and x.shape == before.shape and torch.equal(x, before)
+    if isinstance(before, (list, tuple)):
+        return len(x) == len(before) and all(map(_unchanged, x, before))
+    return True
+
+
 def check_cases(
     fn, cases, reference, done: str, compare=equal, none_ok=False, seconds=CALL_SECONDS, slow=None,
-    with_args=False, explain=None,
+    with_args=False, explain=None, kept=False,
 ) -> bool:  # fmt: skip
     """Run fn on each (args, shown) case against reference(*args); compare → problem or None
     (with_args: compare(got, want, *args), for hints that name what the case asked). A
     compare that fails on what fn returned (a wrong type) is a hint too. Each call of fn
-    gets `seconds` (and `slow` is the hint when it runs out); `explain` is call's."""
+    gets `seconds` (and `slow` is the hint when it runs out); `explain` is call's. kept: the
+    arguments must come back as they went in (the caller reads them again)."""
     for args, shown_as in cases:
         want = reference(*args)
+        before = [_snapshot(a) for a in args] if kept else None
         got = call(fn, args, shown_as, none_ok, seconds, slow, explain)
         if got is FAILED:
             return False
+        if kept and not all(map(_unchanged, args, before)):
+            return hint(
+                f"on {shown_as} your function changed its input in place: the caller reads it "
+                f"again afterwards. Work on a copy (.clone()), or use ops that return new "
+                f"tensors"
+            )
         try:
             problem = compare(got, want, *args) if with_args else compare(got, want)
         except Exception:  # what fn returned cannot even be compared: a hint, no traceback

@@ -52,8 +52,9 @@ def check_first_difference(fn) -> Verdict:
         ((a, ulp), "lists one float ulp apart at step 3 only"),
     ]
     return check_cases(
-        fn, cases, _first_difference, "bit for bit: even one ulp counts", _same_step, none_ok=True
-    )
+        fn, cases, _first_difference, "bit for bit: even one ulp counts", _same_step, none_ok=True,
+        kept=True,
+    )  # fmt: skip
 
 
 def _rounded(t) -> list[float]:
@@ -108,4 +109,5 @@ def check_flip_margin(fn) -> Verdict:
         ((torch.tensor([[-3.0, -1.0], [2.0, -2.0]]),), "V = 2 [[-3, -1], [2, -2]]"),
         ((torch.tensor([[0.5, 4.0, 3.0, 4.5]]),), "one row [[0.5, 4, 3, 4.5]]"),
     ]
-    return check_cases(fn, cases, _margin, "margins match: a tie has margin 0", _same_values)
+    return check_cases(fn, cases, _margin, "margins match: a tie has margin 0", _same_values,
+                       kept=True)  # fmt: skip
