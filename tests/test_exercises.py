@@ -478,6 +478,23 @@ def prints_inside_capture(f, example, api):
         print(f(static_x))  # a host read: the output is recorded, not computed
 
 
+def captures_at_every_call(f, example, api):  # a new graph each time run(x) is called
+    def run(x):
+        static = example.clone()
+        graph, side = api.CUDAGraph(), api.Stream()
+        side.wait_stream(api.current_stream())
+        with api.stream(side):
+            f(static)
+        api.current_stream().wait_stream(side)
+        with api.graph(graph):
+            out = f(static)
+        static.copy_(x)
+        graph.replay()
+        return out
+
+    return run
+
+
 CAPTURE_REPLAY_WRONG = {  # a wrong answer → what its hint must say
     "calls f in run": (wrong(returned="f"), "run(x) calls f again"),
     "no graph at all": (wrong(capture=False), "nothing was captured"),
@@ -512,6 +529,10 @@ CAPTURE_REPLAY_WRONG = {  # a wrong answer → what its hint must say
     "not a function": (42, "pass your function itself"),
     "run raises": (wrong(returned="raise"), "on replay 0 your function raised KeyError"),
     "prints inside capture": (prints_inside_capture, "not permitted when stream is capturing"),
+    "captures at every call": (
+        lambda f, example, api: captures_at_every_call(f, example, api),
+        "captures a new graph at every call",
+    ),
 }
 
 

@@ -1,6 +1,7 @@
 """Checkers of notebook 04 · capture and replay."""
 
 import contextlib
+import io
 import numbers
 
 import torch
@@ -314,6 +315,20 @@ def check_capture_replay(fn, api=None) -> Verdict:
     if not callable(run):
         return hint(f"my_capture_replay returned {type(run).__name__}: return the function run")
     problem = _setup_problem(watched.events)
+    if problem and not any(e[0] == "capture" for e in watched.events):
+        n_events = len(watched.events)  # no capture yet: does run(x) capture, at every call?
+        try:  # a quiet look: whatever else run(x) does, the hint below is about the capture
+            with time_limit(10.0, "-"), contextlib.redirect_stdout(io.StringIO()):
+                run(example.clone())
+        except KeyboardInterrupt:
+            raise
+        except BaseException:  # noqa: BLE001
+            pass
+        if any(e[0] == "capture" for e in watched.events[n_events:]):
+            return hint(
+                "run(x) captures a new graph at every call: capture once, in "
+                "my_capture_replay, before it returns run; run(x) only copies x in and replays"
+            )
     if problem:
         return hint(problem)
     n_events, first, previous, stale_at_0 = len(watched.events), None, example, False
