@@ -536,6 +536,12 @@ CAPTURE_REPLAY_WRONG = {  # a wrong answer → what its hint must say
 }
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="on a GPU, torch.cuda works")
+def test_capture_replay_through_torch_cuda_on_a_cpu_gets_a_hint(capsys):
+    assert_hint(ex.check_capture_replay, lambda f, example, api: torch.cuda.CUDAGraph(), capsys,
+                "this machine has no CUDA", "never torch.cuda itself")  # fmt: skip
+
+
 @pytest.mark.parametrize("case", CAPTURE_REPLAY_WRONG)
 def test_capture_replay_wrong_answers_get_a_hint(case, capsys):
     answer, says = CAPTURE_REPLAY_WRONG[case]

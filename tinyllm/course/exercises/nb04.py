@@ -290,6 +290,17 @@ def _replay_problem(i: int, out, previous, example) -> str:
     )
 
 
+def _explain_cuda(error: Exception) -> str | None:
+    """torch.cuda called where api is the simulator: on a machine without CUDA it fails."""
+    text = str(error)
+    if "dummy base class" in text or "not compiled with CUDA" in text or "No CUDA GPUs" in text:
+        return (
+            "this machine has no CUDA: call the `api` you are given (api.CUDAGraph(), "
+            "api.graph(...), api.Stream()), never torch.cuda itself"
+        )
+    return None
+
+
 @checker
 def check_capture_replay(fn, api=None) -> Verdict:
     """fn(f, example, api) → run(x): warms f up on a side stream, captures f once on a
@@ -309,7 +320,8 @@ def check_capture_replay(fn, api=None) -> Verdict:
     untouched = example.clone()
     watched = _Watched(api)
     with time_limit(30.0, "it ran for 30 s: capture f once, then only replay"):
-        run = call(fn, (watched.f, example, watched), "f and a (256,) example")
+        run = call(fn, (watched.f, example, watched), "f and a (256,) example",
+                   explain=_explain_cuda)  # fmt: skip
     if run is FAILED:
         return False
     if not callable(run):
