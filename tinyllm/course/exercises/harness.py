@@ -223,18 +223,22 @@ def entered(*functions, calls=None):
         sys.setprofile(previous)
 
 
+def quietly(fn, args: tuple, seconds: float = CALL_SECONDS):
+    """fn(*args) with its prints swallowed, or FAILED if it raises or runs out of time: a
+    second look at a learner's function, whose first call (the checker's) reports the rest."""
+    try:
+        with contextlib.redirect_stdout(io.StringIO()), time_limit(seconds, "too slow"):
+            return fn(*args)
+    except (Exception, TooSlow, SystemExit):
+        return FAILED
+
+
 def own_function(fn, args: tuple, function, name: str):
     """fn called once on args, quietly, the package's `function` (named `name`) watched: a
     hint when fn runs it where the exercise asks to write it, else None. Whatever else the
     call does (fails, prints, runs long) is left to the checker's own calls to report."""
     with entered(function) as ran:
-        try:
-            with time_limit(OWN_SECONDS, "-"), contextlib.redirect_stdout(io.StringIO()):
-                fn(*args)
-        except KeyboardInterrupt:
-            raise
-        except BaseException:  # noqa: BLE001  (reported by the checker's own calls)
-            pass
+        quietly(fn, args, OWN_SECONDS)
     if ran[function]:
         return hint(
             f"your function calls {name}, the package's own answer: this exercise asks you to "

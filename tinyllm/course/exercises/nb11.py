@@ -1,7 +1,5 @@
 """Checkers of notebook 11 · what a graph leaves."""
 
-import contextlib
-import io
 import math
 
 import torch
@@ -9,7 +7,6 @@ import torch
 from tinyllm.course.exercises.harness import (
     CALL_SECONDS,
     FAILED,
-    TooSlow,
     Verdict,
     as_number,
     call,
@@ -18,24 +15,14 @@ from tinyllm.course.exercises.harness import (
     hint,
     items,
     ok,
+    quietly,
     shown,
     shown_type,
-    time_limit,
     whole,
 )
 from tinyllm.course.viz.timing import gpu_idle_share
 from tinyllm.kernels import WHOLE_SHARE, share_passes, tensor_cores
 from tinyllm.lab.results import load_floor, load_paged
-
-
-def _quietly(fn, args: tuple):
-    """fn(*args) with its prints swallowed, or FAILED if it raises or runs out of time: a
-    second look at a learner's function, after the checker has found a wrong answer."""
-    try:
-        with contextlib.redirect_stdout(io.StringIO()), time_limit(CALL_SECONDS, "too slow"):
-            return fn(*args)
-    except (Exception, TooSlow, SystemExit):
-        return FAILED
 
 
 def _not_a_number(got, what: str) -> str | None:
@@ -123,7 +110,7 @@ def _sorted_by_end(fn, x: float, want: float, intervals) -> bool:
     merge of the intervals sorted by their end gives."""
     if not any(_near(x, y) and not _near(want, y) for y in _by_end_shares(intervals)):
         return False
-    probe = as_number(_quietly(fn, (list(BY_END_PROBE),)))
+    probe = as_number(quietly(fn, (list(BY_END_PROBE),)))
     right = _idle_share(BY_END_PROBE)
     return probe is not None and any(
         _near(probe, y) and not _near(right, y) for y in _by_end_shares(BY_END_PROBE)
@@ -291,7 +278,7 @@ def check_idle_share(fn) -> Verdict:
            1: "1 says no kernel ever runs."}  # fmt: skip
     same = _same_for_all(answers, wants, "intervals", why)
     if same and all(x == 0 for x in answers):
-        probe = as_number(_quietly(fn, (list(ZERO_LENGTH_PROBE),)))
+        probe = as_number(quietly(fn, (list(ZERO_LENGTH_PROBE),)))
         if probe is not None and _near(probe, 1.0) and all(whole(g) is not None for g in raw):
             return hint(
                 f"your function returned the int 0 on every case: {INT_SHARE}. Return the "
@@ -312,7 +299,7 @@ def check_idle_share(fn) -> Verdict:
         shown_as = f"intervals={intervals} ({what})"
         wrong = f"on {shown_as} your function returned {x:.4g}, expected {want:.4g}"
         if intervals != sorted(intervals):
-            again = as_number(_quietly(fn, (sorted(intervals),)))
+            again = as_number(quietly(fn, (sorted(intervals),)))
             if again is not None and math.isclose(again, want, rel_tol=1e-6, abs_tol=1e-7):
                 return hint(
                     f"{wrong}. On the same intervals sorted, it returns the right share. "
