@@ -5,6 +5,7 @@ and 01's bandwidth floor here; the rest in test_exercises_nb0N.py, one file per 
 import contextlib
 import signal
 import sys
+import time
 import types
 from functools import cache
 
@@ -226,6 +227,43 @@ def test_time_limits_nest_and_a_learners_except_cannot_swallow_them():
             swallows()
     assert signal.getitimer(signal.ITIMER_REAL)[0] == 0
     assert h.call(swallows, (), "nothing", seconds=0.3) is h.FAILED
+
+
+def bare_except_sleeps():
+    while True:
+        try:
+            time.sleep(0.001)
+        except:  # noqa: E722 (the learner's)
+            pass
+
+
+def bare_except_spins():
+    while True:
+        try:
+            while True:
+                pass
+        except:  # noqa: E722
+            continue
+
+
+def bare_except_twice():
+    while True:
+        try:
+            bare_except_spins()
+        except BaseException:
+            pass
+
+
+@pytest.mark.parametrize("fn", [bare_except_sleeps, bare_except_spins, bare_except_twice])
+def test_a_bare_except_in_a_learners_loop_cannot_swallow_the_time_limit(fn, capsys):
+    """A learner's `except:` catches TooSlow once; it comes again, and the learner's frames
+    are then traced until they let it through: a hint, not a hang. Nothing is left armed."""
+    h = ex.harness
+    tracing = sys.gettrace()
+    assert h.call(fn, (), "nothing", seconds=0.3) is h.FAILED
+    assert "did not finish within 0.3 s" in capsys.readouterr().out
+    assert signal.getitimer(signal.ITIMER_REAL)[0] == 0
+    assert sys.gettrace() is tracing
 
 
 # --- harness: one rule for numbers (as_int, as_number) ---------------------------------------

@@ -84,6 +84,7 @@ def test_compile_count_accepts_any_integer_type(capsys):
             "end at position",
         ),
         (lambda *c: my_compile_count(*c) - 1 if my_compile_count(*c) > 1 else 1, "not the changes"),
+        (lambda s, n, b: len({bucket_for(s + 1, b), bucket_for(s + n, b)}), "any between them"),
         (lambda *c: 7, "which windows do the positions"),
         (lambda *c: float(my_compile_count(*c)), "return an int"),
         (lambda *c: my_compile_count(*c) == 1, "return an int"),  # True == 1: still a bool

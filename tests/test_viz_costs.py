@@ -239,7 +239,7 @@ def test_compile_paths_figure_draws_each_lane_in_order():
             assert (box.get_linestyle() == "-") == when.startswith("every")  # ahead: dashed
     per_step = {lane: sum(w.startswith("every") for _, w in b) for lane, b in
                 costs.COMPILE_PATHS.items()}  # fmt: skip
-    assert per_step == {'torch.compile(step, mode="reduce-overhead")': 3,
+    assert per_step == {'torch.compile(decode_one_token, mode="reduce-overhead")': 3,
                         "GraphDecoder(model, batch, compile=True)": 2}  # fmt: skip
 
 

@@ -24,6 +24,7 @@ import io
 import math
 import numbers
 import operator
+import os
 import re
 import signal
 import sys
@@ -45,29 +46,85 @@ class TooSlow(BaseException):
     run on: only call() and the checkers that set a time_limit catch it."""
 
 
-@contextlib.contextmanager
-def time_limit(seconds: float, hint: str):
-    """Interrupt a learner's function that runs past `seconds` (main thread, Unix only;
-    elsewhere no limit) and turn it into a hint. Inside another time_limit, the outer one
-    stands: a checker may limit a whole loop of calls, each of which is limited too."""
-    if (
-        not hasattr(signal, "setitimer")
-        or threading.current_thread() is not threading.main_thread()
-        or signal.getitimer(signal.ITIMER_REAL)[0] > 0
-    ):
-        yield
-        return
+RETRY_SECONDS = 0.05  # after its limit, time_limit raises TooSlow again this often
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) + os.sep
 
-    def stop(signum, frame):
-        raise TooSlow(hint)
 
-    previous = signal.signal(signal.SIGALRM, stop)
-    signal.setitimer(signal.ITIMER_REAL, seconds * TIME_SCALE)
-    try:
-        yield
-    finally:
+class time_limit:
+    """`with time_limit(seconds, hint):` interrupts a learner's function that runs past
+    `seconds` with TooSlow(hint), which a checker turns into a hint (main thread, Unix only;
+    elsewhere no limit). Inside another time_limit, the outer one stands: a checker may limit
+    a whole loop of calls, each of which is limited too.
+
+    A bare `except:` in a learner's loop catches even TooSlow. So, until the block ends, it
+    comes again every RETRY_SECONDS, and the learner's frames then on the stack are traced:
+    the next line each runs raises it again, their `except:` bodies included, so it leaves
+    them one by one. A trace function that raises turns tracing off; the profile function
+    `_trace_on` turns it on again as each frame is left. Trace and profile functions that
+    ran before (a debugger's, entered()'s) are back when the block ends."""
+
+    def __init__(self, seconds: float, hint: str):
+        self.seconds, self.hint = seconds, hint
+        self.armed = self.fired = False
+
+    def __enter__(self):
+        self.armed = (
+            hasattr(signal, "setitimer")
+            and threading.current_thread() is threading.main_thread()
+            and signal.getitimer(signal.ITIMER_REAL)[0] == 0
+        )
+        if self.armed:
+            self.owner = sys._getframe(1)  # the checker's frame: below it runs the learner's
+            self.tracing, self.profiling = sys.gettrace(), sys.getprofile()
+            self.previous = signal.signal(signal.SIGALRM, self._stop)
+            signal.setitimer(signal.ITIMER_REAL, self.seconds * TIME_SCALE)
+        return self
+
+    def _stop(self, signum, frame):
+        signal.setitimer(signal.ITIMER_REAL, RETRY_SECONDS * TIME_SCALE)
+        if self.fired:  # it was swallowed: trace the learner's frames, if any run
+            learners = []
+            while frame is not None and frame is not self.owner:
+                if not frame.f_code.co_filename.startswith(_PACKAGE):
+                    learners.append(frame)
+                frame = frame.f_back
+            if not learners:
+                return  # the checker's own code runs (or this block ends): not the learner
+            for frame in learners:
+                frame.f_trace = self._raise_again
+            sys.settrace(_untraced)  # line events on, for the frames given _raise_again only
+            sys.setprofile(self._trace_on)
+        self.fired = True
+        raise TooSlow(self.hint)
+
+    def _raise_again(self, frame, event, arg):
+        if event == "line":
+            raise TooSlow(self.hint)  # CPython stops tracing here; _trace_on starts it again
+        return self._raise_again
+
+    def _trace_on(self, frame, event, arg):
+        """The profile function while the learner's frames are traced: as a frame returns
+        (by TooSlow, say), tracing is on again for the frames below it."""
+        if self.profiling is not None:
+            self.profiling(frame, event, arg)
+        if event == "return" and sys.gettrace() is None:
+            sys.settrace(_untraced)
+
+    def __exit__(self, error_type, error, traceback):
+        if not self.armed:
+            return False
         signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
+        signal.signal(signal.SIGALRM, self.previous)
+        if self.fired:
+            sys.settrace(self.tracing)
+            sys.setprofile(self.profiling)
+        self.owner = self.profiling = None
+        return False
+
+
+def _untraced(frame, event, arg):
+    """The global trace function while time_limit traces a learner's frames: no new frame."""
+    return None
 
 
 class Verdict:

@@ -7,6 +7,7 @@ from tinyllm.course.exercises.harness import (
     FAILED,
     Verdict,
     as_int,
+    as_number,
     bits,
     call,
     check_cases,
@@ -14,6 +15,7 @@ from tinyllm.course.exercises.harness import (
     entered,
     hint,
     same_mask,
+    shown,
     shown_type,
 )
 from tinyllm.kv_cache import slot_mask
@@ -34,8 +36,25 @@ def _pairs(got) -> list[tuple[int, int]] | None:
     return out
 
 
+def _fractional(got):
+    """The first pair in got that holds a number which is not an int (0.0, say), or None."""
+    if not isinstance(got, (list, tuple)):
+        return None
+    for p in got:
+        if isinstance(p, (list, tuple)) and len(p) == 2:
+            numbers = [as_number(x) is not None for x in p]
+            if all(numbers) and None in (as_int(p[0]), as_int(p[1])):
+                return p
+    return None
+
+
 def _same_pairs(got, want) -> str | None:
     pairs = _pairs(got)
+    if pairs is None and (fraction := _fractional(got)) is not None:
+        return (
+            f"returned pairs such as {shown(fraction)}: slots and requests are whole numbers, ints "
+            f"as in the lists given (a division, or float(), made a float)"
+        )
     if pairs is None:
         example = want[:2] or [(0, 7), (1, 8)]
         return (

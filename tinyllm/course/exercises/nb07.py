@@ -84,8 +84,12 @@ def compile_count_mistake(got, start: int, steps: int, buckets) -> str:
             f"{shown}: `steps` steps from position {start} end at position "
             f"{start + steps - 1}, not {start + steps}"
         )
-    if got == len(visited) - 1:
-        return f"{shown}: count the windows, not the changes between them: {visited}"
+    ends = {bucket_for(start + 1, buckets), bucket_for(start + steps, buckets)}
+    if got in (len(visited) - 1, len(ends)):  # the changes between windows; the two ends only
+        return (
+            f"{shown}: count every window the steps visit, each once, the first and the last "
+            f"and any between them; not the changes between them: {visited}"
+        )
     return (
         f"{shown}. Dynamo compiles once per distinct window: which windows do the "
         f"positions {start}..{start + steps - 1} use?"

@@ -213,7 +213,7 @@ def _slip(fn) -> str | None:
         try:
             with time_limit(CALL_SECONDS, "too slow"):
                 got = fn(*(t.clone() for t in case))
-        except Exception:  # TooSlow too: the hint already given stands
+        except (Exception, TooSlow):  # the hint already given stands
             return None
         if not isinstance(got, torch.Tensor) or got.shape != temperature.shape:
             return None

@@ -300,7 +300,7 @@ def breakdown_figure(res: dict):
 # --- a picture of the mechanism ------------------------------------------------------------
 
 COMPILE_PATHS = {  # lane → boxes (text, when it runs), in the order a step meets them
-    'torch.compile(step, mode="reduce-overhead")': (
+    'torch.compile(decode_one_token, mode="reduce-overhead")': (
         ("Dynamo + Inductor,\nwarm-up, record", "first calls, per shape"),
         ("Dynamo: check\nthe guards", "every step"),
         ("CUDAGraph Trees:\ncopy inputs not at\nstatic addresses", "every step"),
