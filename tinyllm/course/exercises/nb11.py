@@ -657,8 +657,9 @@ PLACES = "the k-th program to finish, counting from 0, gets back start + k"
 
 
 def _combiner(order: list, shares: int, start: int):
-    """The package's protocol (kernels at d0d4828, section 6): the add that hands back
-    shares - 1 is the combiner's; the count before the k-th add (from 0) is start + k."""
+    """The protocol of the kernels at d0d4828 (notebook 11's Reference R.2): the add that
+    hands back shares - 1 is the combiner's; the count before the k-th add (from 0) is
+    start + k."""
     k = shares - 1 - start
     return order[k] if 0 <= k < len(order) else None
 
