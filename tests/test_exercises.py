@@ -260,10 +260,14 @@ def test_a_bare_except_in_a_learners_loop_cannot_swallow_the_time_limit(fn, caps
     are then traced until they let it through: a hint, not a hang. Nothing is left armed."""
     h = ex.harness
     tracing = sys.gettrace()
-    assert h.call(fn, (), "nothing", seconds=0.3) is h.FAILED
+    with h.entered(bare_except_spins) as ran:  # a profile function before: kept, and back after
+        assert h.call(fn, (), "nothing", seconds=0.3) is h.FAILED
+        assert sys.getprofile() is not None
     assert "did not finish within 0.3 s" in capsys.readouterr().out
     assert signal.getitimer(signal.ITIMER_REAL)[0] == 0
     assert sys.gettrace() is tracing
+    assert sys.getprofile() is None
+    assert (ran[bare_except_spins] > 0) == (fn is not bare_except_sleeps)  # counted all along
 
 
 # --- harness: one rule for numbers (as_int, as_number) ---------------------------------------

@@ -66,6 +66,7 @@ class time_limit:
     def __init__(self, seconds: float, hint: str):
         self.seconds, self.hint = seconds, hint
         self.armed = self.fired = False
+        self.traced = []  # the frames given _raise_again, untraced again as the block ends
 
     def __enter__(self):
         self.armed = (
@@ -92,6 +93,7 @@ class time_limit:
                 return  # the checker's own code runs (or this block ends): not the learner
             for frame in learners:
                 frame.f_trace = self._raise_again
+            self.traced += learners
             sys.settrace(_untraced)  # line events on, for the frames given _raise_again only
             sys.setprofile(self._trace_on)
         self.fired = True
@@ -118,7 +120,10 @@ class time_limit:
         if self.fired:
             sys.settrace(self.tracing)
             sys.setprofile(self.profiling)
+            for frame in self.traced:
+                frame.f_trace = None
         self.owner = self.profiling = None
+        self.traced = []
         return False
 
 
