@@ -769,3 +769,10 @@ def test_junk_in_the_cells_own_arguments_gets_a_hint(what, check, needle, capsys
     assert failed(check())
     out = capsys.readouterr().out
     assert out.startswith("[HINT] ") and needle in out and out.count("\n") == 1, out
+
+
+def test_a_checker_called_with_the_wrong_arguments_gives_a_hint(capsys):
+    """check_x() or check_x(fn, 3): a hint naming what the checker takes, not a TypeError."""
+    for args in ((), (lambda *a: 1, 3)):
+        assert not ex.check_compile_count(*args)
+        assert "check_compile_count takes (fn): call it as the cell does" in capsys.readouterr().out

@@ -1199,3 +1199,45 @@ def test_noise_key_clamped_off_the_grid_is_told_of_the_form_asked(capsys):
         return (bits.float() * 2.0**-23).clamp(1e-7, 1 - 1e-7)  # no half: 0 clamped away
 
     assert_hint(check_noise_key, clamped, capsys, "not all of the form", "a clamp")
+
+
+def eos_reported_anyway(reqs, ids, eos_id):
+    """Drops a done request's extra id, yet reports any row whose id is eos_id as finished."""
+    out = []
+    for req, tok in zip(reqs, ids):
+        if req is None:
+            continue
+        if not (len(req.out) >= req.max_new_tokens or req.out[-1:] == [eos_id]):
+            req.out.append(tok)
+            if len(req.out) >= req.max_new_tokens:
+                out.append(req.rid)
+        if tok == eos_id and req.rid not in out:
+            out.append(req.rid)
+    return out
+
+
+def test_hand_out_that_finishes_a_done_request_again_at_its_extra_eos_gets_a_hint(capsys):
+    assert_hint(check_hand_out, eos_reported_anyway, capsys, "its extra id now is EOS",
+                "had finished at an earlier step")  # fmt: skip
+
+
+def position_after_the_last_hash(seed, position, row, vocab_size):
+    """The position added after the last hash: it moves only low bits, under the top 23."""
+    h = splitmix64(splitmix64(seed)[:, None] ^ torch.arange(vocab_size, device=seed.device))
+    return _from_hash(h + position[:, None])
+
+
+def test_noise_key_with_the_position_after_the_last_hash_gets_its_reason(capsys):
+    assert_hint(check_noise_key, position_after_the_last_hash, capsys, "positions 5 and 6",
+                "after the last hash changes only low bits")  # fmt: skip
+
+
+def python_if_on_the_temperatures(logits, temperature, seed, position):
+    if temperature == 0:  # the learner's: one branch for the whole batch
+        return logits.argmax(-1)
+    return logits.argmax(-1)
+
+
+def test_step_sampling_with_a_python_if_on_a_tensor_is_told_of_torch_where(capsys):
+    assert_hint(check_step_sampling, python_if_on_the_temperatures, capsys, "Boolean value",
+                "torch.where(temperature > 0")  # fmt: skip

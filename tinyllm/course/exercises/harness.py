@@ -173,8 +173,16 @@ def checker(fn):
     without CUDA) handed back as a Verdict, or None. While it runs, stdout is watched, so
     that its [OK] or [HINT] starts a fresh line after whatever the learner's code printed."""
 
+    signature = inspect.signature(fn)
+
     @functools.wraps(fn)
     def check(*args, **kwargs):
+        try:
+            signature.bind(*args, **kwargs)
+        except TypeError as e:  # check_x() or check_x(fn, 3): a hint, not the checker's traceback
+            names = ", ".join(signature.parameters)
+            hint(f"{fn.__name__} takes ({names}): call it as the cell does ({e})")
+            return Verdict(False)
         stdout = sys.stdout
         if stdout is not None:
             sys.stdout = _LineWatch(stdout)

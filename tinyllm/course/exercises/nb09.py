@@ -401,6 +401,11 @@ def _explain_sampling(error: Exception, noise_calls=(), shape=None, fn=None) -> 
     """noise_calls: uniform_noise's arguments, one dict a call, as the learner's function made
     them; shape: (B, V) of the case's logits; fn: the learner's function, run again on a
     square case to tell an argmax over the rows."""
+    if isinstance(error, RuntimeError) and "Boolean value of Tensor" in str(error):
+        return (
+            "an `if` on a tensor of several rows cannot choose for each row. Compute both, "
+            "then pick per row: torch.where(temperature > 0, sampled, greedy)"
+        )
     if "not implemented for" in str(error) and any(op in str(error) for op in ("bitwise", "shift")):
         return (
             "uniform_noise mixes the bits of integers, with xor and shifts: pass seed and "
@@ -533,6 +538,8 @@ def _requests():
          "request 0 reaches max_new_tokens now, request 1 emits EOS now"),
         ([req(0, [7, 8, 9, 10], 4), req(1, [8], 4)], [5, 6],
          "request 0 finished at max_new_tokens 4 in the step before"),
+        ([req(0, [7, 8, 9, 10], 4), req(1, [8], 4)], [EOS, 6],
+         "request 0 finished at max_new_tokens 4 in the step before; its extra id now is EOS"),
         ([req(0, [7, EOS], 9), req(1, [8], 4)], [5, 6],
          "request 0 emitted EOS (3) in the step before"),
         ([req(1, [], 2), None, req(0, [4], 2)], [9, 13, 17],
@@ -1312,7 +1319,8 @@ def check_noise_key(fn) -> Verdict:
     if torch.equal(batched[0], batched[2]):
         return hint(
             "requests 0 and 2 (seeds 11 and 33, both at position 5) drew the same noise: "
-            "the key must depend on the seed"
+            "the key must depend on the seed. Hash it first, splitmix64(seed): a seed mixed "
+            "in after the last hash changes only low bits, which the top 23 bits never see"
         )
     moved = _noise(fn, (seed.clone(), position + 1, row.clone(), NOISE_V), "the next positions")
     if moved is FAILED:
@@ -1320,7 +1328,9 @@ def check_noise_key(fn) -> Verdict:
     if _noise_problem(moved, 4) or torch.equal(moved[0], batched[0]):
         return hint(
             "request 0 drew the same noise at positions 5 and 6: the key must depend on the "
-            "position, or every token of a request reuses one draw"
+            "position, or every token of a request reuses one draw. Mix the position in "
+            "before a hash, splitmix64(splitmix64(seed) ^ position): one mixed in after the "
+            "last hash changes only low bits, which the top 23 bits never see"
         )
     static = [seed.clone(), position.clone(), row.clone()]
     done = _captured(fn, (*static, NOISE_V), shown_as,

@@ -73,6 +73,7 @@ def sections_figure(groups: dict[str, dict[str, dict]], recording: dict | None =
             ax.text(i, 100 * bottom + 2, text, ha="center", va="bottom", fontsize=7)
         ax.set_xticks(range(len(names)), [n.replace("_", "\n") for n in names], fontsize=8)
         ax.set(ylim=(0, 145), ylabel="share of the run's wall time (%)", xlabel=label)
+        ax.set_yticks(range(0, 101, 20))  # above 100: room for the rates and the legend
     handles = [Patch(color=SECTION_COLORS[s], label=s) for s in SECTIONS]
     axes[0][-1].legend(handles=handles, fontsize=7, loc="upper center", ncols=4)
     if title is None:
