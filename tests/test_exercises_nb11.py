@@ -596,7 +596,7 @@ def test_combiner_right(answer, capsys):
         (lambda o, s, c: o[s - 2 - c] if c < s else None, ("one place early", "after the add")),
         (lambda o, s, c: o[0], ("first program to finish gets back `start`",)),
         (lambda o, s, c: o[s - 1 - c] if c < s else [][0], ("IndexError", "return None")),
-        (lambda o, s, c: o[s - 1 - c] if c < s else 0, ("return None", "negative index")),
+        (lambda o, s, c: o[s - 1 - c] if c < s else 0, ("return None",)),
         (lambda o, s, c: None, ("None every time", "print is not a return")),
         (lambda o, s, c: str(my_combiner(o, s, c)), ("a str", "an int, or None")),
         (lambda o, s, c: True, ("the bool True",)),
@@ -644,3 +644,37 @@ def test_combiner_that_never_returns_is_stopped(capsys, monkeypatch):
             pass
 
     assert_hint(check_combiner, forever, capsys, "did not finish")
+
+
+@pytest.mark.parametrize(
+    "answer, needles",
+    [
+        (lambda s, t, u: max(0, math.ceil(s / u) - math.ceil(t / u)), ("Round up, once",)),
+        (lambda s, t, u: round(s - math.ceil(max(0, s - t) / u) * u), ("that is a time",)),
+    ],
+    ids=["each time rounded to kernels first", "the step's time after the removal"],
+)
+def test_kernels_to_remove_more_mistakes(answer, needles, capsys):
+    assert_hint(check_kernels_to_remove, answer, capsys, *needles)
+
+
+def counted_modulo(order, shares, start):
+    """Reads the count as wrapping round: count % shares == shares - 1."""
+    count = start
+    for p in order:
+        if count % shares == shares - 1:
+            return p
+        count += 1
+    return None
+
+
+@pytest.mark.parametrize(
+    "answer, needles",
+    [
+        (counted_modulo, ("return None", "never comes back round")),
+        (lambda o, s, c: o[0] if c == 0 else None, ("gets back `start`",)),
+    ],
+    ids=["a count that wraps", "the first to finish, when the count starts at 0"],
+)
+def test_combiner_more_mistakes(answer, needles, capsys):
+    assert_hint(check_combiner, answer, capsys, *needles)

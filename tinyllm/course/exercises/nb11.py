@@ -408,10 +408,16 @@ def _same_count(got: int, want: int, step_us, target_us, us_per_node) -> str:
             f"the step takes {step_us} µs, already under the {target_us} µs target. "
             f"No kernel needs to go{why}"
         )
+    if over > 0 and abs(got - (step_us - want * us_per_node)) < 1:
+        return (
+            f"that is a time, about the step's {step_us - want * us_per_node:.4g} µs after "
+            f"the removal. Return the number of kernels to remove"
+        )
     if got == math.floor(gap) and want == got + 1:
         return (
             f"{got} kernels save {got * us_per_node:.4g} µs, short of the {over:.4g} µs to "
-            f"go. Round up"
+            f"go. Round up, once, after dividing the time to save: "
+            f"math.ceil((step_us - target_us) / us_per_node)"
         )
     if got == round(gap):
         return "round up, never to the nearest"
@@ -674,10 +680,16 @@ def _indexed(order: list, place: int):
     return order[place] if -len(order) <= place < len(order) else None
 
 
+def _wrapped(order: list, shares: int, start: int):
+    """The program whose count, taken modulo shares, is shares - 1: a count read as wrapping."""
+    return next((p for k, p in enumerate(order) if (start + k) % shares == shares - 1), None)
+
+
 def _wrong_combiner(answers: list) -> str:
     """What a learner's answers on COMBINE_CASES show of the mistake behind them, or ''. Each
     rule is matched on the cases where some program combines, whatever the answer elsewhere."""
     wants = [_combiner(*case) for case in COMBINE_CASES]
+    a_none = None  # what `like` compares with where a rule returns None: a None answer
 
     def like(rule) -> bool:
         return all(
@@ -698,7 +710,7 @@ def _wrong_combiner(answers: list) -> str:
         )
     if like(lambda o, s, c: s - 1 - c):
         return "you returned the program's place in the order. Return its share index: order[place]"
-    if like(lambda o, s, c: o[0]):
+    if like(lambda o, s, c: o[0]) or like(lambda o, s, c: o[0] if c == 0 else a_none):
         return "the first program to finish gets back `start`, not shares - 1"
     if like(lambda o, s, c: _at(o, s - 2 - c)) or like(lambda o, s, c: _indexed(o, s - 2 - c)):
         return (
@@ -719,10 +731,16 @@ def _wrong_combiner(answers: list) -> str:
     if like(lambda o, s, c: o[s - 1 - c]):  # right where some program combines: wrong elsewhere
         if any(a == -1 for a, w in zip(answers, wants) if w is None):
             return "when no program combines, return None, not -1"
-        return (
-            "when the count starts at `shares` or more, no add hands back shares - 1: return "
-            "None. In Python a negative index counts from the end, so order[-1] is no error"
-        )
+        nobody = [(a, case) for a, w, case in zip(answers, wants, COMBINE_CASES) if w is None]
+        negative = all(a == _indexed(list(o), s - 1 - c) for a, (o, s, c) in nobody)
+        wraps = all(a == _wrapped(list(o), s, c) for a, (o, s, c) in nobody)
+        said = ["when the count starts at `shares` or more, no add hands back shares - 1: "
+                "return None"]  # fmt: skip
+        if negative:
+            said.append("in Python a negative index counts from the end, so order[-1] is no error")
+        if wraps:
+            said.append("the count only grows: it never comes back round to shares - 1")
+        return "; ".join(said)
     return ""
 
 
