@@ -678,3 +678,7 @@ def counted_modulo(order, shares, start):
 )
 def test_combiner_more_mistakes(answer, needles, capsys):
     assert_hint(check_combiner, answer, capsys, *needles)
+
+
+def test_form_with_one_block_added_after_rounding_down_is_told_so(capsys):
+    assert_hint(check_form, lambda w, s: _form_of(w // s + 1), capsys, "one block too many")

@@ -589,6 +589,12 @@ def _wrong_form(answers: list) -> str:
             "shares puts 2 in one share: round up, with -(-width // shares) or "
             "math.ceil(width / shares)"
         )
+    if answers == [_form_of(w // s + 1) for w, s in FORM_CASES]:
+        return (
+            "width // shares + 1 is one block too many where the shares divide the table "
+            "evenly: 64 blocks in 64 shares hold 1 each. Round up with -(-width // shares) or "
+            "math.ceil(width / shares)"
+        )
     if answers == [_mistaken(w, s, whole=WHOLE_SHARE - 1) for w, s in FORM_CASES]:
         return (
             f"a share of exactly {WHOLE_SHARE} blocks is still read in one pass: "
