@@ -682,3 +682,17 @@ def test_combiner_more_mistakes(answer, needles, capsys):
 
 def test_form_with_one_block_added_after_rounding_down_is_told_so(capsys):
     assert_hint(check_form, lambda w, s: _form_of(w // s + 1), capsys, "one block too many")
+
+
+def span_to_the_last_to_start(intervals):
+    """The gaps merged right, over a span that ends where the last kernel to start ends."""
+    spans = sorted(intervals)
+    idle, end = 0.0, spans[0][0]
+    for start, stop in spans:
+        idle += max(0.0, start - end)
+        end = max(end, stop)
+    return idle / (spans[-1][1] - spans[0][0])
+
+
+def test_idle_share_over_a_span_to_the_last_to_start_is_told_of_the_latest_end(capsys):
+    assert_hint(check_idle_share, span_to_the_last_to_start, capsys, "need not end last")

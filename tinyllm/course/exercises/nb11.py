@@ -188,7 +188,9 @@ def _share_problem(x: float, want: float, intervals) -> str | None:
     lost = _latest_end_lost(intervals)
     to_last = spans[-1][1] - first
     if (lost is not None and not _near(want, lost) and _near(x, lost)) or (
-        to_last and latest != spans[-1][1] and _near(x, 1 - busy / to_last)
+        to_last
+        and latest != spans[-1][1]
+        and (_near(x, 1 - busy / to_last) or _near(x, (span - busy) / to_last))
     ):
         return (
             "a kernel can end before one that started earlier, when it runs inside it. "
