@@ -42,8 +42,7 @@ def _fractional(got):
         return None
     for p in got:
         if isinstance(p, (list, tuple)) and len(p) == 2:
-            numbers = [as_number(x) is not None for x in p]
-            if all(numbers) and None in (as_int(p[0]), as_int(p[1])):
+            if all(as_number(x) is not None for x in p) and any(as_int(x) is None for x in p):
                 return p
     return None
 

@@ -697,7 +697,6 @@ def _wrong_combiner(answers: list) -> str:
     """What a learner's answers on COMBINE_CASES show of the mistake behind them, or ''. Each
     rule is matched on the cases where some program combines, whatever the answer elsewhere."""
     wants = [_combiner(*case) for case in COMBINE_CASES]
-    a_none = None  # what `like` compares with where a rule returns None: a None answer
 
     def like(rule) -> bool:
         return all(
@@ -718,7 +717,7 @@ def _wrong_combiner(answers: list) -> str:
         )
     if like(lambda o, s, c: s - 1 - c):
         return "you returned the program's place in the order. Return its share index: order[place]"
-    if like(lambda o, s, c: o[0]) or like(lambda o, s, c: o[0] if c == 0 else a_none):
+    if like(lambda o, s, c: o[0]) or like(lambda o, s, c: o[0] if c == 0 else None):
         return "the first program to finish gets back `start`, not shares - 1"
     if like(lambda o, s, c: _at(o, s - 2 - c)) or like(lambda o, s, c: _indexed(o, s - 2 - c)):
         return (
