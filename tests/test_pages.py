@@ -326,3 +326,36 @@ def test_the_recorded_cluster_op_lost_where_the_notebook_says():
             if name.startswith("cluster") and key.startswith(("batch 1,", "batch 8,")):
                 assert c["replays_unequal_eager_of_100"] == 0
                 assert c["replays_unequal_eager_of_100, no barrier"] > 80
+
+
+def test_the_recorded_row_choice_lost_where_the_notebook_says():
+    """Notebook 11 reports the fused kernel that chose sums or tensor cores a row at a time,
+    on the device, not kept: its op faster than before's at 40 and 128 keys at 4 and 8 rows,
+    slower at one row and at 256 rows at every length; none at 128 keys within 3.5 µs; the
+    step at one row slower, at batch 8 growing by more than 1.08 along the length where
+    before's did not; replay exact, tokens equal. Before's op at one row and 128 keys moved by
+    more than 0.8 µs from the cluster run's."""
+    from tinyllm.lab.results import load_dot
+
+    dot = load_dot()
+    rec = dot["row_choice"]
+    ops = {key: {name: v["median"] for name, v in r.items()}
+           for key, r in rec["op_alone_us"].items()}  # fmt: skip
+    cases = [(b, n, ops[f"batch {b}, {n} keys"]) for b in (1, 2, 4, 8, 32, 256)
+             for n in (40, 128, 1024)]  # fmt: skip
+    faster = [(b, n) for b, n, r in cases if r["now op"] < r["before op"]]
+    assert {(4, 40), (4, 128), (8, 40), (8, 128)} <= set(faster)
+    assert not [(b, n) for b, n in faster if b in (1, 256)]
+    assert (
+        min(v for k, r in ops.items() if "128 keys" in k for n, v in r.items() if " op" in n) > 3.5
+    )
+    step = {r["name"]: r["step_us"]["median"] for r in rec["batch_1"]}
+    assert step["now"] > step["before (0abd23e)"]
+    flat = {name: s["long_over_short"] for name, s in rec["sweep_8"].items()}
+    assert flat["now"] > 1.08 >= flat["before (0abd23e)"]
+    assert all(c["replays_unequal_eager_of_100"] == 0 for r in rec["checks"].values()
+               for c in r.values())  # fmt: skip
+    assert rec["exactness"]["all_equal"]
+    assert all(v["share_equal"] == 1.0 for v in rec["greedy_vs_before"].values())
+    was = dot["cluster_op"]["op_alone_us"]["batch 1, 128 keys"]["package op"]["median"]
+    assert ops["batch 1, 128 keys"]["before op"] - was > 0.8

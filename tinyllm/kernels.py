@@ -432,7 +432,10 @@ def tensor_cores(width: int, n_splits: int) -> bool:
     its combine took 4.7 µs at batch 8 and 1024 keys, against 8.1 as sums of products, and 54
     against 133 at batch 256; at 128 keys, up to 0.7 µs more at batch 4 and 8. At batch 1,
     64 shares leave a program one block: there the sums kept the step 0.9 µs faster in an
-    earlier run (results/h200_dot.json, and its part "variants")."""
+    earlier run (results/h200_dot.json, and its part "variants"). Chosen on the device instead,
+    a row at a time, sums for a share of one block: the op ran faster at short rows at batch 4
+    and 8, slower at 1 and 256 rows, and the step at batch 8 grew more with the length (part
+    "row_choice"). So the launch chooses, for every row."""
     return -(-width // n_splits) > 1
 
 
@@ -583,7 +586,8 @@ def step_shares(B: int, H_kv: int, device) -> int:
     its output's shape, so torch.compile reads it when it compiles a step. Changed later in
     the same process, a compiled step kept the shape it saw, even after torch._dynamo.reset():
     Inductor's cached code asserted it (results/gpu_checks/2026-12-03_292c31c, a probe that
-    changed split_count)."""
+    changed split_count). Changed in a new process, the same: Inductor reused the earlier
+    process's code from its cache on disk (results/gpu_checks/2026-12-05_c49bcd9, probe72s16)."""
     return split_count(B, H_kv, device) if torch.device(device).type == "cuda" else 1
 
 

@@ -144,7 +144,10 @@ def load_dot(gpu: str = SHIPPED) -> dict | None:
     length, not after it, not kept; "short_rows", the op with a row of up to 128 keys attended
     by one program, its combine programs stopping, not kept; "before_the_wait_op", the op with
     its keys read before PDL's wait, not kept; "trigger_first_op" and "trigger_first", the op
-    alone and the step with PDL's trigger before the wait, not kept; or None."""
+    alone and the step with PDL's trigger before the wait, not kept; "cluster_op", the op in
+    one kernel, a row's shares meeting at a thread-block cluster's barrier, not kept;
+    "row_choice", the op and the step with the form chosen a row at a time, on the device,
+    not kept; or None."""
     return _recorded(f"{gpu}_dot.json")
 
 
