@@ -433,9 +433,9 @@ def tensor_cores(width: int, n_splits: int) -> bool:
     against 133 at batch 256; at 128 keys, up to 0.7 µs more at batch 4 and 8. At batch 1,
     64 shares leave a program one block: there the sums kept the step 0.9 µs faster in an
     earlier run (results/h200_dot.json, and its part "variants"). Chosen on the device instead,
-    a row at a time, sums for a share of one block: the op ran faster at short rows at batch 4
-    and 8, slower at 1 and 256 rows, and the step at batch 8 grew more with the length (part
-    "row_choice"). So the launch chooses, for every row."""
+    a row at a time, sums for a row whose shares hold one block: the op ran faster at short
+    rows at batch 4 and 8, slower at 1, 2 and 256 rows, and the step at batch 8 grew more with
+    the length (part "row_choice"). So the launch chooses, for every row."""
     return -(-width // n_splits) > 1
 
 
