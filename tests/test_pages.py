@@ -333,8 +333,8 @@ def test_the_recorded_row_choice_lost_where_the_notebook_says():
     on the device, not kept: its op faster than before's at 40 and 128 keys at 4 and 8 rows,
     slower at 1, 2 and 256 rows at every length; none at 128 keys within 3.5 µs; the step at
     one row slower, at 32 rows faster, at batch 8 growing by more than 1.08 along the length
-    where before's did not; replay exact, tokens equal. Before's op at one row and 128 keys moved by
-    more than 0.8 µs from the cluster run's."""
+    where before's did not; replay exact, tokens equal. Before's op at one row and 128 keys
+    moved by more than 0.8 µs from the cluster run's."""
     from tinyllm.lab.results import load_dot
 
     dot = load_dot()
