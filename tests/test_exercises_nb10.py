@@ -203,7 +203,7 @@ def test_count_right(answer, capsys):
         (lambda f, w, m: min(f, w) if f >= min(w, m, 16) else 0, ("min_admit is 32",)),
         (
             lambda f, w, m: min(f, w) if f >= m or f > w else 0,
-            ("every waiting request fits", "with >="),
+            ("every waiting request fits", "free >= min(waiting, min_admit)"),
         ),
         (lambda f, w, m: min(f, w) if f >= 1 else 0, ("Wait until 16 rows are free",)),
         (

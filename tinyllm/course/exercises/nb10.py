@@ -160,9 +160,8 @@ def _same_count(got, want, free, waiting, min_admit) -> str | None:
     if n == 0 and free == waiting < min_admit:
         return (
             f"returned 0, expected {want}: {waiting} requests wait and {free} rows are free, so "
-            f"every waiting request fits now. Admit once min(waiting, min_admit) rows are "
-            f"free, {waiting} here, compared with >=: waiting for min_admit rows keeps them "
-            f"waiting while rows sit idle"
+            f"every waiting request fits now. Admit when free >= min(waiting, min_admit), "
+            f"{waiting} here: waiting for min_admit rows keeps them waiting while rows sit idle"
         )
     if n == 0 and waiting < min_admit:
         return (
