@@ -76,8 +76,8 @@ images: $(STAMP) ## draw the figures in images/ and the README's H200 table from
 bench: $(STAMP) ## measure this machine's GPU into results/
 	$(PY) -m tinyllm.lab.bench
 
-gpu: ## on a GPU machine: cuda tests, the bench and every notebook, logs in OUT (default /tmp/gpu-run)
-	tools/gpu_run.sh $(or $(OUT),/tmp/gpu-run) --tests --notebooks --bench
+gpu: ## on a GPU machine: cuda tests, the bench and every notebook, logs in OUT (a new folder)
+	tools/gpu_run.sh $(or $(OUT),/tmp/gpu-run-$(shell date +%Y%m%d-%H%M%S)) --tests --notebooks --bench
 
 screenshots: $(STAMP) ## screenshots of the explorers in JupyterLab into images/ (needs /usr/bin/chromium)
 	SCREENSHOT_DIR=images $(PY) -m pytest -m browser tests/test_browser.py

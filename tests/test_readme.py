@@ -26,8 +26,9 @@ FIGURE = re.compile(
     r"(?<![\w.])\d[\d,]*(?:\.\d+)?\s?(?:µs|us|ms|MiB|GiB|MB|GB/s|tokens/s|tok/s|×|x faster|"
     r"kernels)\b|(?<![\w.])\d[\d,]*(?:\.\d+)?×"
 )
-ALLOWED = {"1 µs", "1 s", "1 GB/s", "2 MiB"}  # units being defined and the allocator's
-# segment size (a constant of PyTorch's source, cited where it is used), not measurements
+ALLOWED = {"1 µs", "1 s", "1 GB/s", "2 MiB", "285 MB"}  # units being defined, the allocator's
+# segment size (a constant of PyTorch's source, cited where it is used) and the size of
+# Triton 3.9.0's Linux wheel (285,777,556 bytes as pip downloads it): not measurements
 
 
 def test_the_readme_section_is_the_recording():

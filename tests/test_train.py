@@ -10,10 +10,12 @@ import tempfile
 from pathlib import Path
 
 import pytest
+import torch
 
 import tinyllm.train
 from tinyllm import checkpoint, load
 from tinyllm.checkpoint import MODEL_CARD, PRETRAINED, sha256, write_whole
+from tinyllm.lab import bench, capture_policy, floor
 
 
 def test_toy_training_lowers_the_loss(tmp_path, monkeypatch):
@@ -203,3 +205,56 @@ def test_write_whole_replaces_a_link_instead_of_writing_through_it(tmp_path):
     link.symlink_to(target)
     write_whole(link, lambda partial: Path(partial).write_text("new"))
     assert target.read_text() == "kept" and link.read_text() == "new" and not link.is_symlink()
+
+
+# The measuring commands write their results the same way: checked before they measure.
+MEASURING = {
+    "bench --out": lambda out, *more: bench.main(["--out", str(out), *more]),
+    "bench --trace-out": lambda out, *more: bench.main(["--trace-out", str(out), *more]),
+    "capture_policy": lambda out, *more: capture_policy.main([str(out), *more]),
+    "floor": lambda out, *more: floor.main([str(out), *more]),
+}
+
+
+@pytest.mark.parametrize("command", MEASURING)
+def test_a_measuring_command_refuses_an_existing_output_before_it_measures(
+    tmp_path, capsys, monkeypatch, command
+):
+    mine = tmp_path / "mine.json"
+    mine.write_text("a learner's own results")
+    measured = []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: measured.append(1) or False)
+    with pytest.raises(SystemExit) as exit_:
+        MEASURING[command](mine)
+    assert exit_.value.code == 2
+    assert f"{mine} exists: pass --force to overwrite it" in capsys.readouterr().err
+    assert measured == [] and mine.read_text() == "a learner's own results"
+    with pytest.raises(SystemExit, match="this machine has none"):  # --force: on to the GPU
+        MEASURING[command](mine, "--force")
+    assert measured and mine.read_text() == "a learner's own results"
+
+
+@pytest.mark.parametrize("command", MEASURING)
+def test_a_measuring_command_refuses_a_folder_or_a_missing_one(tmp_path, capsys, command):
+    for out in (tmp_path, tmp_path / "missing" / "out.json"):
+        with pytest.raises(SystemExit) as exit_:
+            MEASURING[command](out)
+        assert exit_.value.code == 2
+        assert f"{out}: not a file name in an existing folder" in capsys.readouterr().err
+
+
+def test_a_measuring_command_never_writes_the_shipped_weights(capsys, linked):
+    link = linked(PRETRAINED, "hard-link.json")
+    shipped = sha256(PRETRAINED)
+    for command in MEASURING.values():
+        with pytest.raises(SystemExit):
+            command(link, "--force")
+        assert "is the shipped tiny.safetensors" in capsys.readouterr().err
+    assert sha256(PRETRAINED) == shipped
+
+
+def test_the_bench_refuses_an_unknown_section_before_it_measures(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        bench.main(["--sections", "paged,pagd"])
+    assert exit_.value.code == 2
+    assert "--sections paged,pagd: pagd not among steps" in capsys.readouterr().err

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import torch
 
-from tinyllm.checkpoint import MODEL_CARD, PRETRAINED, same_file, save, write_whole
+from tinyllm.checkpoint import MODEL_CARD, same_file, save, validate_output, write_whole
 from tinyllm.config import PRESETS, get_config
 from tinyllm.generation import complete
 from tinyllm.model import Transformer
@@ -243,21 +243,14 @@ def main(argv=None) -> dict:
         value = getattr(args, flag)
         if value is None:
             continue
-        target = Path(value)
-        same = next((f for t, f in written.items() if same_file(target, t)), None)
+        same = next((f for t, f in written.items() if same_file(value, t)), None)
         if same is not None:
             p.error(f"--{flag} {value} is also --{same}: give each output its own file")
-        written[target] = flag
-        shipped = next((s for s in (PRETRAINED, MODEL_CARD) if same_file(target, s)), None)
-        if shipped is not None and not args.replace_shipped:
-            p.error(
-                f"--{flag} {value} is the shipped {shipped.name}: "
-                "pass --replace-shipped to overwrite it"
-            )
-        if target.resolve().is_dir() or not target.resolve().parent.is_dir():
-            p.error(f"--{flag} {value}: not a file name in an existing folder")
-        if target.exists() and shipped is None and not args.force:
-            p.error(f"--{flag} {value} exists: pass --force to overwrite it")
+        written[value] = flag
+        try:
+            validate_output(value, f"--{flag}", args.force, args.replace_shipped)
+        except ValueError as e:
+            p.error(str(e))
     device = torch.device(args.device) if args.device else default_device()
     model, info = train(
         args.preset,

@@ -10,7 +10,8 @@
 # --stages DIR measures every DIR/<stage>/ (a `git archive COMMIT tinyllm` with COMMIT and
 # WEIGHTS files beside it) with tools/diet_stages.py into OUTDIR/diet.jsonl.
 # Jupyter's packages can travel as wheels in .whl/ (README, "A GPU machine without
-# network"); they are installed into /tmp/site first when present.
+# network"); they are installed into /tmp/site first when present. OUTDIR must be new or empty:
+# nothing in it is written over.
 set -uo pipefail
 out=${1:?usage: tools/gpu_run.sh OUTDIR [--tests] [--notebooks] [--probe] [--stages DIR] [--bench] [--bench-args ARGS]}
 shift
@@ -26,6 +27,10 @@ while [ $# -gt 0 ]; do
     esac
     shift
 done
+if [ -d "$out" ] && [ -n "$(ls -A "$out")" ]; then
+    echo "$out holds files already: give a new or empty folder (nothing is written over)" >&2
+    exit 2
+fi
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1 PYTHONHASHSEED=0
 if [ -d .whl ] && ls .whl/*.whl > /dev/null 2>&1; then

@@ -44,6 +44,7 @@ from tinyllm import (
     default_buckets,
     load_pretrained,
 )
+from tinyllm.checkpoint import validate_output, write_whole
 from tinyllm.generation import left_pad
 from tinyllm.graphs import COURSE_COMPILE
 from tinyllm.lab import engine_time, gptfast, pages, peers
@@ -572,11 +573,14 @@ def record(args, command: str) -> dict:
         if out_path.exists():
             out_path = out_path.with_name(f"{out_path.stem}-{time.strftime('%Y%m%d-%H%M%S')}.json")
     trace_path = args.trace_out or RESULTS / "traces" / out_path.name
-    out_path.parent.mkdir(parents=True, exist_ok=True)
-    out_path.write_text(json.dumps(res, indent=1))
+    if args.trace_out is None and trace_path.exists():  # nor a recorded trace
+        trace_path = trace_path.with_name(f"{trace_path.stem}-{time.strftime('%Y%m%d-%H%M%S')}"
+                                          ".json")  # fmt: skip
+    write_whole(out_path, lambda partial: Path(partial).write_text(json.dumps(res, indent=1)))
     if traces:
         trace_path.parent.mkdir(parents=True, exist_ok=True)
-        trace_path.write_text(json.dumps({"provenance": res["provenance"], "batch": traces}))
+        trace = {"provenance": res["provenance"], "batch": traces}
+        write_whole(trace_path, lambda partial: Path(partial).write_text(json.dumps(trace)))
     print(f"wrote {out_path}" + (f" and {trace_path}" if traces else ""))
     return res
 
@@ -597,7 +601,7 @@ def main(argv=None) -> None:
         "--out",
         type=Path,
         default=None,
-        help="default: results/<gpu>.json, or results/<gpu>-<date-time>.json",
+        help="default: results/<gpu>.json, or results/<gpu>-<date-time>.json (never over a file)",
     )
     p.add_argument(
         "--trace-out",
@@ -605,7 +609,17 @@ def main(argv=None) -> None:
         default=None,
         help="default: results/traces/ with the same file name",
     )
+    p.add_argument("--force", action="store_true", help="allow writing over an existing --out")
     args = p.parse_args(argv)
+    unknown = [s for s in (args.sections or "").split(",") if s and s not in SECTIONS]
+    if unknown:
+        p.error(f"--sections {args.sections}: {', '.join(unknown)} not among {', '.join(SECTIONS)}")
+    try:  # before any measuring: a run must not end with nowhere to write its result
+        for flag, path in (("--out", args.out), ("--trace-out", args.trace_out)):
+            if path is not None:
+                validate_output(path, flag, args.force)
+    except ValueError as e:
+        p.error(str(e))
     command = "python -m tinyllm.lab.bench " + " ".join(argv if argv is not None else sys.argv[1:])
     record(args, command.strip())
 

@@ -31,6 +31,7 @@ from pathlib import Path
 import torch
 
 from tinyllm import PagedEngine, bucket_for, load_pretrained
+from tinyllm.checkpoint import validate_output, write_whole
 from tinyllm.graphs import default_capture_sizes
 from tinyllm.lab.timing import pool_bytes
 
@@ -260,7 +261,12 @@ def main(argv=None) -> dict:
     )
     p.add_argument("out", type=Path, help="the JSON file to write")
     p.add_argument("--n-slots", type=int, default=32)
+    p.add_argument("--force", action="store_true", help="allow writing over an existing out")
     args = p.parse_args(argv)
+    try:  # before any measuring: a run must not end with nowhere to write its result
+        validate_output(args.out, "out", args.force)
+    except ValueError as e:
+        p.error(str(e))
     if not torch.cuda.is_available():
         raise SystemExit(
             "tinyllm.lab.capture_policy measures graphs on a GPU and this machine has none; "
@@ -274,8 +280,7 @@ def main(argv=None) -> dict:
     t0 = time.perf_counter()
     res["measured"] = measure(load_pretrained("cuda"), args.n_slots)
     res["measured"]["seconds"] = round(time.perf_counter() - t0, 1)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(res, indent=1))
+    write_whole(args.out, lambda partial: Path(partial).write_text(json.dumps(res, indent=1)))
     print(f"wrote {args.out}")
     return res
 

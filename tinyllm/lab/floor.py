@@ -173,13 +173,35 @@ def barrier_floor(ks=(1, 10, 50, 100), programs=(1, 132, 528), replays: int = 20
     return out
 
 
-if __name__ == "__main__":  # python -m tinyllm.lab.floor results/h200_floor.json
+def main(argv=None) -> dict:
+    """python -m tinyllm.lab.floor OUT.json [--force]: node_floor and barrier_floor, with their
+    provenance, into OUT.json (notebook 11's results/h200_floor.json). Needs CUDA."""
+    import argparse
     import json
     import sys
+    from pathlib import Path
 
+    from tinyllm.checkpoint import validate_output, write_whole
     from tinyllm.lab.bench import provenance
 
-    out = {"provenance": provenance(f"python -m tinyllm.lab.floor {sys.argv[1]}"), **node_floor(),
-           "barriers": barrier_floor()}  # fmt: skip
-    with open(sys.argv[1], "w") as f:
-        json.dump(out, f, indent=1)
+    p = argparse.ArgumentParser(description=main.__doc__)
+    p.add_argument("out", type=Path, help="the JSON file to write")
+    p.add_argument("--force", action="store_true", help="allow writing over an existing out")
+    args = p.parse_args(argv)
+    try:  # before any measuring: a run must not end with nowhere to write its result
+        validate_output(args.out, "out", args.force)
+    except ValueError as e:
+        p.error(str(e))
+    if not torch.cuda.is_available():
+        raise SystemExit("tinyllm.lab.floor times graphs on a GPU and this machine has none; "
+                         "notebook 11 shows the recording, results/h200_floor.json")  # fmt: skip
+    argv = sys.argv[1:] if argv is None else argv
+    out = {"provenance": provenance("python -m tinyllm.lab.floor " + " ".join(argv)),
+           **node_floor(), "barriers": barrier_floor()}  # fmt: skip
+    write_whole(args.out, lambda partial: Path(partial).write_text(json.dumps(out, indent=1)))
+    print(f"wrote {args.out}")
+    return out
+
+
+if __name__ == "__main__":
+    main()
