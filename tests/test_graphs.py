@@ -257,3 +257,28 @@ class Fault:
 
     def __call__(self, *args, **kwargs):
         raise self.error
+
+
+BUILT_LATE = {  # a constructor, the cache it builds, and bad arguments for it
+    "GraphDecoder, compile": (lambda m: GraphDecoder(m, 2, compile="yes"), "StaticKVCache"),
+    "GraphDecoder, buckets": (lambda m: GraphDecoder(m, 2, buckets=(3, 2)), "StaticKVCache"),
+    "GraphDecoder, paged": (lambda m: GraphDecoder(m, 2, kv="paged", use_graph="no"),
+                            "PagedKVCache"),
+    "Engine, compile": (lambda m: Engine(m, 2, use_graph=False, compile=1), "SlotKVCache"),
+    "Engine, buckets": (lambda m: Engine(m, 2, use_graph=False, buckets=(0,)), "SlotKVCache"),
+    "Engine, use_graph": (lambda m: Engine(m, 2, use_graph=True), "SlotKVCache"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", BUILT_LATE)
+def test_a_bad_argument_is_refused_before_the_cache_is_built(toy_model, monkeypatch, case):
+    build, cache = BUILT_LATE[case]
+    from tinyllm import graphs
+
+    built = []
+    real = getattr(graphs, cache).__init__
+    monkeypatch.setattr(getattr(graphs, cache), "__init__",
+                        lambda self, *a, **k: built.append(a) or real(self, *a, **k))  # fmt: skip
+    with pytest.raises(ValueError):
+        build(toy_model)
+    assert built == []

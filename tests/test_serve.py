@@ -385,3 +385,15 @@ def test_a_compiled_step_serves_the_same_tokens(toy_model):
         done = engine.run()
         out.append([done[r] for r in rids])
     assert out[0] == out[1]
+
+
+@pytest.mark.parametrize("capture_sizes", [(3,), "abc", (1, 2, 65), (0, 64)])
+def test_bad_capture_sizes_are_refused_before_the_pools_are_allocated(
+    toy_model, monkeypatch, capture_sizes
+):
+    allocated = []
+    monkeypatch.setattr(serve_module.PagedKVCache, "allocate",
+                        lambda *a, **k: allocated.append(a))  # fmt: skip
+    with pytest.raises(ValueError, match="capture"):
+        PagedEngine(toy_model, 64, max_len=32, use_graph=False, capture_sizes=capture_sizes)
+    assert allocated == []

@@ -23,18 +23,18 @@ from dataclasses import dataclass, field
 import torch
 
 from tinyllm.generation import draw_seeds, prefill, sample
-from tinyllm.graphs import SlotGraphDecoder
+from tinyllm.graphs import SlotGraphDecoder, resolve_buckets
 from tinyllm.kv_cache import SlotKVCache
 from tinyllm.model import Transformer
 from tinyllm.validate import (
     LIMITS,
     signals_held,
     validate_eos,
+    validate_graph_args,
     validate_int,
     validate_model,
     validate_sampling,
     validate_token_list,
-    validate_use_graph,
 )
 
 
@@ -167,7 +167,8 @@ class Engine(Serving):
         max_len = cfg.max_seq_len if max_len is None else max_len
         validate_int("max_len", max_len, lo=2, hi=cfg.max_seq_len)
         super().__init__(model, max_len, eos_id)
-        use_graph = validate_use_graph(use_graph, device, graph_api)  # None: graphs on CUDA
+        use_graph = validate_graph_args(model, use_graph, compile, graph_api)  # None: on CUDA
+        buckets = resolve_buckets(buckets, max_len)
         self.device, self.n_slots = device, n_slots
         self.slots = SlotKVCache(cfg.n_layers, n_slots, max_len, device, limits=limits)
         self.decoder = SlotGraphDecoder(model, self.slots, buckets, use_graph, compile,

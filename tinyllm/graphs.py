@@ -44,8 +44,8 @@ from tinyllm.validate import (
     validate_buckets,
     validate_cache,
     validate_capture_sizes,
-    validate_compile,
     validate_generate_args,
+    validate_graph_args,
     validate_ids,
     validate_int,
     validate_keys,
@@ -238,12 +238,11 @@ class Decoder:
     them (the buckets, or the capture sizes). One construction and one step; GraphDecoder
     and SlotGraphDecoder differ only in the cache they decode."""
 
-    def __init__(self, model: Transformer, cache, graph_keys, use_graph, compile, graph_api):
+    def __init__(self, model: Transformer, cache, graph_keys, use_graph: bool, compile,
+                 graph_api):  # fmt: skip
+        """From what the subclass's door checked (validate_graph_args, the cache, its keys)."""
         device = validate_model(model)
-        self.use_graph = validate_use_graph(use_graph, device, graph_api)
-        validate_compile(compile, device)
-        validate_cache(cache, model)
-        self.graph_keys = graph_keys
+        self.use_graph, self.graph_keys = use_graph, graph_keys
         cfg = model.cfg
         cache.allocate(cfg.n_kv_heads, cfg.head_dim, activation_dtype(model))
         self.model, self.cache, self.graph_api = model, cache, graph_api
@@ -366,13 +365,14 @@ def decode_cache(kind: str, model: Transformer, rows: int, max_len: int, limits,
         if buckets is not None:
             raise ValueError("buckets are windows of kv='static' and kv='slots'; a paged "
                              "step needs none (capture_sizes picks its graphs)")  # fmt: skip
-        cache = PagedKVCache(cfg.n_layers, rows, max_len, device, limits=limits)
-        return cache, resolve_capture_sizes(capture_sizes, rows)
+        keys = resolve_capture_sizes(capture_sizes, rows)
+        return PagedKVCache(cfg.n_layers, rows, max_len, device, limits=limits), keys
     if capture_sizes is not None:
         raise ValueError(f"capture_sizes are for kv='paged', not kv={kind!r} (its graphs "
                          f"are one per bucket)")  # fmt: skip
+    keys = resolve_buckets(buckets, max_len)
     make = {"static": StaticKVCache, "slots": SlotKVCache}[kind]
-    return make(cfg.n_layers, rows, max_len, device, limits), resolve_buckets(buckets, max_len)
+    return make(cfg.n_layers, rows, max_len, device, limits), keys
 
 
 class GraphDecoder(Decoder):
@@ -390,7 +390,7 @@ class GraphDecoder(Decoder):
                  buckets: tuple[int, ...] | None = None, use_graph: bool = True,
                  compile=False, graph_api=torch.cuda, kv: str = "static",
                  capture_sizes: tuple[int, ...] | None = None, limits=LIMITS):  # fmt: skip
-        validate_model(model)
+        use_graph = validate_graph_args(model, use_graph, compile, graph_api)
         max_len = model.cfg.max_seq_len if max_len is None else max_len
         validate_int("max_len", max_len, hi=model.cfg.max_seq_len)
         if kv not in ("static", "paged"):
@@ -481,5 +481,7 @@ class SlotGraphDecoder(Decoder):
         if not isinstance(slots, SlotKVCache):
             raise ValueError(f"SlotGraphDecoder decodes a SlotKVCache, got {type(slots).__name__} "
                              f"(a PagedKVCache is serve.PagedEngine's)")  # fmt: skip
+        use_graph = validate_graph_args(model, use_graph, compile, graph_api)
+        validate_cache(slots, model)
         self.buckets = resolve_buckets(buckets, slots.max_len)
         super().__init__(model, slots, self.buckets, use_graph, compile, graph_api)

@@ -53,7 +53,7 @@ from tinyllm.validate import (
     LIMITS,
     signals_held,
     validate_bool,
-    validate_compile,
+    validate_graph_args,
     validate_int,
     validate_limits,
     validate_model,
@@ -119,15 +119,14 @@ class PagedEngine(Serving):
         validate_bool("overlap", overlap)
         min_admit = max(1, n_rows // 16) if min_admit is None else min_admit
         validate_int("min_admit", min_admit, hi=n_rows)
-        validate_compile(compile, device)
+        self.use_graph = validate_graph_args(model, use_graph, compile, graph_api)
+        self.capture_sizes = resolve_capture_sizes(capture_sizes, n_rows)
         super().__init__(model, max_len, eos_id)
-        self.use_graph = validate_use_graph(use_graph, device, graph_api)
         self.device, self.graph_api, self.n_rows = device, graph_api, n_rows
         self.prefill_chunk, self.overlap, self.min_admit = prefill_chunk, overlap, min_admit
         self.cache = PagedKVCache(cfg.n_layers, n_rows, max_len, device, limits=limits)
         self.cache.allocate(cfg.n_kv_heads, cfg.head_dim, activation_dtype(model))
         self.rows = self.cache.rows
-        self.capture_sizes = resolve_capture_sizes(capture_sizes, n_rows)
         self.size_for = [next(c for c in self.capture_sizes if c >= max(n, 1))
                          for n in range(n_rows + 1)]  # fmt: skip
         self.step_model = compile_step(model, ENGINE_COMPILE if compile is True else compile)

@@ -307,6 +307,14 @@ def validate_use_graph(use_graph, device: torch.device, graph_api) -> bool:
     return use_graph
 
 
+def validate_graph_args(model, use_graph, compile, graph_api) -> bool:
+    """A decoder's or an engine's graph arguments, checked before it builds anything: the
+    model, compile and use_graph (returned as a bool)."""
+    device = validate_model(model)
+    validate_compile(compile, device)
+    return validate_use_graph(use_graph, device, graph_api)
+
+
 def validate_bool(name: str, value) -> None:
     if not isinstance(value, bool):
         raise ValueError(f"{name} must be True or False, got {value!r}")
