@@ -49,8 +49,8 @@ lab: $(STAMP) ## open the course in JupyterLab on 127.0.0.1 (token on; PORT=8888
 		--ServerApp.root_dir=. --LabApp.default_url=/lab/tree/notebooks $(ALLOW_ROOT)
 
 lint: $(STAMP) ## ruff: lint and format check of the package, tests, tools and notebooks
-	$(VENV)/bin/ruff check .
-	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/ruff check --no-cache .
+	$(VENV)/bin/ruff format --no-cache --check .
 
 # Lint, then the unit tests, then every notebook (solutions/ included) under strict nbval.
 # All three always run; the target fails if any does.

@@ -22,15 +22,25 @@
 Session-scoped models are shared: a test must never change their weights or mode.
 """
 
+import atexit
 import copy
 import json
+import os
+import shutil
+import tempfile
 from functools import cache
 from pathlib import Path
 
 import pytest
 import torch
 
-from tinyllm import Tokenizer, Transformer, get_config, load_pretrained
+# Hypothesis keeps its examples and the constants it collects in a folder: a temporary one,
+# removed at exit, so that the tests write nothing into the repository
+if "HYPOTHESIS_STORAGE_DIRECTORY" not in os.environ:
+    os.environ["HYPOTHESIS_STORAGE_DIRECTORY"] = tempfile.mkdtemp(prefix="hypothesis-")
+    atexit.register(shutil.rmtree, os.environ["HYPOTHESIS_STORAGE_DIRECTORY"], True)
+
+from tinyllm import Tokenizer, Transformer, get_config, load_pretrained  # noqa: E402
 from tinyllm.course.exercises.harness import Verdict
 
 TOY_SEED = 1234
