@@ -651,8 +651,16 @@ def test_combiner_that_never_returns_is_stopped(capsys, monkeypatch):
     [
         (lambda s, t, u: max(0, math.ceil(s / u) - math.ceil(t / u)), ("Round up, once",)),
         (lambda s, t, u: round(s - math.ceil(max(0, s - t) / u) * u), ("that is a time",)),
+        (
+            lambda s, t, u: max(0, math.ceil((s - t) / t)),
+            ("by the target", "divide by us_per_node"),
+        ),
     ],
-    ids=["each time rounded to kernels first", "the step's time after the removal"],
+    ids=[
+        "each time rounded to kernels first",
+        "the step's time after the removal",
+        "the time to save over the target",
+    ],
 )
 def test_kernels_to_remove_more_mistakes(answer, needles, capsys):
     assert_hint(check_kernels_to_remove, answer, capsys, *needles)
@@ -673,8 +681,17 @@ def counted_modulo(order, shares, start):
     [
         (counted_modulo, ("return None", "never comes back round")),
         (lambda o, s, c: o[0] if c == 0 else None, ("gets back `start`",)),
+        (lambda o, s, c: o.index(s - 1 - c) if c < s else None, ("order.index gives a place",)),
+        (lambda o, s, c: o[c] if c < s else None, ("order[start] is the program at place",)),
+        (lambda o, s, c: 2, ("you return 2 on every case, whatever the order",)),
     ],
-    ids=["a count that wraps", "the first to finish, when the count starts at 0"],
+    ids=[
+        "a count that wraps",
+        "the first to finish, when the count starts at 0",
+        "the place of a share, not the share at a place",
+        "the program at place start",
+        "one share whatever the order",
+    ],
 )
 def test_combiner_more_mistakes(answer, needles, capsys):
     assert_hint(check_combiner, answer, capsys, *needles)

@@ -106,3 +106,11 @@ def test_the_tensor_cores_figure_names_the_form_that_runs_now():
     }
     assert legend["1"][1] == "now: the same sums of products"
     assert legend["8"][1] == "now: tensor cores"
+
+
+@pytest.mark.parametrize("name", TWO_SWEEPS)
+@pytest.mark.parametrize("batch", ["4", 2, "one", None])
+def test_a_sweep_figure_names_the_swept_batches_for_one_it_lacks(name, batch):
+    load, _ = TWO_SWEEPS[name]
+    with pytest.raises(ValueError, match=r"this recording swept batch '1' and '8' only"):
+        getattr(viz, name)(load(), batch)

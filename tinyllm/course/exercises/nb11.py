@@ -433,16 +433,23 @@ def _same_count(got: int, want: int, step_us, target_us, us_per_node) -> str:
             "a thousand times too many: step_us, target_us and us_per_node are all in µs, "
             "so divide the time to save by us_per_node as it is"
         )
+    by_target = over > 0 and got in _roundings(over / target_us)  # divided by the target
+    or_target = ". Or you divided by the target: divide by us_per_node" if by_target else ""
     if over > 0 and got in _roundings(us_per_node / over) & _roundings(over / (us_per_node * 1000)):
         return (
             "far too few. Either you divided the floor of a node by the time to save, or a "
             "unit is off: step_us, target_us and us_per_node are all in µs. Divide the time "
-            "to save by us_per_node"
+            f"to save by us_per_node{or_target}"
         )
     if over > 0 and got in _roundings(us_per_node / over):
         return (
             "you divided the floor of a node by the time to save. Divide the other way: "
-            "how many floors of a node fit in the time to save"
+            f"how many floors of a node fit in the time to save{or_target}"
+        )
+    if by_target:
+        return (
+            "you divided the time to save by the target. Each kernel saves us_per_node µs: "
+            "divide the time to save by us_per_node"
         )
     if got in _roundings(over * us_per_node):
         return (
@@ -580,8 +587,8 @@ def _wrong_form(answers: list) -> str:
     """What a learner's forms on FORM_CASES show of the mistake behind them, or ''."""
     if answers == [_mistaken(w, s, up=False) for w, s in FORM_CASES]:
         return (
-            "you rounded the blocks a share holds down. A share of 9 blocks in 2 shares "
-            "holds 5 at most: round up, with -(-width // shares) or math.ceil(width / shares)"
+            "you rounded the blocks a share holds down. A table of 9 blocks in 2 shares puts "
+            "5 in one share: round up, with -(-width // shares) or math.ceil(width / shares)"
         )
     nearest = [[_mistaken(w, s, up=None) for w, s in FORM_CASES],
                [_form_of(round(w / s)) for w, s in FORM_CASES]]  # fmt: skip
@@ -717,6 +724,21 @@ def _wrong_combiner(answers: list) -> str:
         )
     if like(lambda o, s, c: s - 1 - c):
         return "you returned the program's place in the order. Return its share index: order[place]"
+    if like(lambda o, s, c: o.index(s - 1 - c)):
+        return (
+            "you looked up where share shares - 1 - start finished: order.index gives a place. "
+            "The combiner is the program at place shares - 1 - start: order[place]"
+        )
+    if like(lambda o, s, c: o[c]):
+        return (
+            "order[start] is the program at place `start`. The k-th program to finish, from 0, "
+            "gets back start + k: the one that gets back shares - 1 is at place shares - 1 - start"
+        )
+    if len(set(answers)) == 1:
+        return (
+            f"you return {answers[0]} on every case, whatever the order. The combiner "
+            f"depends on the order the programs finished in"
+        )
     if like(lambda o, s, c: o[0]) or like(lambda o, s, c: o[0] if c == 0 else None):
         return "the first program to finish gets back `start`, not shares - 1"
     if like(lambda o, s, c: _at(o, s - 2 - c)) or like(lambda o, s, c: _indexed(o, s - 2 - c)):

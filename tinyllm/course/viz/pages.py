@@ -177,11 +177,22 @@ def attention_figure(paged: dict, batch: str = "1"):
     return label_source(fig, paged, f"each call inside a graph, {att['calls']} calls back to back")
 
 
+def swept(rec: dict, batch) -> str:
+    """batch as rec's sweeps name it: one of the batches the recording swept, else a
+    ValueError that lists them (a notebook's knob)."""
+    batches = [k.removeprefix("sweep_") for k in rec if k.startswith("sweep_")]
+    if str(batch) not in batches:
+        named = " and ".join(repr(b) for b in sorted(batches, key=int))
+        raise ValueError(f"BATCH = {batch!r}: this recording swept batch {named} only")
+    return str(batch)
+
+
 def two_sweeps(rec: dict, batch: str, lines, how):
     """Two recorded sweeps of the paged fused step against position, lines ((name in
     rec["sweep_<batch>"], label), (..., ...)), from the second bin on: the first holds the
     steps right after the prefill, slower in every line (notebook 08, section 1). The title:
     each line's rise, how (the first's label, the second's) words it."""
+    batch = swept(rec, batch)
     fig, ax = new_figure(figsize=(8, 3.6))
     rises = []
     for (name, label), color in zip(lines, (COLORS["graph"], COLORS["fused"]), strict=True):
@@ -208,6 +219,7 @@ def shares_figure(shares: dict, batch: str = "1"):
 def tensor_cores_figure(dot: dict, batch: str = "8"):
     """The paged fused step against position with the fused kernel before its tensor cores
     and now (the run of results/h200_dot.json): at batch 1 now takes the same sums."""
+    batch = swept(dot, batch)
     dot_now = dot["op_alone_us"][f"batch {batch}, 128 keys"]["tensor_cores"]
     now = "now: tensor cores" if dot_now else "now: the same sums of products"
     lines = (("before (76ed87c)", "before: sums of products"), ("now", now))
