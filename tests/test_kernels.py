@@ -326,9 +326,9 @@ def test_the_fused_op_checks_its_arguments_at_its_door():
 def test_the_fused_op_bounds_the_lengths_by_ropes_tables_with_values():
     """values=True reads the lengths: a row whose position is past RoPE's tables is named."""
     qkv, cos, sin, k, v, table, lens = step_inputs([3, 9])
-    kernels.check_step_args(qkv, cos, sin, k, v, table, lens, values=True)  # within: no error
+    kernels.validate_step_args(qkv, cos, sin, k, v, table, lens, values=True)  # within: no error
     with pytest.raises(ValueError, match=r"RoPE's tables hold positions \[0, 8\)"):
-        kernels.check_step_args(qkv, cos[:8], sin[:8], k, v, table, lens, values=True)
+        kernels.validate_step_args(qkv, cos[:8], sin[:8], k, v, table, lens, values=True)
 
 
 # --- the compiler's view: what the interpreter lets pass ------------------------------------

@@ -65,7 +65,7 @@ def pdl_launch(device) -> dict:
     return {}
 
 
-def check_paged_args(q, k_cache, v_cache, block_table, lens, values: bool = False) -> None:
+def validate_paged_args(q, k_cache, v_cache, block_table, lens, values: bool = False) -> None:
     """The kernel's door: a ValueError naming the argument, its shape and what was expected.
     Shapes, dtypes, devices and strides are read on the host, with no device read, so the
     check is safe inside a graph's capture. values=True also bounds the lengths to [1, the
@@ -239,8 +239,8 @@ def triton_paged_decode_attention(
     q, k_cache, v_cache, block_table, lens, kernels=None, n_splits=N_SPLITS, num_warps=NUM_WARPS
 ) -> Tensor:
     """Launch the two kernels (kernels: a (split, combine) pair, default the compiled ones),
-    after the door (check_paged_args; values too on a CPU, or with CHECK_VALUES)."""
-    check_paged_args(q, k_cache, v_cache, block_table, lens,
+    after the door (validate_paged_args; values too on a CPU, or with CHECK_VALUES)."""
+    validate_paged_args(q, k_cache, v_cache, block_table, lens,
                      values=CHECK_VALUES or q.device.type == "cpu")  # fmt: skip
     split, combine = kernels or (split_kernel, combine_kernel)
     pdl = pdl_launch(q.device)
@@ -305,8 +305,8 @@ def paged_decode_attention(
     q: Tensor, k_cache: Tensor, v_cache: Tensor, block_table: Tensor, lens: Tensor
 ) -> Tensor:
     """Decode attention over a paged cache (the module docstring); the reference here, the
-    Triton kernels on CUDA. Both check their arguments first (check_paged_args)."""
-    check_paged_args(q, k_cache, v_cache, block_table, lens, values=CHECK_VALUES)
+    Triton kernels on CUDA. Both check their arguments first (validate_paged_args)."""
+    validate_paged_args(q, k_cache, v_cache, block_table, lens, values=CHECK_VALUES)
     return reference_paged_decode_attention(q, k_cache, v_cache, block_table, lens)
 
 
@@ -454,8 +454,8 @@ def share_passes(width: int, n_splits: int) -> tuple[int, int]:
     return DOT_CHUNK, DOT_STAGES
 
 
-def check_step_args(qkv, cos, sin, k_cache, v_cache, block_table, lens, values=False) -> None:
-    """rope_write_attend's door: check_paged_args on the queries (lens + 1 keys, the new one
+def validate_step_args(qkv, cos, sin, k_cache, v_cache, block_table, lens, values=False) -> None:
+    """rope_write_attend's door: validate_paged_args on the queries (lens + 1 keys, the new one
     counted, with values=True), and cos and sin (positions, head_dim / 2), the lengths below
     their positions with values=True."""
     if not isinstance(qkv, Tensor) or qkv.ndim != 3 or not isinstance(k_cache, Tensor):
@@ -464,7 +464,7 @@ def check_step_args(qkv, cos, sin, k_cache, v_cache, block_table, lens, values=F
     if H < 1:
         raise ValueError(f"qkv's {qkv.shape[1]} heads must hold H query heads and the cache's "
                          f"K/V heads twice")  # fmt: skip
-    check_paged_args(qkv[:, :H], k_cache, v_cache, block_table, lens + 1 if values else lens,
+    validate_paged_args(qkv[:, :H], k_cache, v_cache, block_table, lens + 1 if values else lens,
                      values)  # fmt: skip
     for name, t in (("cos", cos), ("sin", sin)):
         if not isinstance(t, Tensor) or t.ndim != 2 or t.shape != (cos.shape[0], qkv.shape[2] // 2):
@@ -503,7 +503,7 @@ def triton_rope_write_attend(qkv, cos, sin, k_cache, v_cache, block_table, lens,
     B, _, D = qkv.shape
     _, H_kv, block_size, _ = k_cache.shape
     H = qkv.shape[1] - 2 * H_kv
-    check_step_args(qkv, cos, sin, k_cache, v_cache, block_table, lens,
+    validate_step_args(qkv, cos, sin, k_cache, v_cache, block_table, lens,
                     values=CHECK_VALUES or qkv.device.type == "cpu")  # fmt: skip
     fused, combine = kernels or (fused_kernel, combine_kernel)
     n_splits = split_count(B, H_kv, qkv.device) if n_splits is None else n_splits
@@ -549,7 +549,7 @@ def rope_write_attend(qkv: Tensor, cos: Tensor, sin: Tensor, k_cache: Tensor, v_
     before RoPE, cos and sin RoPE's tables (positions, D / 2), read at each row's position,
     lens (B,) the keys each row holds before the step. Writes the new K/V into the pools,
     returns (B, H, D). The reference here, the fused Triton kernel on CUDA."""
-    check_step_args(qkv, cos, sin, k_cache, v_cache, block_table, lens, values=CHECK_VALUES)
+    validate_step_args(qkv, cos, sin, k_cache, v_cache, block_table, lens, values=CHECK_VALUES)
     return reference_rope_write_attend(qkv, cos, sin, k_cache, v_cache, block_table, lens)
 
 
@@ -575,7 +575,7 @@ def rope_write_shares(
     max, sum) of shapes (B, H, S, D), (B, H, S) and (B, H, S) in float32, S = step_shares, for
     projections.combine_project_add to combine. The reference here: the whole row one share,
     already divided by its weight, (out, 0, 1); on CUDA, the fused kernel alone."""
-    check_step_args(qkv, cos, sin, k_cache, v_cache, block_table, lens, values=CHECK_VALUES)
+    validate_step_args(qkv, cos, sin, k_cache, v_cache, block_table, lens, values=CHECK_VALUES)
     out = reference_rope_write_attend(qkv, cos, sin, k_cache, v_cache, block_table, lens)
     out = out.float()[:, :, None]
     return out, out.new_zeros(out.shape[:3]), out.new_ones(out.shape[:3])
