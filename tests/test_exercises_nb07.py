@@ -215,9 +215,9 @@ def test_the_rule_is_what_dynamo_does(toy_model):
             return gm.forward
 
         torch._dynamo.reset()
-        fused = {"backend": counting_backend, "dynamic": dynamic}
+        options = {"backend": counting_backend, "dynamic": dynamic}
         dec = GraphDecoder(
-            toy_model, 1, max_len=256, buckets=buckets, use_graph=False, compile=fused
+            toy_model, 1, max_len=256, buckets=buckets, use_graph=False, compile=options
         )
         for n in lens:
             dec.prefill(torch.randint(0, 256, (1, n)))

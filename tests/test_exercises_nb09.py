@@ -278,7 +278,7 @@ def test_step_sampling_that_exits_gets_a_hint(capsys):
 
 def my_hand_out(reqs, ids, eos_id, drop=True, eos_seen=True, early=False, finished=True):
     out = []
-    for req, tok in zip(reqs, ids):
+    for req, token_id in zip(reqs, ids):
         if req is None:
             continue
         done = len(req.out) == req.max_new_tokens or (
@@ -288,8 +288,8 @@ def my_hand_out(reqs, ids, eos_id, drop=True, eos_seen=True, early=False, finish
             done = len(req.out) + 1 >= req.max_new_tokens
         if done and drop:
             continue
-        req.out.append(tok)
-        if finished and (tok == eos_id or len(req.out) == req.max_new_tokens):
+        req.out.append(token_id)
+        if finished and (token_id == eos_id or len(req.out) == req.max_new_tokens):
             out.append(req.rid)
     return out
 
@@ -332,13 +332,13 @@ def test_hand_out_wrong(changed, needles, capsys):
 def repeat_dropped(reqs, ids, eos_id):
     """Takes "read one step late" for "the same id read twice": drops an id equal to the last."""
     out = []
-    for req, tok in zip(reqs, ids):
+    for req, token_id in zip(reqs, ids):
         if req is None or len(req.out) == req.max_new_tokens or req.out[-1:] == [eos_id]:
             continue
-        if req.out and req.out[-1] == tok:
+        if req.out and req.out[-1] == token_id:
             continue
-        req.out.append(tok)
-        if tok == eos_id or len(req.out) == req.max_new_tokens:
+        req.out.append(token_id)
+        if token_id == eos_id or len(req.out) == req.max_new_tokens:
             out.append(req.rid)
     return out
 
@@ -351,12 +351,12 @@ def test_hand_out_repeated_id_dropped(capsys):
 def inverted_done_test(reqs, ids, eos_id):
     """Appends only to the requests that are already done: the done test inverted."""
     out = []
-    for req, tok in zip(reqs, ids):
+    for req, token_id in zip(reqs, ids):
         if req is None:
             continue
         if not (len(req.out) >= req.max_new_tokens or (req.out and req.out[-1] == eos_id)):
             continue
-        req.out.append(tok)
+        req.out.append(token_id)
     return out
 
 
@@ -370,16 +370,16 @@ def finish_test_after(reqs, ids, eos_id, finishes):
     """my_hand_out with a finish test of its own on the length: finishes(req), tested after
     the append (or before it, where finishes is marked so)."""
     out = []
-    for req, tok in zip(reqs, ids):
+    for req, token_id in zip(reqs, ids):
         if req is None:
             continue
         if len(req.out) == req.max_new_tokens or (req.out and req.out[-1] == eos_id):
             continue
         long_enough = finishes(req) if getattr(finishes, "before", False) else None
-        req.out.append(tok)
+        req.out.append(token_id)
         if long_enough is None:
             long_enough = finishes(req)
-        if tok == eos_id or long_enough:
+        if token_id == eos_id or long_enough:
             out.append(req.rid)
     return out
 
@@ -413,11 +413,11 @@ def test_hand_out_finish_test_off_by_one_wrong(finishes, needles, capsys):
 def test_hand_out_that_reads_an_empty_out_gets_a_hint(capsys):
     def last_of_empty(reqs, ids, eos_id):
         done = []
-        for req, tok in zip(reqs, ids):
+        for req, token_id in zip(reqs, ids):
             if req is None or req.out[-1] == eos_id or len(req.out) == req.max_new_tokens:
                 continue
-            req.out.append(tok)
-            if tok == eos_id or len(req.out) == req.max_new_tokens:
+            req.out.append(token_id)
+            if token_id == eos_id or len(req.out) == req.max_new_tokens:
                 done.append(req.rid)
         return done
 
@@ -426,8 +426,8 @@ def test_hand_out_that_reads_an_empty_out_gets_a_hint(capsys):
 
 def test_hand_out_that_crashes_on_a_pad_row_gets_a_hint(capsys):
     def no_pad_rows(reqs, ids, eos_id):
-        for req, tok in zip(reqs, ids):
-            req.out.append(tok)
+        for req, token_id in zip(reqs, ids):
+            req.out.append(token_id)
         return []
 
     assert_hint(check_hand_out, no_pad_rows, capsys, "raised AttributeError", "padded row",
@@ -512,13 +512,13 @@ def test_hand_out_returning_rows_for_rids_gets_a_hint(capsys):
 def test_hand_out_testing_eos_ids_truth_gets_a_hint(capsys):
     def truthy(reqs, ids, eos_id):
         finished = []
-        for req, tok in zip(reqs, ids):
+        for req, token_id in zip(reqs, ids):
             if req is None or len(req.out) == req.max_new_tokens:
                 continue
             if eos_id and req.out and req.out[-1] == eos_id:
                 continue
-            req.out.append(tok)
-            if (eos_id and tok == eos_id) or len(req.out) == req.max_new_tokens:
+            req.out.append(token_id)
+            if (eos_id and token_id == eos_id) or len(req.out) == req.max_new_tokens:
                 finished.append(req.rid)
         return finished
 
@@ -548,13 +548,13 @@ def test_hand_out_that_takes_no_eos_for_eos_0_gets_a_hint(capsys):
 
 def test_hand_out_that_extends_out_with_an_id_gets_a_hint(capsys):
     def extends(reqs, ids, eos_id):
-        for req, tok in zip(reqs, ids):
+        for req, token_id in zip(reqs, ids):
             if req is not None:
-                req.out.extend(tok)  # an id is one int: TypeError, not iterable
+                req.out.extend(token_id)  # an id is one int: TypeError, not iterable
         return []
 
     assert_hint(check_hand_out, extends, capsys, "raised TypeError", "one int",
-                "req.out.append(tok)")  # fmt: skip
+                "req.out.append(token_id)")  # fmt: skip
 
 
 def test_hand_out_as_a_generator_gets_a_hint(capsys):
@@ -582,19 +582,19 @@ def test_hand_out_appending_anything_but_ints_gets_a_hint(convert, capsys):
 
 
 def test_hand_out_comparing_ids_with_is_gets_a_hint(capsys):
-    """`tok is eos_id` holds for Python's cached small ints only: an eos of 1000 tells it."""
+    """`token_id is eos_id` holds for Python's cached small ints only: an eos of 1000 tells it."""
 
     def by_identity(reqs, ids, eos_id):
         finished = []
-        for req, tok in zip(reqs, ids):
+        for req, token_id in zip(reqs, ids):
             if (
                 req is None
                 or len(req.out) == req.max_new_tokens
                 or (req.out and req.out[-1] is eos_id)
             ):
                 continue
-            req.out.append(tok)
-            if tok is eos_id or len(req.out) == req.max_new_tokens:
+            req.out.append(token_id)
+            if token_id is eos_id or len(req.out) == req.max_new_tokens:
                 finished.append(req.rid)
         return finished
 
@@ -607,11 +607,11 @@ def test_hand_out_that_exits_gets_a_hint(capsys):
     assert_hint(check_hand_out, lambda *a: sys.exit("done"), capsys, "SystemExit")
 
 
-def eos_finishes(reqs, ids, eos_id, finishes=lambda tok, eos_id: tok == eos_id, stop=()):
-    """A hand-out whose EOS test is finishes(tok, eos_id); stop: where `continue` became
+def eos_finishes(reqs, ids, eos_id, finishes=lambda token_id, eos_id: token_id == eos_id, stop=()):
+    """A hand-out whose EOS test is finishes(token_id, eos_id); stop: where `continue` became
     `break` ("done": after a finished request, "pad": at a None row)."""
     out = []
-    for req, tok in zip(reqs, ids):
+    for req, token_id in zip(reqs, ids):
         if req is None:
             if "pad" in stop:
                 break
@@ -620,8 +620,8 @@ def eos_finishes(reqs, ids, eos_id, finishes=lambda tok, eos_id: tok == eos_id, 
             if "done" in stop:
                 break
             continue
-        req.out.append(tok)
-        if finishes(tok, eos_id) or len(req.out) == req.max_new_tokens:
+        req.out.append(token_id)
+        if finishes(token_id, eos_id) or len(req.out) == req.max_new_tokens:
             out.append(req.rid)
     return out
 
@@ -629,8 +629,9 @@ def eos_finishes(reqs, ids, eos_id, finishes=lambda tok, eos_id: tok == eos_id, 
 @pytest.mark.parametrize(
     "finishes, needles",
     [
-        (lambda tok, eos_id: tok == int(eos_id), ("eos_id None", "raised TypeError", "int(")),
-        (lambda tok, eos_id: tok == eos_id or eos_id is None,
+        (lambda token_id, eos_id: token_id == int(eos_id),
+         ("eos_id None", "raised TypeError", "int(")),
+        (lambda token_id, eos_id: token_id == eos_id or eos_id is None,
          ("eos_id None", "finished rids [0, 1], expected [0]", "no EOS")),
     ],
     ids=["int(eos_id)", "eos_id is None finishes"],
@@ -1091,15 +1092,15 @@ def test_hand_out_that_drops_the_eos_id_is_told_it_belongs_in_out(capsys):
 
     def drops_eos(reqs, ids, eos_id):
         finished = []
-        for req, tok in zip(reqs, ids):
+        for req, token_id in zip(reqs, ids):
             if req is None:
                 continue
             if len(req.out) == req.max_new_tokens or (req.out and req.out[-1] == eos_id):
                 continue
-            if eos_id is not None and tok == eos_id:
+            if eos_id is not None and token_id == eos_id:
                 finished.append(req.rid)  # finished, but its eos id never appended
                 continue
-            req.out.append(tok)
+            req.out.append(token_id)
             if len(req.out) == req.max_new_tokens:
                 finished.append(req.rid)
         return finished
@@ -1110,16 +1111,16 @@ def test_hand_out_that_drops_the_eos_id_is_told_it_belongs_in_out(capsys):
 def test_hand_out_that_never_finishes_a_request_on_its_first_token_gets_a_hint(capsys):
     def first_token_never_ends(reqs, ids, eos_id):
         finished = []
-        for req, tok in zip(reqs, ids):
+        for req, token_id in zip(reqs, ids):
             if req is None:
                 continue
             if len(req.out) == req.max_new_tokens or (req.out and req.out[-1] == eos_id):
                 continue
             if not req.out:
-                req.out.append(tok)
+                req.out.append(token_id)
                 continue
-            req.out.append(tok)
-            if tok == eos_id or len(req.out) == req.max_new_tokens:
+            req.out.append(token_id)
+            if token_id == eos_id or len(req.out) == req.max_new_tokens:
                 finished.append(req.rid)
         return finished
 
@@ -1129,13 +1130,13 @@ def test_hand_out_that_never_finishes_a_request_on_its_first_token_gets_a_hint(c
 def test_hand_out_that_returns_from_inside_its_loop_gets_a_hint(capsys):
     def returns_inside(reqs, ids, eos_id):
         finished = []
-        for req, tok in zip(reqs, ids):
+        for req, token_id in zip(reqs, ids):
             if req is None:
                 continue
             if len(req.out) == req.max_new_tokens or (req.out and req.out[-1] == eos_id):
                 continue
-            req.out.append(tok)
-            if tok == eos_id or len(req.out) == req.max_new_tokens:
+            req.out.append(token_id)
+            if token_id == eos_id or len(req.out) == req.max_new_tokens:
                 finished.append(req.rid)
             return finished
 
@@ -1145,13 +1146,13 @@ def test_hand_out_that_returns_from_inside_its_loop_gets_a_hint(capsys):
 def reports_a_finished_request_again(reqs, ids, eos_id):
     """Drops the extra token, yet reports the request that had finished before as finished."""
     out = []
-    for req, tok in zip(reqs, ids):
+    for req, token_id in zip(reqs, ids):
         if req is None:
             continue
         done = len(req.out) == req.max_new_tokens or (bool(req.out) and req.out[-1] == eos_id)
         if not done:
-            req.out.append(tok)
-        if done or tok == eos_id or len(req.out) == req.max_new_tokens:
+            req.out.append(token_id)
+        if done or token_id == eos_id or len(req.out) == req.max_new_tokens:
             out.append(req.rid)
     return out
 
@@ -1179,13 +1180,13 @@ def test_hand_out_returning_a_numpy_array_of_rids_passes(capsys):
 def test_hand_out_that_tests_eos_ids_truth_in_its_done_check_is_told_so(capsys):
     def truthy_done(reqs, ids, eos_id):
         out = []
-        for req, tok in zip(reqs, ids):
+        for req, token_id in zip(reqs, ids):
             if req is None:
                 continue
             if len(req.out) >= req.max_new_tokens or (eos_id and req.out and req.out[-1] == eos_id):
                 continue  # eos_id 0 is falsy: a request that emitted 0 is never done here
-            req.out.append(tok)
-            if (eos_id is not None and tok == eos_id) or len(req.out) == req.max_new_tokens:
+            req.out.append(token_id)
+            if (eos_id is not None and token_id == eos_id) or len(req.out) == req.max_new_tokens:
                 out.append(req.rid)
         return out
 
@@ -1204,14 +1205,14 @@ def test_noise_key_clamped_off_the_grid_is_told_of_the_form_asked(capsys):
 def eos_reported_anyway(reqs, ids, eos_id):
     """Drops a done request's extra id, yet reports any row whose id is eos_id as finished."""
     out = []
-    for req, tok in zip(reqs, ids):
+    for req, token_id in zip(reqs, ids):
         if req is None:
             continue
         if not (len(req.out) >= req.max_new_tokens or req.out[-1:] == [eos_id]):
-            req.out.append(tok)
+            req.out.append(token_id)
             if len(req.out) >= req.max_new_tokens:
                 out.append(req.rid)
-        if tok == eos_id and req.rid not in out:
+        if token_id == eos_id and req.rid not in out:
             out.append(req.rid)
     return out
 

@@ -205,14 +205,14 @@ class Engine(Serving):
                 idx = torch.tensor([req.prompt], device=self.device)
                 try:
                     logits = prefill(self.model, idx, kv, check=False)  # checked at submit
-                    (tok,) = self.sample_for([req], logits[:, -1])
+                    (token_id,) = self.sample_for([req], logits[:, -1])
                 except Exception as e:  # its own prefill or sampling: it leaves, alone
                     self.slots.release(slot)
                     self.failed[req.rid] = e
                     failure = e
                 else:
                     self.running[slot] = req
-                    self.emit(slot, req, tok)
+                    self.emit(slot, req, token_id)
                     failure = None
             if failure is not None:
                 raise failure
@@ -239,11 +239,11 @@ class Engine(Serving):
                            "launch_s": t2 - t1, "read_s": t3 - t2,
                            "step_s": time.perf_counter() - t0})  # fmt: skip
 
-    def emit(self, slot: int, req: Request, tok: int) -> None:
+    def emit(self, slot: int, req: Request, token_id: int) -> None:
         """Append a generated token; a request that is done leaves its slot."""
-        req.out.append(tok)
+        req.out.append(token_id)
         self.appended.append(req.out)
-        if tok == self.eos_id or len(req.out) == req.max_new_tokens:
+        if token_id == self.eos_id or len(req.out) == req.max_new_tokens:
             self.finished.append(req.rid)
             del self.running[slot]
             self.slots.release(slot)

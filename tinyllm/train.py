@@ -50,10 +50,10 @@ def split_topics(topics: dict[str, str], every: int = 10) -> tuple[list[str], li
 
 
 def encode_topics(topics: dict[str, str], names: list[str]) -> torch.Tensor:
-    tok = Tokenizer()
+    tokenizer = Tokenizer()
     ids: list[int] = []
     for name in names:
-        ids += tok.encode(topics[name]) + [tok.eos_id]
+        ids += tokenizer.encode(topics[name]) + [tokenizer.eos_id]
     return torch.tensor(ids, dtype=torch.long)
 
 

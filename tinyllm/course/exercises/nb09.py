@@ -567,21 +567,21 @@ def _requests():
 
 def _reference_hand_out(reqs, ids, eos_id):
     finished = []
-    for req, tok in zip(reqs, ids):
+    for req, token_id in zip(reqs, ids):
         if req is None:
             continue
         done = len(req.out) == req.max_new_tokens or (bool(req.out) and req.out[-1] == eos_id)
         if done:  # its end was seen one step late: this token is the extra one, dropped
             continue
-        req.out.append(tok)
-        if tok == eos_id or len(req.out) == req.max_new_tokens:
+        req.out.append(token_id)
+        if token_id == eos_id or len(req.out) == req.max_new_tokens:
             finished.append(req.rid)
     return finished
 
 
 OWN_HAND_OUT = (
     "your function calls PagedEngine.hand_out, the package's own: this exercise is to write "
-    "it. Go over the rows one at a time, for req, tok in zip(reqs, ids)"
+    "it. Go over the rows one at a time, for req, token_id in zip(reqs, ids)"
 )
 
 
@@ -595,13 +595,13 @@ def _explain_hand_out(error: Exception, eos_id=EOS) -> str | None:
     if isinstance(error, TypeError) and eos_id is None and "NoneType" in str(error):
         return (
             "eos_id is None, the engine's default when it has no EOS: then no request "
-            "finishes by EOS. Compare tok == eos_id, which is False for None; never convert "
+            "finishes by EOS. Compare token_id == eos_id, which is False for None; never convert "
             "eos_id (int(eos_id)) or order it"
         )
     if isinstance(error, AttributeError) and "'int' object has no attribute" in str(error):
         return (
             "an id is an int, and a request is reqs[i]: take them in that order, "
-            "for req, tok in zip(reqs, ids)"
+            "for req, token_id in zip(reqs, ids)"
         )
     if isinstance(error, AttributeError) and "'NoneType' object has no attribute 'out'" in str(
         error
@@ -616,7 +616,7 @@ def _explain_hand_out(error: Exception, eos_id=EOS) -> str | None:
             "exist: test `req.out and req.out[-1] == eos_id`"
         )
     if isinstance(error, TypeError) and "'int' object is not iterable" in str(error):
-        return "an id is one int, not a list of them: req.out.append(tok), not extend or +="
+        return "an id is one int, not a list of them: req.out.append(token_id), not extend or +="
     return None
 
 
@@ -806,7 +806,7 @@ def check_hand_out(fn) -> Verdict:
                     why = (
                         f"it got ids[{k}], the id of row {k}. Request {r.rid} runs in row {i}: "
                         f"a pad row was skipped in reqs but not in ids. Keep reqs[i] and ids[i] "
-                        f"together, for req, tok in zip(reqs, ids), then skip a None req"
+                        f"together, for req, token_id in zip(reqs, ids), then skip a None req"
                     )
                 elif (
                     isinstance(r.out, list) and r.rid != i and r.out[-1:] == ids[r.rid : r.rid + 1]
@@ -817,7 +817,7 @@ def check_hand_out(fn) -> Verdict:
                     )
                 else:
                     why = (
-                        "append ids[i], row i's own id, to reqs[i].out: for req, tok in "
+                        "append ids[i], row i's own id, to reqs[i].out: for req, token_id in "
                         "zip(reqs, ids)"
                     )
                 return hint(
@@ -878,7 +878,7 @@ def check_hand_out(fn) -> Verdict:
             return hint(
                 f"on {shown_as}: your function returned finished rids {rids}, expected "
                 f"{sorted(want_finished)}: eos_id None means no EOS, so no request finishes by "
-                f"EOS, only when its out holds max_new_tokens ids (tok == eos_id is False for "
+                f"EOS, only when its out holds max_new_tokens ids (token_id == eos_id is False for "
                 f"every id): eos_id being None finishes nothing"
             )
         if rids != sorted(want_finished) and eos not in (0, EOS):  # eos_id 1000
