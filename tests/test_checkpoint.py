@@ -5,6 +5,7 @@ it, before anything the size of the model is allocated."""
 
 import copy
 import json
+import os
 import re
 import shutil
 import time
@@ -556,7 +557,7 @@ def test_a_failed_save_leaves_the_old_file_whole(toy_model, tmp_path, monkeypatc
 
     monkeypatch.setattr(checkpoint, "save_file", crash)
     with pytest.raises(OSError, match="disk full"):
-        save(toy_model, path)
+        save(toy_model, path, force=True)
     assert sha256(path) == digest and list(tmp_path.iterdir()) == [path]
 
 
@@ -569,3 +570,30 @@ def test_save_leaves_the_users_files_beside_it_alone(toy_model, tmp_path):
     assert theirs.read_text() == "the user's own file"
     assert sorted(p.name for p in tmp_path.iterdir()) == [target.name, theirs.name]
     assert load(target).cfg == toy_model.cfg
+
+
+def test_save_writes_over_an_existing_file_only_when_forced(toy_model, tmp_path):
+    mine = tmp_path / "mine.safetensors"
+    mine.write_text("a learner's own file")
+    with pytest.raises(ValueError, match=r"mine.safetensors exists: pass force=True"):
+        save(toy_model, mine)
+    assert mine.read_text() == "a learner's own file"
+    digest = save(toy_model, mine, force=True)
+    assert sha256(mine) == digest
+
+
+@pytest.mark.parametrize("how", ["the same path", "a symlink", "a hard link"])
+def test_save_never_writes_over_the_file_the_model_was_loaded_from(toy_model, tmp_path, how):
+    source = tmp_path / "source.safetensors"
+    digest = save(toy_model, source)
+    model = load(source)
+    target = {"the same path": source, "a symlink": tmp_path / "link.safetensors",
+              "a hard link": tmp_path / "hard.safetensors"}[how]  # fmt: skip
+    if how == "a symlink":
+        target.symlink_to(source)
+    elif how == "a hard link":
+        os.link(source, target)
+    with pytest.raises(ValueError, match="is the file this model was loaded from"):
+        save(model, target, force=True)
+    assert sha256(source) == digest
+    save(model, tmp_path / "copy.safetensors")  # another file: saved

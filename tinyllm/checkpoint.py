@@ -11,8 +11,9 @@ positions: validate.Limits, which a caller who means more lifts), and the header
 exactly the tensors that config needs, listed by a model built on the meta device. Only then
 does it allocate anything; it reads the weights and refuses non-finite ones. Every refusal is
 a ValueError that names the file, and comes in well under a second. save() checks as much
-before it writes, so a file it wrote always loads back; it never writes over the shipped
-weights (train.py's --replace-shipped does, on purpose).
+before it writes, so a file it wrote always loads back; it writes over an existing file only
+when asked (force=True), never over the file the model was loaded from, and never over the
+shipped weights (train.py's --replace-shipped does, on purpose).
 """
 
 import dataclasses
@@ -30,7 +31,14 @@ from safetensors.torch import save_file
 from tinyllm.config import ModelConfig
 from tinyllm.model import Transformer
 from tinyllm.precision import compute_dtype, default_device
-from tinyllm.validate import LIMITS, shown, validate_device, validate_limits, validate_size
+from tinyllm.validate import (
+    LIMITS,
+    shown,
+    validate_bool,
+    validate_device,
+    validate_limits,
+    validate_size,
+)
 
 WEIGHTS_DIR = Path(__file__).parent / "weights"
 PRETRAINED = WEIGHTS_DIR / "tiny.safetensors"
@@ -84,21 +92,31 @@ def validate_output(path, flag: str, force: bool = False, replace_shipped: bool 
     return path
 
 
-def save(model: Transformer, path, extra: dict | None = None, replace_shipped: bool = False) -> str:
+def save(model: Transformer, path, extra: dict | None = None, replace_shipped: bool = False,
+         force: bool = False) -> str:  # fmt: skip
     """Write the model's weights (bf16) and config, and `extra` (JSON values under keys of
     your own) in the metadata; returns the file's sha256. Everything is checked before a byte
     is written, and the file appears whole or not at all (written to a temporary file beside
-    it, then renamed). The shipped weights are written over only with replace_shipped=True."""
+    it, then renamed). An existing file is written over only with force=True, the shipped
+    weights only with replace_shipped=True, and the file the model was loaded from never
+    (links and hard links included)."""
     if not isinstance(model, Transformer):
         raise ValueError(f"save needs a tinyllm Transformer, got {shown(model)}")
     if any(p.is_meta for p in model.parameters()):
         raise ValueError("the model's weights are on the meta device, with no values: nothing "
                          "to save (load or train it first)")  # fmt: skip
     path = as_path(path)
+    validate_bool("force", force)
     if path.is_dir() or not path.parent.is_dir():
         raise ValueError(f"cannot write {path}: not a file name in an existing folder")
-    if same_file(path, PRETRAINED) and replace_shipped is not True:
+    shipped = same_file(path, PRETRAINED)
+    if shipped and replace_shipped is not True:
         raise ValueError(f"{path} is the shipped model: pass replace_shipped=True to overwrite it")
+    source = getattr(model, "loaded_from", None)
+    if source is not None and not shipped and same_file(path, source):
+        raise ValueError(f"{path} is the file this model was loaded from: save it to another")
+    if path.exists() and not shipped and force is not True:
+        raise ValueError(f"{path} exists: pass force=True to overwrite it")
     if extra is not None and not isinstance(extra, dict):
         raise ValueError(f"extra must be a dict of JSON values, got {shown(extra)}")
     meta = {"config": json.dumps(model.cfg.to_dict())}
@@ -171,6 +189,7 @@ def load(path, expected_sha256: str | None = None, device=None, limits=LIMITS) -
     model = Transformer(cfg, limits)
     model.load_state_dict(state)
     model = model.to(device=device, dtype=compute_dtype(device))  # the dtype it computes in
+    model.loaded_from = path  # save() never writes over it
     return model.eval().requires_grad_(False)  # for inference
 
 

@@ -263,9 +263,8 @@ def main(argv=None) -> dict:
         args.seed,
         args.max_minutes,
     )
-    info["sha256"] = save(
-        model, args.out, extra={"val_loss": info["val_loss"]}, replace_shipped=args.replace_shipped
-    )
+    info["sha256"] = save(model, args.out, extra={"val_loss": info["val_loss"]},
+                          replace_shipped=args.replace_shipped, force=args.force)  # fmt: skip
     info["size"] = Path(args.out).stat().st_size
     info["command"] = "python -m tinyllm.train " + " ".join(
         argv if argv is not None else sys.argv[1:]
