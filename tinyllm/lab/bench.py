@@ -585,6 +585,18 @@ def record(args, command: str) -> dict:
     return res
 
 
+def checked_outputs(parser, force: bool, outputs: dict) -> None:
+    """The files a measuring command will write ({flag: path}, None where not asked for),
+    checked before it measures, so a run never ends with nowhere to write its result
+    (checkpoint.validate_output); a bad one ends the command with its parser's error."""
+    try:
+        for flag, path in outputs.items():
+            if path is not None:
+                validate_output(path, flag, force)
+    except ValueError as e:
+        parser.error(str(e))
+
+
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -614,12 +626,7 @@ def main(argv=None) -> None:
     unknown = [s for s in (args.sections or "").split(",") if s and s not in SECTIONS]
     if unknown:
         p.error(f"--sections {args.sections}: {', '.join(unknown)} not among {', '.join(SECTIONS)}")
-    try:  # before any measuring: a run must not end with nowhere to write its result
-        for flag, path in (("--out", args.out), ("--trace-out", args.trace_out)):
-            if path is not None:
-                validate_output(path, flag, args.force)
-    except ValueError as e:
-        p.error(str(e))
+    checked_outputs(p, args.force, {"--out": args.out, "--trace-out": args.trace_out})
     command = "python -m tinyllm.lab.bench " + " ".join(argv if argv is not None else sys.argv[1:])
     record(args, command.strip())
 

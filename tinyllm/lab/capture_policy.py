@@ -31,7 +31,7 @@ from pathlib import Path
 import torch
 
 from tinyllm import PagedEngine, bucket_for, load_pretrained
-from tinyllm.checkpoint import validate_output, write_whole
+from tinyllm.checkpoint import write_whole
 from tinyllm.graphs import default_capture_sizes
 from tinyllm.lab.timing import pool_bytes
 
@@ -256,6 +256,8 @@ def measure(model, n_slots: int = 32, max_len: int = 512, graph_api=torch.cuda,
 
 
 def main(argv=None) -> dict:
+    from tinyllm.lab.bench import checked_outputs, provenance
+
     p = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -263,17 +265,12 @@ def main(argv=None) -> dict:
     p.add_argument("--n-slots", type=int, default=32)
     p.add_argument("--force", action="store_true", help="allow writing over an existing out")
     args = p.parse_args(argv)
-    try:  # before any measuring: a run must not end with nowhere to write its result
-        validate_output(args.out, "out", args.force)
-    except ValueError as e:
-        p.error(str(e))
+    checked_outputs(p, args.force, {"out": args.out})
     if not torch.cuda.is_available():
         raise SystemExit(
             "tinyllm.lab.capture_policy measures graphs on a GPU and this machine has none; "
             "the padding arithmetic runs anywhere: capture_policy.compare_presets()"
         )
-    from tinyllm.lab.bench import provenance
-
     argv = sys.argv[1:] if argv is None else argv
     res = {"provenance": provenance("python -m tinyllm.lab.capture_policy " + " ".join(argv))}
     res["padding"] = compare_presets(args.n_slots)
