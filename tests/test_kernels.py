@@ -89,6 +89,15 @@ def test_any_number_of_splits_computes_the_same(n_splits):
 
 
 @triton_needed
+@pytest.mark.parametrize("n_splits", [3, 0, -4, 512, 2.0, True, "16", None])
+def test_a_count_of_splits_that_is_no_power_of_two_is_refused(n_splits):
+    """The combine reads the shares with tl.arange, which takes powers of two only."""
+    q, k, v, table, lens = inputs([40, 3], H=2, H_kv=1)
+    with pytest.raises(ValueError, match=r"n_splits must be a power of two from 1 to 256"):
+        kernels.interpreted_paged_decode_attention(q, k, v, table, lens, n_splits=n_splits)
+
+
+@triton_needed
 def test_the_kernel_runs_under_triton_interpret_set_before_import():
     """TRITON_INTERPRET=1 is read when a kernel is decorated: in its own process, set before
     tinyllm.kernels is imported, the module's own kernels are the interpreted ones."""

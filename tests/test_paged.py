@@ -52,6 +52,22 @@ def test_blocks_are_handed_out_at_prefill_and_at_each_block_boundary(toy_model):
     check_twins(cache)
 
 
+@pytest.mark.parametrize(("T", "counts"), [(20, [14, 14]), (14, [20, 20]), (12, [14, 9])])
+def test_prompts_and_counts_that_disagree_are_refused_at_the_step(toy_model, T, counts):
+    """idx must hold the longest count, right-padded at most to the blocks taken."""
+    cache = PagedKVCache(toy_model.cfg.n_layers, 3, 64, "cpu", block_size=16)
+    cache.rows.take([0, 2], counts)
+    with pytest.raises(ValueError, match=f"idx holds {T} positions a row"):
+        toy_model(torch.randint(0, 256, (2, T)), cache=cache.fill([0, 2], counts))
+
+
+def test_prompts_right_padded_within_their_blocks_are_taken(toy_model):
+    cache = PagedKVCache(toy_model.cfg.n_layers, 3, 64, "cpu", block_size=16)
+    cache.rows.take([0, 2], [14, 9])
+    logits, _ = toy_model(torch.randint(0, 256, (2, 16)), cache=cache.fill([0, 2], [14, 9]))
+    assert logits.shape[:2] == (2, 16) and torch.isfinite(logits).all()
+
+
 def test_a_row_without_a_request_writes_to_the_scratch_block_and_stays_finite(toy_model):
     cache = PagedKVCache(toy_model.cfg.n_layers, 2, 32, "cpu")
     cache.rows.take([0], [5])

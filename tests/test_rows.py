@@ -49,6 +49,19 @@ def test_the_moves_keep_host_and_device_in_step():
     assert rows.temperature.tolist()[:2] == [0.0, 1.0] and rows.in_use() == 2
 
 
+def test_grow_refuses_a_full_row_and_changes_nothing():
+    rows = Rows(2, 32, "cpu", block_size=16)
+    rows.take([0, 1], [31, 4])
+    rows.admit([0, 1], [31, 4])
+    rows.grow()
+    rows.lens_dev.add_(rows.active_dev)  # a step: row 0 writes its last position, 31
+    rows.advance_host()
+    before = rows.host.state.copy(), list(rows.free)
+    with pytest.raises(ValueError, match=r"row 0 is full: it holds max_len 32 positions"):
+        rows.grow()
+    assert np.array_equal(rows.host.state, before[0]) and rows.free == before[1]
+
+
 def test_restore_is_one_assignment_and_the_next_flush_rewrites_the_device():
     rows = Rows(4, 32, "cpu", block_size=8)
     rows.take([0, 1], [9, 3])

@@ -112,5 +112,12 @@ def test_the_tensor_cores_figure_names_the_form_that_runs_now():
 @pytest.mark.parametrize("batch", ["4", 2, "one", None])
 def test_a_sweep_figure_names_the_swept_batches_for_one_it_lacks(name, batch):
     load, _ = TWO_SWEEPS[name]
-    with pytest.raises(ValueError, match=r"this recording swept batch '1' and '8' only"):
+    with pytest.raises(ValueError, match=r"this recording holds batch '1' and '8' only"):
         getattr(viz, name)(load(), batch)
+
+
+@pytest.mark.parametrize("batch", ["4", 2, None])
+def test_the_attention_figure_names_the_recorded_batches_for_one_it_lacks(batch):
+    with pytest.raises(ValueError, match=r"this recording holds batch '1' and '8' only"):
+        viz.attention_figure(results.load_paged(), batch)
+    assert viz.attention_figure(results.load_paged(), 8).axes  # an int names batch "8"

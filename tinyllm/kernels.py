@@ -116,6 +116,15 @@ def validate_paged_args(q, k_cache, v_cache, block_table, lens, values: bool = F
                              f"[0, {n_blocks})")  # fmt: skip
 
 
+def validate_shares(n_splits) -> int:
+    """The shares a launch splits each row's keys into: a power of two (the combine reads them
+    with tl.arange, which takes powers of two only), from 1 to 256."""
+    if isinstance(n_splits, bool) or not isinstance(n_splits, int) or not (
+            1 <= n_splits <= 256 and n_splits & (n_splits - 1) == 0):  # fmt: skip
+        raise ValueError(f"n_splits must be a power of two from 1 to 256, got {n_splits!r}")
+    return n_splits
+
+
 # Shares of a row's blocks, each its own program (the grid's third axis), and the warps of a
 # program: the fastest of 4, 8 and 16 shares and 1, 2 and 4 warps for 16-position blocks in the
 # shipped model's step on the H200 (results/probes/, 2026-12-01: 16 and 2).
@@ -242,6 +251,7 @@ def triton_paged_decode_attention(
     after the door (validate_paged_args; values too on a CPU, or with CHECK_VALUES)."""
     validate_paged_args(q, k_cache, v_cache, block_table, lens,
                      values=CHECK_VALUES or q.device.type == "cpu")  # fmt: skip
+    validate_shares(n_splits)
     split, combine = kernels or (split_kernel, combine_kernel)
     pdl = pdl_launch(q.device)
     B, H, D = q.shape
@@ -506,7 +516,7 @@ def triton_rope_write_attend(qkv, cos, sin, k_cache, v_cache, block_table, lens,
     validate_step_args(qkv, cos, sin, k_cache, v_cache, block_table, lens,
                     values=CHECK_VALUES or qkv.device.type == "cpu")  # fmt: skip
     fused, combine = kernels or (fused_kernel, combine_kernel)
-    n_splits = split_count(B, H_kv, qkv.device) if n_splits is None else n_splits
+    n_splits = split_count(B, H_kv, qkv.device) if n_splits is None else validate_shares(n_splits)
     G = H // H_kv
     dot = tensor_cores(block_table.shape[1], n_splits)
     chunk, stages = share_passes(block_table.shape[1], n_splits)

@@ -128,7 +128,8 @@ class PagedKVCache(OnRows, FixedCache):
         if (held < self.rows.blocks_for(start + n)).any():
             raise ValueError("fill needs the rows' blocks first: cache.rows.take(rows, lens)")
         table = to_device(self.rows.tables_host[r, :width], self.device)
-        return PagedFill(self, table, to_device(n, self.device), start)
+        fits = (int(n.max()), width * self.block_size - start)  # the widths idx may have
+        return PagedFill(self, table, to_device(n, self.device), start, fits)
 
     def filling(self, table: Tensor, count: Tensor) -> "PagedFill":
         """The step of a prefill graph: tables and counts already device tensors, in fixed
@@ -151,12 +152,18 @@ class PagedFill:
     lengths, flags and tables are the caller's to set (rows.admit, or inside a prefill
     graph)."""
 
-    def __init__(self, cache: PagedKVCache, table: Tensor, count: Tensor, start: int = 0):
+    def __init__(self, cache: PagedKVCache, table: Tensor, count: Tensor, start: int = 0,
+                 fits: tuple[int, int] | None = None):  # fmt: skip
         self.cache, self.table, self.count, self.start = cache, table, count, start
+        self.fits = fits  # fill()'s: the least and the most positions idx may hold a row
         self.attn_kwargs: dict = {}
 
     def begin_step(self, T: int, rope) -> tuple[Tensor, Tensor]:
         c, start = self.cache, self.start
+        if self.fits is not None and not self.fits[0] <= T <= self.fits[1]:
+            raise ValueError(f"idx holds {T} positions a row; the counts given to fill ask for "
+                             f"{self.fits[0]}, and the rows' blocks hold {self.fits[1]}: give "
+                             f"fill and take each prompt's length")  # fmt: skip
         pos = torch.arange(start + T, device=c.device)  # every key of the rows, 0..start+T-1
         real = pos[None] < (start + self.count)[:, None]  # (R, start + T): not a pad
         blocks = torch.where(real, self.table[:, pos // c.block_size], SCRATCH)

@@ -394,6 +394,10 @@ class Rows:
         cross = np.flatnonzero(active & (lens >= h.held * self.block_size))
         if len(cross) == 0:
             return
+        full = cross[h.held[cross] == self.max_blocks]
+        if len(full):
+            raise ValueError(f"row {int(full[0])} is full: it holds max_len {self.max_len} "
+                             f"positions, and a decode step would write one more")  # fmt: skip
         if len(cross) > len(h.free):
             raise ValueError(f"{len(cross)} rows need a block, {len(h.free)} are free")
         k = len(h.free) - len(cross)

@@ -156,6 +156,7 @@ def attention_figure(paged: dict, batch: str = "1"):
     op with its combine kernel (rope_write_attend: RoPE, the new key's write and the
     attention, its shares set by the batch)."""
     att = paged["paged"]["attention"]
+    batch = recorded_batch([k for k in att if k.isdigit()], batch)
     t = att[batch]
     fig, ax = new_figure(figsize=(6.5, 3.6))
     ax.plot(att["lengths"], t["sdpa_window_us"], "o-", color=COLORS["graph"],
@@ -177,14 +178,18 @@ def attention_figure(paged: dict, batch: str = "1"):
     return label_source(fig, paged, f"each call inside a graph, {att['calls']} calls back to back")
 
 
-def swept(rec: dict, batch) -> str:
-    """batch as rec's sweeps name it: one of the batches the recording swept, else a
-    ValueError that lists them (a notebook's knob)."""
-    batches = [k.removeprefix("sweep_") for k in rec if k.startswith("sweep_")]
+def recorded_batch(batches, batch) -> str:
+    """batch as a recording names it: one of its batches (strings), else a ValueError that
+    lists them (a notebook's knob)."""
     if str(batch) not in batches:
         named = " and ".join(repr(b) for b in sorted(batches, key=int))
-        raise ValueError(f"BATCH = {batch!r}: this recording swept batch {named} only")
+        raise ValueError(f"batch {batch!r}: this recording holds batch {named} only")
     return str(batch)
+
+
+def swept(rec: dict, batch) -> str:
+    """batch as rec's sweeps name it (recorded_batch over its sweep_<batch> parts)."""
+    return recorded_batch([k.removeprefix("sweep_") for k in rec if k.startswith("sweep_")], batch)
 
 
 def two_sweeps(rec: dict, batch: str, lines, how):
