@@ -410,6 +410,22 @@ def test_hand_out_finish_test_off_by_one_wrong(finishes, needles, capsys):
     assert "eos_id's truth" not in out  # EOS is not the mistake here
 
 
+@pytest.mark.parametrize("appends", ["the whole step's ids", "its id twice"])
+def test_hand_out_that_appends_more_than_one_id_a_row_is_told_so(appends, capsys):
+    def more(reqs, ids, eos_id):
+        done = []
+        for req, token_id in zip(reqs, ids):
+            if req is None or req.out[-1:] == [eos_id] or len(req.out) >= req.max_new_tokens:
+                continue
+            req.out += ids if appends == "the whole step's ids" else [token_id, token_id]
+            if token_id == eos_id or len(req.out) >= req.max_new_tokens:
+                done.append(req.rid)
+        return done
+
+    out = assert_hint(check_hand_out, more, capsys, "ids this step. Each row takes exactly one")
+    assert "had finished in the step before" not in out
+
+
 def test_hand_out_that_reads_an_empty_out_gets_a_hint(capsys):
     def last_of_empty(reqs, ids, eos_id):
         done = []

@@ -751,7 +751,13 @@ def check_hand_out(fn) -> Verdict:
                     )
                 except Exception:  # another row's out cannot even be compared
                     unchanged = False
-                if isinstance(r.out, list) and len(r.out) > len(w.out):
+                if isinstance(r.out, list) and len(r.out) > len(w.out) > len(b):
+                    why = (
+                        f"request {r.rid} took {len(r.out) - len(b)} ids this step. Each row "
+                        f"takes exactly one, its own: append ids[i] to reqs[i].out, one int, "
+                        f"not the list"
+                    )
+                elif isinstance(r.out, list) and len(r.out) > len(w.out):
                     why = (
                         f"request {r.rid} had finished in the step before (its end is seen "
                         f"one step late), so its row ran once more: that extra token must be "
