@@ -75,16 +75,19 @@ def same_file(a, b) -> bool:
         return False
 
 
-def validate_output(path, flag: str, force: bool = False, replace_shipped: bool = False) -> Path:
+def validate_output(path, flag: str, force: bool = False,
+                    replace_shipped: bool | None = None) -> Path:  # fmt: skip
     """A file a command will write (flag: its option, for the message), checked before the
     command's work starts, so a run never ends with nowhere to write: a file name in an
     existing folder; not the shipped weights or model card, links and hard links included,
-    unless replace_shipped; not an existing file unless force. Write it with write_whole."""
+    unless replace_shipped (None: a command that never writes them); not an existing file
+    unless force. Write it with write_whole."""
     path = as_path(path)
     shipped = next((s for s in (PRETRAINED, MODEL_CARD) if same_file(path, s)), None)
     if shipped is not None and not replace_shipped:
-        raise ValueError(f"{flag} {path} is the shipped {shipped.name}: pass --replace-shipped "
-                         f"to overwrite it")  # fmt: skip
+        how = "it is never written over here" if replace_shipped is None else (
+            "pass --replace-shipped to overwrite it")  # fmt: skip
+        raise ValueError(f"{flag} {path} is the shipped {shipped.name}: {how}")
     if path.resolve().is_dir() or not path.resolve().parent.is_dir():
         raise ValueError(f"{flag} {path}: not a file name in an existing folder")
     if path.exists() and shipped is None and not force:

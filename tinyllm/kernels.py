@@ -250,7 +250,7 @@ def triton_paged_decode_attention(
     """Launch the two kernels (kernels: a (split, combine) pair, default the compiled ones),
     after the door (validate_paged_args; values too on a CPU, or with CHECK_VALUES)."""
     validate_paged_args(q, k_cache, v_cache, block_table, lens,
-                     values=CHECK_VALUES or q.device.type == "cpu")  # fmt: skip
+                        values=CHECK_VALUES or q.device.type == "cpu")  # fmt: skip
     validate_shares(n_splits)
     split, combine = kernels or (split_kernel, combine_kernel)
     pdl = pdl_launch(q.device)
@@ -475,7 +475,7 @@ def validate_step_args(qkv, cos, sin, k_cache, v_cache, block_table, lens, value
         raise ValueError(f"qkv's {qkv.shape[1]} heads must hold H query heads and the cache's "
                          f"K/V heads twice")  # fmt: skip
     validate_paged_args(qkv[:, :H], k_cache, v_cache, block_table, lens + 1 if values else lens,
-                     values)  # fmt: skip
+                        values)  # fmt: skip
     for name, t in (("cos", cos), ("sin", sin)):
         if not isinstance(t, Tensor) or t.ndim != 2 or t.shape != (cos.shape[0], qkv.shape[2] // 2):
             got = tuple(t.shape) if isinstance(t, Tensor) else type(t).__name__
@@ -514,7 +514,7 @@ def triton_rope_write_attend(qkv, cos, sin, k_cache, v_cache, block_table, lens,
     _, H_kv, block_size, _ = k_cache.shape
     H = qkv.shape[1] - 2 * H_kv
     validate_step_args(qkv, cos, sin, k_cache, v_cache, block_table, lens,
-                    values=CHECK_VALUES or qkv.device.type == "cpu")  # fmt: skip
+                       values=CHECK_VALUES or qkv.device.type == "cpu")  # fmt: skip
     fused, combine = kernels or (fused_kernel, combine_kernel)
     n_splits = split_count(B, H_kv, qkv.device) if n_splits is None else validate_shares(n_splits)
     G = H // H_kv
