@@ -291,19 +291,19 @@ DOORS = {  # door → [(what the user passed, set-up, call, message)]
             "top_k 0",
             model,
             lambda m: generate(m, ids(1, 4), 2, temperature=1.0, top_k=0),
-            rf"top_k must be an int in \[1, {V}\], got 0",
+            rf"top_k must be None \(every id\) or an int in \[1, {V}\], got 0",
         ),
         (
             f"top_k {V + 1}",
             model,
             lambda m: generate(m, ids(1, 4), 2, temperature=1.0, top_k=V + 1),
-            rf"top_k must be an int in \[1, {V}\], got {V + 1}",
+            rf"top_k must be None \(every id\) or an int in \[1, {V}\], got {V + 1}",
         ),
         (
             "top_k True",
             model,
             lambda m: generate(m, ids(1, 4), 2, temperature=1.0, top_k=True),
-            rf"top_k must be an int in \[1, {V}\], got True",
+            rf"top_k must be None \(every id\) or an int in \[1, {V}\], got True",
         ),
         (
             "eos_id True",
@@ -1085,7 +1085,7 @@ DOORS = {  # door → [(what the user passed, set-up, call, message)]
             "top_k 0",
             engine,
             lambda e: e.submit([5], 4, top_k=0),
-            rf"top_k must be an int in \[1, {V}\], got 0",
+            rf"top_k must be None \(every id\) or an int in \[1, {V}\], got 0",
         ),
         (
             "seed 2**70",

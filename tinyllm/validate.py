@@ -241,8 +241,9 @@ def validate_sampling(temperature: float, top_k, vocab_size: int, seed=None) -> 
             f"{MAX_TEMPERATURE:g}], got {temperature!r}: smaller ones overflow the logits (use 0 "
             f"for the top token), larger ones float32, in which the logits are divided"
         )
-    if top_k is not None:
-        validate_int("top_k", top_k, hi=vocab_size)
+    if top_k is not None and (not is_int(top_k) or not 1 <= top_k <= vocab_size):
+        raise ValueError(f"top_k must be None (every id) or an int in [1, {vocab_size}], "
+                         f"got {top_k!r}")  # fmt: skip
 
 
 def validate_eos(eos_id, vocab_size: int) -> None:
