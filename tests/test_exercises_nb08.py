@@ -894,3 +894,14 @@ def test_paged_write_with_the_offset_of_another_block_size_gets_a_hint(capsys):
         pool[blocks, :, pos % 4] = k_new
 
     assert_hint(check_paged_write, offset_by_four, capsys, "block_size=8")
+
+
+@pytest.mark.parametrize(
+    ("check", "swapped", "first"),
+    [(check_block_of, lambda pos, bs: (bs // pos, bs % pos), "pos"),
+     (check_blocks_for, lambda n, bs: -(-bs // n), "n_positions")],
+)  # fmt: skip
+def test_exercise_1_with_its_arguments_read_the_other_way_is_told_the_order(
+    check, swapped, first, capsys
+):
+    assert_hint(check, swapped, capsys, f"the call is ({first}, block_size)")

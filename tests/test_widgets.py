@@ -150,3 +150,10 @@ def test_floor_explorer_multiplies_the_recorded_kernels_by_the_recorded_floor(ca
         == rows["graph, ideal host"]["kernels"] * floor["triton, PDL"]["us_per_node"]
     )
     assert "of the step" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("value", [0, 1010, -5, "30", True, None])
+def test_a_knob_set_outside_its_slider_is_refused_not_clamped(value):
+    with pytest.raises(ValueError, match=r"launch \(µs\): .* is outside the slider's \[10, 1000\]"):
+        widgets.late_read_explorer(launch_us=value)
+    widgets.late_read_explorer(launch_us=550)  # a profiled launch's length: within the slider

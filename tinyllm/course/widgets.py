@@ -34,6 +34,12 @@ from tinyllm.serve import PagedEngine
 
 
 def _slider(cls, value, lo, hi, description, step=1):
+    """A slider from lo to hi that starts at value: a value outside is refused, never clamped
+    without a word."""
+    ends = value if isinstance(value, tuple) else (value,)  # a range slider's two ends
+    if any(isinstance(v, bool) or not isinstance(v, (int, float)) or not lo <= v <= hi
+           for v in ends):  # fmt: skip
+        raise ValueError(f"{description}: {value!r} is outside the slider's [{lo}, {hi}]")
     return cls(
         value=value,
         min=lo,
@@ -268,9 +274,9 @@ def late_read_explorer(launch_us: int = 30, host_us: int = 50, gpu_us: int = 100
 
     return _show(
         show,
-        launch=_slider(W.IntSlider, launch_us, 10, 300, "launch (µs)", step=10),
-        host=_slider(W.IntSlider, host_us, 10, 300, "hand out and admit (µs)", step=10),
-        gpu=_slider(W.IntSlider, gpu_us, 10, 300, "GPU step (µs)", step=10),
+        launch=_slider(W.IntSlider, launch_us, 10, 1000, "launch (µs)", step=10),
+        host=_slider(W.IntSlider, host_us, 10, 1000, "hand out and admit (µs)", step=10),
+        gpu=_slider(W.IntSlider, gpu_us, 10, 1000, "GPU step (µs)", step=10),
     )
 
 

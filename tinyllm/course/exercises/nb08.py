@@ -141,6 +141,19 @@ def _same_where(got, want, block_size=None, pos=None) -> str | None:
     return f"returned {(i, off)}, expected {want}"
 
 
+def _divided_by(first: str):
+    """The explain of exercise 1's calls: a division by zero, on a case whose first argument
+    is 0, is most likely a division by it, the arguments read the other way round."""
+
+    def explain(error: Exception) -> str | None:
+        if isinstance(error, ZeroDivisionError):
+            return (f"this case has {first}=0. Divide by block_size, the second argument: "
+                    f"the call is ({first}, block_size)")  # fmt: skip
+        return None
+
+    return explain
+
+
 @checker
 def check_block_of(fn) -> Verdict:
     """fn(pos, block_size) → (i, offset): position pos of a row is at offset `offset` of the
@@ -152,6 +165,7 @@ def check_block_of(fn) -> Verdict:
         "position p is at offset p % block_size of table entry p // block_size",
         lambda got, want, p, bs: _same_where(got, want, bs, p),
         with_args=True,
+        explain=_divided_by("pos"),
     )
 
 
@@ -250,6 +264,7 @@ def check_blocks_for(fn) -> Verdict:
         "a row of n positions holds ceil(n / block_size) blocks",
         same,
         with_args=True,
+        explain=_divided_by("n_positions"),
     )
 
 
