@@ -597,3 +597,15 @@ def test_save_never_writes_over_the_file_the_model_was_loaded_from(toy_model, tm
         save(model, target, force=True)
     assert sha256(source) == digest
     save(model, tmp_path / "copy.safetensors")  # another file: saved
+
+
+def test_save_knows_the_loaded_file_from_any_folder(toy_model, tmp_path, monkeypatch):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    monkeypatch.chdir(tmp_path / "a")
+    save(toy_model, "m.safetensors")
+    model = load("m.safetensors")  # a path relative to folder a
+    monkeypatch.chdir(tmp_path / "b")
+    with pytest.raises(ValueError, match="is the file this model was loaded from"):
+        save(model, tmp_path / "a" / "m.safetensors", force=True)
+    save(model, "m.safetensors")  # b/m.safetensors: another file

@@ -259,3 +259,34 @@ def test_the_bench_refuses_an_unknown_section_before_it_measures(capsys):
         bench.main(["--sections", "paged,pagd"])
     assert exit_.value.code == 2
     assert "--sections paged,pagd: pagd not among steps" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("flag", "target"),
+    [("--out", MODEL_CARD), ("--card", PRETRAINED), ("--log", PRETRAINED), ("--log", MODEL_CARD)],
+)
+def test_replace_shipped_writes_each_shipped_file_from_its_own_flag_only(
+    capsys, no_training, flag, target
+):
+    shipped = sha256(target)
+    with pytest.raises(SystemExit) as exit_:
+        tinyllm.train.main([flag, str(target), "--replace-shipped"])
+    assert exit_.value.code == 2
+    assert f"is the shipped {target.name}: {flag} never writes it" in capsys.readouterr().err
+    assert sha256(target) == shipped
+
+
+def test_the_bench_refuses_one_file_for_its_result_and_its_trace(tmp_path, capsys):
+    out = tmp_path / "same.json"
+    with pytest.raises(SystemExit) as exit_:
+        bench.main(["--out", str(out), "--trace-out", str(out)])
+    assert exit_.value.code == 2
+    assert "--trace-out" in capsys.readouterr().err and not out.exists()
+
+
+def test_write_whole_makes_a_file_as_open_would(tmp_path):
+    path = tmp_path / "x.json"
+    write_whole(path, lambda partial: Path(partial).write_text("{}"))
+    umask = os.umask(0)
+    os.umask(umask)
+    assert path.stat().st_mode & 0o777 == 0o666 & ~umask

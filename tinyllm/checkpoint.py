@@ -149,8 +149,11 @@ def write_whole(path: Path, write) -> None:
     one as it was, and a link at path is replaced, never written through."""
     fd, partial = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial", dir=path.parent)
     os.close(fd)
+    umask = os.umask(0)
+    os.umask(umask)
     try:
         write(partial)
+        os.chmod(partial, 0o666 & ~umask)  # as open() would make it, not mkstemp's 0o600
         os.replace(partial, path)
     finally:
         Path(partial).unlink(missing_ok=True)
@@ -192,7 +195,7 @@ def load(path, expected_sha256: str | None = None, device=None, limits=LIMITS) -
     model = Transformer(cfg, limits)
     model.load_state_dict(state)
     model = model.to(device=device, dtype=compute_dtype(device))  # the dtype it computes in
-    model.loaded_from = path  # save() never writes over it
+    model.loaded_from = path.resolve()  # save() never writes over it, from any folder
     return model.eval().requires_grad_(False)  # for inference
 
 

@@ -26,7 +26,14 @@ from pathlib import Path
 
 import torch
 
-from tinyllm.checkpoint import MODEL_CARD, same_file, save, validate_output, write_whole
+from tinyllm.checkpoint import (
+    MODEL_CARD,
+    PRETRAINED,
+    same_file,
+    save,
+    validate_output,
+    write_whole,
+)
 from tinyllm.config import PRESETS, get_config
 from tinyllm.generation import complete
 from tinyllm.model import Transformer
@@ -247,6 +254,10 @@ def main(argv=None) -> dict:
         if same is not None:
             p.error(f"--{flag} {value} is also --{same}: give each output its own file")
         written[value] = flag
+        others = {"out": (MODEL_CARD,), "card": (PRETRAINED,), "log": (PRETRAINED, MODEL_CARD)}
+        other = next((f for f in others[flag] if same_file(value, f)), None)
+        if args.replace_shipped and other is not None:  # --replace-shipped: each its own file
+            p.error(f"--{flag} {value} is the shipped {other.name}: --{flag} never writes it")
         try:
             validate_output(value, f"--{flag}", args.force, args.replace_shipped)
         except ValueError as e:

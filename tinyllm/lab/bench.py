@@ -44,7 +44,7 @@ from tinyllm import (
     default_buckets,
     load_pretrained,
 )
-from tinyllm.checkpoint import validate_output, write_whole
+from tinyllm.checkpoint import same_file, validate_output, write_whole
 from tinyllm.generation import left_pad
 from tinyllm.graphs import COURSE_COMPILE
 from tinyllm.lab import engine_time, gptfast, pages, peers
@@ -573,9 +573,12 @@ def record(args, command: str) -> dict:
         if out_path.exists():
             out_path = out_path.with_name(f"{out_path.stem}-{time.strftime('%Y%m%d-%H%M%S')}.json")
     trace_path = args.trace_out or RESULTS / "traces" / out_path.name
-    if args.trace_out is None and trace_path.exists():  # nor a recorded trace
-        trace_path = trace_path.with_name(f"{trace_path.stem}-{time.strftime('%Y%m%d-%H%M%S')}"
-                                          ".json")  # fmt: skip
+    if args.trace_out is None and (trace_path.exists() or same_file(trace_path, out_path)):
+        trace_path = trace_path.with_name(
+            f"{trace_path.stem}-trace-"  # nor a recorded trace,
+            f"{time.strftime('%Y%m%d-%H%M%S')}.json"
+        )  # nor out
+    out_path.parent.mkdir(parents=True, exist_ok=True)
     write_whole(out_path, lambda partial: Path(partial).write_text(json.dumps(res, indent=1)))
     if traces:
         trace_path.parent.mkdir(parents=True, exist_ok=True)
@@ -589,12 +592,16 @@ def checked_outputs(parser, force: bool, outputs: dict) -> None:
     """The files a measuring command will write ({flag: path}, None where not asked for),
     checked before it measures, so a run never ends with nowhere to write its result
     (checkpoint.validate_output); a bad one ends the command with its parser's error."""
+    given = {flag: path for flag, path in outputs.items() if path is not None}
     try:
-        for flag, path in outputs.items():
-            if path is not None:
-                validate_output(path, flag, force)
+        for flag, path in given.items():
+            validate_output(path, flag, force)
     except ValueError as e:
         parser.error(str(e))
+    for i, (flag, path) in enumerate(given.items()):
+        same = next((f for f, p in list(given.items())[:i] if same_file(p, path)), None)
+        if same is not None:
+            parser.error(f"{flag} {path} is also {same}: give each output its own file")
 
 
 def main(argv=None) -> None:
