@@ -95,6 +95,22 @@ def validate_output(path, flag: str, force: bool = False,
     return path
 
 
+def validate_outputs(parser, force: bool, outputs: dict, replace_shipped: bool | None = None):
+    """The files a command will write ({flag: path}, None where not asked for), each its own
+    file and each checked by validate_output, before the command's work starts; a bad one ends
+    the command with its parser's error."""
+    given = {flag: path for flag, path in outputs.items() if path is not None}
+    for i, (flag, path) in enumerate(given.items()):
+        same = next((f for f, p in list(given.items())[:i] if same_file(p, path)), None)
+        if same is not None:
+            parser.error(f"{flag} {path} is also {same}: give each output its own file")
+    try:
+        for flag, path in given.items():
+            validate_output(path, flag, force, replace_shipped)
+    except ValueError as e:
+        parser.error(str(e))
+
+
 def save(model: Transformer, path, extra: dict | None = None, replace_shipped: bool = False,
          force: bool = False) -> str:  # fmt: skip
     """Write the model's weights (bf16) and config, and `extra` (JSON values under keys of

@@ -31,7 +31,7 @@ from tinyllm.checkpoint import (
     PRETRAINED,
     same_file,
     save,
-    validate_output,
+    validate_outputs,
     write_whole,
 )
 from tinyllm.config import PRESETS, get_config
@@ -245,23 +245,18 @@ def main(argv=None) -> dict:
     args = p.parse_args(argv)
     args.out = args.out or f"{args.preset}-trained.safetensors"
     # checked before training starts: a run must not end with nowhere to write its result
-    written = {}  # each output its own file: one must not overwrite another
-    for flag in ("out", "card", "log"):
-        value = getattr(args, flag)
-        if value is None:
-            continue
-        same = next((f for t, f in written.items() if same_file(value, t)), None)
-        if same is not None:
-            p.error(f"--{flag} {value} is also --{same}: give each output its own file")
-        written[value] = flag
-        others = {"out": (MODEL_CARD,), "card": (PRETRAINED,), "log": (PRETRAINED, MODEL_CARD)}
-        other = next((f for f in others[flag] if same_file(value, f)), None)
-        if args.replace_shipped and other is not None:  # --replace-shipped: each its own file
-            p.error(f"--{flag} {value} is the shipped {other.name}: --{flag} never writes it")
-        try:
-            validate_output(value, f"--{flag}", args.force, args.replace_shipped)
-        except ValueError as e:
-            p.error(str(e))
+    outputs = {f"--{flag}": getattr(args, flag) for flag in ("out", "card", "log")}
+    if args.replace_shipped:  # each shipped file from its own flag only
+        others = {
+            "--out": (MODEL_CARD,),
+            "--card": (PRETRAINED,),
+            "--log": (PRETRAINED, MODEL_CARD),
+        }
+        for flag, value in outputs.items():
+            other = next((f for f in others[flag] if value and same_file(value, f)), None)
+            if other is not None:
+                p.error(f"{flag} {value} is the shipped {other.name}: {flag} never writes it")
+    validate_outputs(p, args.force, outputs, args.replace_shipped)
     device = torch.device(args.device) if args.device else default_device()
     model, info = train(
         args.preset,

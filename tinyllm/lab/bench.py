@@ -44,7 +44,7 @@ from tinyllm import (
     default_buckets,
     load_pretrained,
 )
-from tinyllm.checkpoint import same_file, validate_output, write_whole
+from tinyllm.checkpoint import same_file, validate_outputs, write_whole
 from tinyllm.generation import left_pad
 from tinyllm.graphs import COURSE_COMPILE
 from tinyllm.lab import engine_time, gptfast, pages, peers
@@ -588,22 +588,6 @@ def record(args, command: str) -> dict:
     return res
 
 
-def checked_outputs(parser, force: bool, outputs: dict) -> None:
-    """The files a measuring command will write ({flag: path}, None where not asked for),
-    checked before it measures, so a run never ends with nowhere to write its result
-    (checkpoint.validate_output); a bad one ends the command with its parser's error."""
-    given = {flag: path for flag, path in outputs.items() if path is not None}
-    try:
-        for flag, path in given.items():
-            validate_output(path, flag, force)
-    except ValueError as e:
-        parser.error(str(e))
-    for i, (flag, path) in enumerate(given.items()):
-        same = next((f for f, p in list(given.items())[:i] if same_file(p, path)), None)
-        if same is not None:
-            parser.error(f"{flag} {path} is also {same}: give each output its own file")
-
-
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -633,7 +617,7 @@ def main(argv=None) -> None:
     unknown = [s for s in (args.sections or "").split(",") if s and s not in SECTIONS]
     if unknown:
         p.error(f"--sections {args.sections}: {', '.join(unknown)} not among {', '.join(SECTIONS)}")
-    checked_outputs(p, args.force, {"--out": args.out, "--trace-out": args.trace_out})
+    validate_outputs(p, args.force, {"--out": args.out, "--trace-out": args.trace_out})
     command = "python -m tinyllm.lab.bench " + " ".join(argv if argv is not None else sys.argv[1:])
     record(args, command.strip())
 

@@ -31,7 +31,7 @@ from pathlib import Path
 import torch
 
 from tinyllm import PagedEngine, bucket_for, load_pretrained
-from tinyllm.checkpoint import write_whole
+from tinyllm.checkpoint import validate_outputs, write_whole
 from tinyllm.graphs import default_capture_sizes
 from tinyllm.lab.timing import pool_bytes
 
@@ -256,7 +256,7 @@ def measure(model, n_slots: int = 32, max_len: int = 512, graph_api=torch.cuda,
 
 
 def main(argv=None) -> dict:
-    from tinyllm.lab.bench import checked_outputs, provenance
+    from tinyllm.lab.bench import provenance
 
     p = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -265,7 +265,7 @@ def main(argv=None) -> dict:
     p.add_argument("--n-slots", type=int, default=32)
     p.add_argument("--force", action="store_true", help="allow writing over an existing out")
     args = p.parse_args(argv)
-    checked_outputs(p, args.force, {"out": args.out})
+    validate_outputs(p, args.force, {"out": args.out})
     if not torch.cuda.is_available():
         raise SystemExit(
             "tinyllm.lab.capture_policy measures graphs on a GPU and this machine has none; "

@@ -181,14 +181,14 @@ def main(argv=None) -> dict:
     import sys
     from pathlib import Path
 
-    from tinyllm.checkpoint import write_whole
-    from tinyllm.lab.bench import checked_outputs, provenance
+    from tinyllm.checkpoint import validate_outputs, write_whole
+    from tinyllm.lab.bench import provenance
 
     p = argparse.ArgumentParser(description=main.__doc__)
     p.add_argument("out", type=Path, help="the JSON file to write")
     p.add_argument("--force", action="store_true", help="allow writing over an existing out")
     args = p.parse_args(argv)
-    checked_outputs(p, args.force, {"out": args.out})
+    validate_outputs(p, args.force, {"out": args.out})
     if not torch.cuda.is_available():
         raise SystemExit("tinyllm.lab.floor times graphs on a GPU and this machine has none; "
                          "notebook 11 shows the recording, results/h200_floor.json")  # fmt: skip
