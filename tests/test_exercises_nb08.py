@@ -265,6 +265,14 @@ def test_paged_write_is_the_decode_steps():
     assert torch.equal(pool, cache.k[0])
 
 
+def write_reading_lens_as_the_table(pool, k_new, lens, block_table, block_size):
+    my_paged_write(pool, k_new, block_table, lens, block_size)
+
+
+def write_reading_the_table_second(pool, block_table, k_new, lens, block_size):
+    my_paged_write(pool, k_new, block_table, lens, block_size)
+
+
 def test_paged_write_right(capsys):
     assert_ok(check_paged_write, my_paged_write, capsys)
 
@@ -289,6 +297,8 @@ def test_paged_write_right(capsys):
         (write_as_a_generator, ("generator",)),
         (write_row_by_row, ("no indexing with one element of a tensor",)),
         (write_on_the_wrong_axis, ("raised RuntimeError", "the heads left whole")),
+        (write_reading_lens_as_the_table, ("(pool, k_new, lens, block_table, block_size)",)),
+        (write_reading_the_table_second, ("(pool, block_table, k_new, lens, block_size)",)),
     ],
     ids=[
         "int()",
@@ -308,6 +318,8 @@ def test_paged_write_right(capsys):
         "a generator",
         "row by row",
         "the wrong axis",
+        "lens and the table swapped",
+        "the table second",
     ],
 )
 def test_paged_write_wrong(answer, needles, capsys):

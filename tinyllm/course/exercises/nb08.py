@@ -3,8 +3,10 @@
 import contextlib
 import functools
 import inspect
+import itertools
 import re
 import sys
+import time
 
 import torch
 
@@ -12,6 +14,7 @@ from tinyllm.course.exercises.harness import (
     CALL_SECONDS,
     FAILED,
     NEW_TENSOR_UNDER_CAPTURE,
+    OWN_SECONDS,
     TooSlow,
     Verdict,
     as_int,
@@ -25,6 +28,7 @@ from tinyllm.course.exercises.harness import (
     items,
     off_device,
     ok,
+    quietly,
     shown_type,
     time_limit,
 )
@@ -426,12 +430,39 @@ def _warm_simulator() -> None:
         x.add_(y)
 
 
+def _another_order(fn) -> str | None:
+    """The order of k_new, block_table and lens in which fn writes the keys right, when it
+    does not in the step's own order: a function whose parameters are swapped. Else None."""
+    names = ("k_new", "block_table", "lens")
+    for order in itertools.permutations(range(3)):  # the step's own order first
+        case = _write_case([1, 6, 9], block_size=4, seed=2)
+        want = case[0].clone()
+        _reference_write(want, *case[1:])
+        args = [case[1 + i] for i in order]
+        start = time.monotonic()
+        out = quietly(fn, (case[0], *args, case[4]), OWN_SECONDS)
+        if time.monotonic() - start >= OWN_SECONDS:
+            return None  # too slow to try each order: the checker's own call says so
+        if out is FAILED or not torch.equal(case[0], want):
+            continue
+        return None if order == (0, 1, 2) else ", ".join(
+            ["pool", *(names[i] for i in order), "block_size"])  # fmt: skip
+    return None
+
+
 @checker
 def check_paged_write(fn) -> Verdict:
     """fn(pool, k_new, block_table, lens, block_size) writes row b's k_new[b] (heads, D) into
     pool (n_blocks, heads, block_size, D) at position lens[b] of its blocks, in place, with
     device ops only: run eagerly, then captured once under the CPU graph simulator and
     replayed at new lengths (across a block boundary)."""
+    order = _another_order(fn)
+    if order:
+        return hint(
+            f"your function writes the keys right when handed its arguments as ({order}): "
+            f"the step calls it as fn(pool, k_new, block_table, lens, block_size). Read them "
+            f"in that order"
+        )
     eager = [([0, 3, 5], 4), ([4, 7, 15], 4), ([1, 8, 17], 8), ([5, 8, 14], 8)]
     for lens, bs in eager:
         shown_as = f"lens={lens}, block_size={bs}"
