@@ -360,3 +360,45 @@ def test_the_recorded_row_choice_lost_where_the_notebook_says():
     assert all(v["share_equal"] == 1.0 for v in rec["greedy_vs_before"].values())
     was = dot["cluster_op"]["op_alone_us"]["batch 1, 128 keys"]["package op"]["median"]
     assert ops["batch 1, 128 keys"]["before op"] - was > 0.8
+
+
+def test_the_recorded_prewait_early_lost_where_the_notebook_says():
+    """Notebook 11 reports the attention reading before PDL's wait with its trigger first, not
+    kept: every chain of calls replayed as the package's eager chain; its op faster than the
+    package's at one and two rows at every length, slower at 8 rows at every length; the step
+    at 8 rows slower beyond both spreads, at one row within them; replay exact, tokens equal.
+    The package's op in the same run's first part: over 3.5 µs at 128 keys, within 5 at 1024,
+    timed either way within a tenth of a µs; the node read longer after the first profiled
+    count of kernels than before it."""
+    from tinyllm.lab.results import load_dot
+
+    rec = load_dot()["prewait_early"]
+    assert all(c["unequal"] == 0 and c["replays"] == 50 for c in rec["chain"].values())
+    ops = {key: {name: v["median"] for name, v in r.items()}
+           for key, r in rec["op_alone_us"].items()}  # fmt: skip
+    for n in (40, 128, 1024):
+        for batch in (1, 2):
+            r = ops[f"batch {batch}, {n} keys"]
+            assert r["pre+early op"] < r["package op"]
+        r = ops[f"batch 8, {n} keys"]
+        assert r["pre+early op"] > r["package op"] and r["pre op"] > r["package op"]
+    steps = {b: {r["name"]: r["step_us"] for r in rec[f"batch_{b}"]} for b in (1, 2, 4, 8)}
+    assert steps[8]["pre+early"]["min"] > steps[8]["package"]["max"]
+    was, now = steps[1]["package"], steps[1]["pre+early"]
+    assert now["min"] <= was["max"] and was["min"] <= now["max"]
+    assert rec["exactness"]["all_equal"] and rec["exactness"]["steps"] == 972
+    assert all(v["share_equal"] == 1.0 for v in rec["greedy_vs_package"].values())
+    methods = rec["methods"]
+    for key, r in methods.items():
+        us = {name: v["median"] for name, v in r.items() if isinstance(v, dict)}
+        for table in ("table 64", "table keys"):
+            assert abs(us[f"fresh, {table}"] - us[f"kept, {table}"]) < 0.1
+        if "128 keys" in key:
+            assert us["fresh, table 64"] > 3.5
+        else:
+            assert us["fresh, table 64"] <= 5
+    first = [v["median"] for r in methods.values() for n, v in r.items() if n == "node, fresh"]
+    later = [
+        r["node"]["median"] for key, r in rec["op_alone_us"].items() if key != "batch 1, 40 keys"
+    ]
+    assert max(first) < 0.8 and min(later) > 1.2
