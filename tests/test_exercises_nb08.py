@@ -273,6 +273,20 @@ def write_reading_the_table_second(pool, block_table, k_new, lens, block_size):
     my_paged_write(pool, k_new, block_table, lens, block_size)
 
 
+def write_reading_the_key_first(k_new, pool, block_table, lens, block_size):
+    my_paged_write(pool, k_new, block_table, lens, block_size)
+
+
+def write_reading_the_block_size_before_lens(pool, k_new, block_table, block_size, lens):
+    my_paged_write(pool, k_new, block_table, lens, block_size)
+
+
+def write_into_new_memory(pool, k_new, block_table, lens, block_size):
+    written = pool.clone()
+    my_paged_write(written, k_new, block_table, lens, block_size)
+    pool.data = written
+
+
 def test_paged_write_right(capsys):
     assert_ok(check_paged_write, my_paged_write, capsys)
 
@@ -299,6 +313,9 @@ def test_paged_write_right(capsys):
         (write_on_the_wrong_axis, ("raised RuntimeError", "the heads left whole")),
         (write_reading_lens_as_the_table, ("(pool, k_new, lens, block_table, block_size)",)),
         (write_reading_the_table_second, ("(pool, block_table, k_new, lens, block_size)",)),
+        (write_reading_the_key_first, ("(k_new, pool, block_table, lens, block_size)",)),
+        (write_reading_the_block_size_before_lens, ("block_size, lens)",)),
+        (write_into_new_memory, ("new memory", "in place")),
     ],
     ids=[
         "int()",
@@ -320,6 +337,9 @@ def test_paged_write_right(capsys):
         "the wrong axis",
         "lens and the table swapped",
         "the table second",
+        "the key first",
+        "block_size before lens",
+        "pool.data",
     ],
 )
 def test_paged_write_wrong(answer, needles, capsys):
