@@ -515,13 +515,13 @@ def check_paged_write(fn) -> Verdict:
     except TooSlow as e:
         return hint(f"under capture, lens=[2, 6, 9]: {e}")
     except Exception as e:  # the stub's NotImplementedError failed the eager cases first
-        why = str(e).split("\n")[0]
+        why = str(e).split("\n")[0].split(". ")[0].rstrip(".")  # the error, not its advice
         if captured_new_tensor(e):
             return hint(f"captured at lens=[2, 6, 9], your function failed: "
                         f"{NEW_TENSOR_UNDER_CAPTURE}")  # fmt: skip
         return hint(
-            f"captured at lens=[2, 6, 9], your function failed ({type(e).__name__}: {why}): "
-            f"the step must find the block and offset on the device, with tensor ops: no "
+            f"captured at lens=[2, 6, 9], your function failed. {type(e).__name__}: {why}. "
+            f"The step must find the block and offset on the device, with tensor ops: no "
             f".item(), int(), .cpu() or .tolist(), no indexing with one element of a tensor, no "
             f"Python number read from a length"
         )
