@@ -574,10 +574,10 @@ def record(args, command: str) -> dict:
             out_path = out_path.with_name(f"{out_path.stem}-{time.strftime('%Y%m%d-%H%M%S')}.json")
     trace_path = args.trace_out or RESULTS / "traces" / out_path.name
     if args.trace_out is None and (trace_path.exists() or same_file(trace_path, out_path)):
+        # the default never writes over a recorded trace, nor over out
         trace_path = trace_path.with_name(
-            f"{trace_path.stem}-trace-"  # nor a recorded trace,
-            f"{time.strftime('%Y%m%d-%H%M%S')}.json"
-        )  # nor out
+            f"{trace_path.stem}-trace-{time.strftime('%Y%m%d-%H%M%S')}.json"
+        )
     out_path.parent.mkdir(parents=True, exist_ok=True)
     write_whole(out_path, lambda partial: Path(partial).write_text(json.dumps(res, indent=1)))
     if traces:

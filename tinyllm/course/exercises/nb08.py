@@ -435,8 +435,8 @@ def _another_order(fn) -> str | None:
     the step's own order (tried first): a function whose parameters are swapped. Else None,
     also when the orders take more than OWN_SECONDS in all."""
     names = ("pool", "k_new", "block_table", "lens", "block_size")
-    deadline = time.monotonic() + OWN_SECONDS  # for every order: a slow function is left to
-    # the checker's own call to report
+    # OWN_SECONDS for every order: a slow function is the checker's own call's to report
+    deadline = time.monotonic() + OWN_SECONDS
     for order in itertools.permutations(range(5)):
         case = _write_case([1, 6, 9], block_size=4, seed=2)
         want = case[0].clone()
