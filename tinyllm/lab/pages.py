@@ -88,9 +88,9 @@ def attention_times(lengths=(40, 128, 256, 512, 1024), batches=(1, 8), calls: in
     GEMV_ROWS rows the step runs its kernel alone, rope_write_shares, and combines in the
     output projection), for the shipped model's heads, in bf16. The fused op's table is as
     wide as the step's, max_seq_len / 16 blocks, whatever n: its form, sums of products or
-    tensor cores, is then the step's (kernels.tensor_cores). The first event is recorded
-    before the replay is launched, on an idle GPU, so each call's time also holds a share of
-    one launch (notebook 11, Reference R.3)."""
+    tensor cores, is then the step's (kernels.tensor_cores). A replay is launched first and
+    the events go around a second one, launched while the first runs: the window holds the
+    GPU's work alone, not the launch's latency (notebook 11, Reference R.3)."""
     H, H_kv, D = (8, 4, 32) if cfg is None else (cfg.n_heads, cfg.n_kv_heads, cfg.head_dim)
     width = (1024 if cfg is None else cfg.max_seq_len) // 16  # the step's table, in blocks
     dev, dt, gen = "cuda", torch.bfloat16, torch.Generator(device="cuda").manual_seed(0)
@@ -108,6 +108,7 @@ def attention_times(lengths=(40, 128, 256, 512, 1024), batches=(1, 8), calls: in
         times = []
         for _ in range(repeats):
             a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            graph.replay()  # the timed replay's launch hides behind this one's work
             a.record()
             graph.replay()
             b.record()
