@@ -160,7 +160,8 @@ def paged_section(rec: dict) -> list[str]:
         f"| the paged fused step at positions {long} over positions {short} | "
         f"{h['paged_long_over_short']:.3f}× (`paged_long_over_short`) |",
         *(
-            f"| one attention call, batch {b}, at {', '.join(map(str, att['lengths']))} keys | "
+            f"| one attention call, batch {b}, at {', '.join(map(str, att['lengths']))} keys "
+            f"(a graph of {att['calls']} calls, launched behind a replay before it) | "
             f"the paged kernel {' / '.join(f'{t:g}' for t in att[b]['paged_kernel_us'])} µs; "
             + (
                 f"the fused op, `rope_write_attend` (the step's attention kernel and its "
