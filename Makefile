@@ -74,7 +74,8 @@ images: $(STAMP) ## draw the figures in images/ and the README's H200 table from
 	$(PY) -m tinyllm.course.readme
 
 bench: $(STAMP) ## measure this machine's GPU into results/
-	$(PY) -m tinyllm.lab.bench
+	# a profiler session leaves CUPTI attached and slows later launches (notebook 11, R.3)
+	TEARDOWN_CUPTI=1 $(PY) -m tinyllm.lab.bench
 
 gpu: ## on a GPU machine: cuda tests, the bench and every notebook, logs in OUT (a new folder)
 	tools/gpu_run.sh $(or $(OUT),/tmp/gpu-run-$(shell date +%Y%m%d-%H%M%S)) --tests --notebooks --bench

@@ -77,8 +77,10 @@ if [ $notebooks = 1 ]; then
 fi
 if [ $bench = 1 ]; then
     step bench
+    # TEARDOWN_CUPTI=1: a profiler session leaves CUPTI attached and slows later launches
+    # (notebook 11, R.3)
     # shellcheck disable=SC2086  # ARGS is a list of arguments
-    python3 -m tinyllm.lab.bench --out "$out/bench.json" --trace-out "$out/bench_trace.json" \
+    TEARDOWN_CUPTI=1 python3 -m tinyllm.lab.bench --out "$out/bench.json" --trace-out "$out/bench_trace.json" \
         $bench_args > "$out/bench.log" 2>&1 || status=1
     tail -3 "$out/bench.log"
 fi

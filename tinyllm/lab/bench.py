@@ -498,6 +498,12 @@ def record(args, command: str) -> dict:
             "tinyllm.lab.bench measures a GPU and this machine has none; the "
             "notebooks show the recorded results from results/ instead"
         )
+    if os.environ.get("TEARDOWN_CUPTI") != "1":  # as `make bench` runs it
+        print(
+            "TEARDOWN_CUPTI is not 1: after each profiler session the host's launches and "
+            "events run slower (notebook 11, R.3)",
+            file=sys.stderr,
+        )
     model = load_pretrained("cuda")
     sections = args.sections.split(",") if args.sections else SECTIONS
     repeats = 3 if args.quick else 5

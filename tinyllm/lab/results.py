@@ -147,7 +147,9 @@ def load_dot(gpu: str = SHIPPED) -> dict | None:
     alone and the step with PDL's trigger before the wait, not kept; "cluster_op", the op in
     one kernel, a row's shares meeting at a thread-block cluster's barrier, not kept;
     "row_choice", the op and the step with the form chosen a row at a time, on the device,
-    not kept; or None."""
+    not kept; "prewait_early", the attention reading before PDL's wait with its trigger
+    first, not kept; "timing", the op alone timed with its replay's launch in the window and
+    hidden, before and after profiler sessions, with and without TEARDOWN_CUPTI=1; or None."""
     return _recorded(f"{gpu}_dot.json")
 
 
