@@ -73,8 +73,9 @@ images: $(STAMP) ## draw the figures in images/ and the README's H200 table from
 	$(PY) -m tinyllm.course.images
 	$(PY) -m tinyllm.course.readme
 
+# TEARDOWN_CUPTI=1: a profiler session leaves CUPTI attached, and times that hold a launch grow
+# (notebook 11, R.3)
 bench: $(STAMP) ## measure this machine's GPU into results/
-	# a profiler session leaves CUPTI attached and slows later launches (notebook 11, R.3)
 	TEARDOWN_CUPTI=1 $(PY) -m tinyllm.lab.bench
 
 gpu: ## on a GPU machine: cuda tests, the bench and every notebook, logs in OUT (a new folder)

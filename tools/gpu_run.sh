@@ -77,7 +77,7 @@ if [ $notebooks = 1 ]; then
 fi
 if [ $bench = 1 ]; then
     step bench
-    # TEARDOWN_CUPTI=1: a profiler session leaves CUPTI attached and slows later launches
+    # TEARDOWN_CUPTI=1: a profiler session leaves CUPTI attached, and times that hold a launch grow
     # (notebook 11, R.3)
     # shellcheck disable=SC2086  # ARGS is a list of arguments
     TEARDOWN_CUPTI=1 python3 -m tinyllm.lab.bench --out "$out/bench.json" --trace-out "$out/bench_trace.json" \

@@ -3,6 +3,10 @@
     python -m tinyllm.lab.bench            # on a GPU: writes results/<gpu>.json and a trace
     python -m tinyllm.lab.bench --quick    # fewer batch sizes and repeats, for a first look
 
+with TEARDOWN_CUPTI=1 in the environment, as `make bench` sets it: otherwise each section's
+profiler session leaves CUPTI attached, and later times that hold a launch grow (notebook 11,
+Reference R.3).
+
 Operating point: the shipped model, a 32-token prompt, then decode steps at positions 32 and
 on, in the window of 128 keys. The step-time cells are timed in interleaved repeats (lab/peers.py):
 the median of each repeat's steps, each step timed with CUDA events, back to back as a
@@ -500,8 +504,8 @@ def record(args, command: str) -> dict:
         )
     if os.environ.get("TEARDOWN_CUPTI") != "1":  # as `make bench` runs it
         print(
-            "TEARDOWN_CUPTI is not 1: after each profiler session the host's launches and "
-            "events run slower (notebook 11, R.3)",
+            "TEARDOWN_CUPTI is not 1: after each profiler session, times that hold a graph's "
+            "launch or CUDA events grow (notebook 11, R.3)",
             file=sys.stderr,
         )
     model = load_pretrained("cuda")

@@ -89,8 +89,9 @@ def attention_times(lengths=(40, 128, 256, 512, 1024), batches=(1, 8), calls: in
     output projection), for the shipped model's heads, in bf16. The fused op's table is as
     wide as the step's, max_seq_len / 16 blocks, whatever n: its form, sums of products or
     tensor cores, is then the step's (kernels.tensor_cores). A replay is launched first and
-    the events go around a second one, launched while the first runs: the window holds the
-    GPU's work alone, not the launch's latency (notebook 11, Reference R.3)."""
+    the events go around a second one, launched while the first runs: while launching takes
+    less than a replay's work, the window holds the GPU's work alone, not the launch's latency
+    (notebook 11, Reference R.3)."""
     H, H_kv, D = (8, 4, 32) if cfg is None else (cfg.n_heads, cfg.n_kv_heads, cfg.head_dim)
     width = (1024 if cfg is None else cfg.max_seq_len) // 16  # the step's table, in blocks
     dev, dt, gen = "cuda", torch.bfloat16, torch.Generator(device="cuda").manual_seed(0)
