@@ -410,8 +410,8 @@ def test_the_recorded_timing_run_says_what_the_notebook_says():
     with the launch in its window grows (the op by over half a µs a call, the step at one row
     with an event every step by over 5 µs), the op with its launch hidden by under a tenth;
     with TEARDOWN_CUPTI=1, after either session or the pause, no op or node moves by 0.05 µs
-    and no step by 0.2. The op at 128 keys, its launch hidden,
-    still over 3.5 µs; at 1024 keys within 5."""
+    and no step by 0.2. The op at 128 keys, its launch hidden, still over 3.5 µs; at 1024
+    keys within 5."""
     from tinyllm.lab.results import load_dot
 
     rec = load_dot()["timing"]
