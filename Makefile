@@ -20,7 +20,7 @@ ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
 # inline backend only when MPLBACKEND is unset, and under Agg the figures would vanish
 # from the executed notebooks. `make notebooks` and the nbval run of `make test` use the
 # same environment, so the committed outputs are what nbval compares against.
-NB_ENV := env -u MPLBACKEND PYTHONHASHSEED=0
+NB_ENV := env -u MPLBACKEND PYTHONHASHSEED=0 TEARDOWN_CUPTI=1
 # The unit tests draw figures off-screen, and run on every core (pytest-xdist), one torch
 # thread each; nbval's plugin stays out of them (it is slow to import).
 TEST_ENV := env PYTHONHASHSEED=0 MPLBACKEND=Agg OMP_NUM_THREADS=1
@@ -44,8 +44,9 @@ install: $(STAMP) ## create .venv and install everything into it, without starti
 
 # The Lab serves the repository root, so that tinyllm/, results/ and the model card open in
 # it, and lands in notebooks/ (the URL it prints, and where / redirects).
+# TEARDOWN_CUPTI=1 for the notebooks that profile a step live on a GPU: notebook 11, R.3.
 lab: $(STAMP) ## open the course in JupyterLab on 127.0.0.1 (token on; PORT=8888)
-	$(VENV)/bin/jupyter lab --ip=127.0.0.1 --port=$(PORT) --no-browser \
+	TEARDOWN_CUPTI=1 $(VENV)/bin/jupyter lab --ip=127.0.0.1 --port=$(PORT) --no-browser \
 		--ServerApp.root_dir=. --LabApp.default_url=/lab/tree/notebooks $(ALLOW_ROOT)
 
 lint: $(STAMP) ## ruff: lint and format check of the package, tests, tools and notebooks

@@ -32,7 +32,9 @@ if [ -d "$out" ] && [ -n "$(ls -A "$out")" ]; then
     exit 2
 fi
 mkdir -p "$out"
-export PYTHONUNBUFFERED=1 PYTHONHASHSEED=0
+# TEARDOWN_CUPTI=1: a profiler session leaves CUPTI attached, and times that hold a launch grow
+# after it (notebook 11, R.3); the tests, the notebooks and the bench all profile
+export PYTHONUNBUFFERED=1 PYTHONHASHSEED=0 TEARDOWN_CUPTI=1
 if [ -d .whl ] && ls .whl/*.whl > /dev/null 2>&1; then
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
         --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site:$PWD
@@ -77,10 +79,8 @@ if [ $notebooks = 1 ]; then
 fi
 if [ $bench = 1 ]; then
     step bench
-    # TEARDOWN_CUPTI=1: a profiler session leaves CUPTI attached, and times that hold a launch grow
-    # (notebook 11, R.3)
     # shellcheck disable=SC2086  # ARGS is a list of arguments
-    TEARDOWN_CUPTI=1 python3 -m tinyllm.lab.bench --out "$out/bench.json" --trace-out "$out/bench_trace.json" \
+    python3 -m tinyllm.lab.bench --out "$out/bench.json" --trace-out "$out/bench_trace.json" \
         $bench_args > "$out/bench.log" 2>&1 || status=1
     tail -3 "$out/bench.log"
 fi
