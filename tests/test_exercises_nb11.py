@@ -476,7 +476,10 @@ def test_form_right(answer, capsys):
         (lambda w, s: share_passes(w, s) and "sums", ("package's own rule", "write it")),
         (rounded_down, ("rounded", "down", "round up")),
         (four_is_long, ("exactly 4 blocks", "one pass")),
-        (lambda w, s: _form_of((w + s // 2) // s), ("to the nearest", "5 blocks in 4", "round up")),
+        (
+            lambda w, s: _form_of((w + s // 2) // s),
+            ("to the nearest", "to the nearest", "left over", "round up"),
+        ),
         (lambda w, s: _form_of(int(w / s + 0.5)), ("to the nearest", "round up")),
         (lambda w, s: _form_of(round(w / s)), ("to the nearest", "round up")),
         (
@@ -653,13 +656,27 @@ def test_combiner_that_never_returns_is_stopped(capsys, monkeypatch):
         (lambda s, t, u: round(s - math.ceil(max(0, s - t) / u) * u), ("that is a time",)),
         (
             lambda s, t, u: max(0, math.ceil((s - t) / t)),
-            ("by the target", "divide by us_per_node"),
+            ("by the target", "Divide the time to save by us_per_node"),
+        ),
+        (
+            lambda s, t, u: max(0, math.ceil((s - t) / u)) + 1 if s > t else 0,
+            ("one kernel too many on every step", "add nothing after"),
+        ),
+        (lambda s, t, u: math.ceil(t / u), ("fit in the target", "step_us - target_us")),
+        (lambda s, t, u: max(0, math.ceil(s - t)), ("the time to save, in µs", "us_per_node")),
+        (
+            lambda s, t, u: max(0, math.ceil((s - t) / (u * 1000))),
+            ("far too few", "A unit may be off", "by us_per_node"),
         ),
     ],
     ids=[
         "each time rounded to kernels first",
         "the step's time after the removal",
         "the time to save over the target",
+        "one added after rounding up",
+        "the floors of a node in the target",
+        "the time to save, not divided",
+        "a unit off by a thousand",
     ],
 )
 def test_kernels_to_remove_more_mistakes(answer, needles, capsys):

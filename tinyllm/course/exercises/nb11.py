@@ -328,6 +328,8 @@ def check_idle_share(fn) -> Verdict:
 # --- exercise 2: how many kernels a target asks for -----------------------------------------
 
 COUNT = "a whole number of kernels, an int"
+IN_TARGET = ("that is how many floors of a node fit in the target, not the kernels to remove. The "
+             "time to save is step_us - target_us. Divide it by us_per_node")  # fmt: skip
 
 
 def _recorded_case() -> list[tuple]:
@@ -437,9 +439,10 @@ def _same_count(got: int, want: int, step_us, target_us, us_per_node) -> str:
     or_target = ". Or you divided by the target: divide by us_per_node" if by_target else ""
     if over > 0 and got in _roundings(us_per_node / over) & _roundings(over / (us_per_node * 1000)):
         return (
-            "far too few. Either you divided the floor of a node by the time to save, or a "
-            "unit is off: step_us, target_us and us_per_node are all in µs. Divide the time "
-            f"to save by us_per_node{or_target}"
+            "far too few. A unit may be off: step_us, target_us and us_per_node are all in µs. "
+            "Or you divided the floor of a node by the time to save"
+            f"{', or the time to save by the target' if by_target else ''}. Divide the time "
+            "to save by us_per_node"
         )
     if over > 0 and got in _roundings(us_per_node / over):
         return (
@@ -466,6 +469,13 @@ def _same_count(got: int, want: int, step_us, target_us, us_per_node) -> str:
             f"that is every kernel the whole step's time would hold. "
             f"Only the gap to the target, {over:.4g} µs, must go"
         )
+    if over > 0 and got in _ceils(target_us / us_per_node):
+        return IN_TARGET
+    if over > 0 and got == want + 1:
+        return (
+            f"one kernel too many: {want} kernels save {want * us_per_node:.4g} µs, enough for "
+            f"the {over:.4g} µs to go. Round up once, and add nothing after"
+        )
     return ""
 
 
@@ -482,6 +492,22 @@ def _explain_removal(case):
         return None
 
     return explain
+
+
+def _ceils(x: float) -> set[int]:
+    """x rounded up, with and without a hair off for float error: either is a learner's."""
+    return {math.ceil(x), math.ceil(x - 1e-9)}
+
+
+# A learner's rule for the count, and what it shows, tried on every step over its target at once
+COUNT_MISTAKES = (
+    (lambda s, t, u: {c + 1 for c in _ceils((s - t) / u)},
+     "one kernel too many on every step over its target. Round up once, and add nothing after"),
+    (lambda s, t, u: _ceils(t / u), IN_TARGET),
+    (lambda s, t, u: _ceils(s - t),
+     "that is the time to save, in µs, not a count of kernels. Divide it by us_per_node, the µs "
+     "one kernel saves, then round up"),
+)  # fmt: skip
 
 
 def _rounded_savings():
@@ -530,6 +556,11 @@ def check_kernels_to_remove(fn) -> Verdict:
                 f"expected {want}: you rounded the time to save before dividing. Divide "
                 f"first, then round the count up, once"
             )
+    for rule, says in COUNT_MISTAKES:
+        if all(got in rule(*c) for c, got, _ in over) and any(g != w for _, g, w in over):
+            (s, t, u), got, want = next((c, a, w) for c, a, w in over if a != w)
+            return hint(f"on step_us={s}, target_us={t}, us_per_node={u} your function "
+                        f"returned {got}, expected {want}: {says}")  # fmt: skip
     for case, got, want in zip(REMOVE_CASES, answers, wants):
         if got != want:
             shown_as = f"step_us={case[0]}, target_us={case[1]}, us_per_node={case[2]}"
@@ -587,16 +618,15 @@ def _wrong_form(answers: list) -> str:
     """What a learner's forms on FORM_CASES show of the mistake behind them, or ''."""
     if answers == [_mistaken(w, s, up=False) for w, s in FORM_CASES]:
         return (
-            "you rounded the blocks a share holds down. A table of 9 blocks in 2 shares puts "
-            "5 in one share: round up, with -(-width // shares) or math.ceil(width / shares)"
+            "you rounded the blocks a share holds down. One share takes the blocks left over: "
+            "round up, with -(-width // shares) or math.ceil(width / shares)"
         )
     nearest = [[_mistaken(w, s, up=None) for w, s in FORM_CASES],
                [_form_of(round(w / s)) for w, s in FORM_CASES]]  # fmt: skip
     if answers in nearest:
         return (
-            "you rounded the blocks a share holds to the nearest. A table of 5 blocks in 4 "
-            "shares puts 2 in one share: round up, with -(-width // shares) or "
-            "math.ceil(width / shares)"
+            "you rounded the blocks a share holds to the nearest. One share takes the blocks "
+            "left over: round up, with -(-width // shares) or math.ceil(width / shares)"
         )
     if answers == [_form_of(w // s + 1) for w, s in FORM_CASES]:
         return (
@@ -769,7 +799,7 @@ def _wrong_combiner(answers: list) -> str:
             said.append("in Python a negative index counts from the end, so order[-1] is no error")
         if wraps:
             said.append("the count only grows: it never comes back round to shares - 1")
-        return "; ".join(said)
+        return ". ".join(x[0].upper() + x[1:] for x in said)
     return ""
 
 
