@@ -237,11 +237,6 @@ def test_count_waiting_for_one_row_fewer_than_min_admit_gets_a_hint(capsys):
                 capsys, "Wait until 16 rows are free")  # fmt: skip
 
 
-def test_count_waiting_for_one_row_is_told_in_the_singular():
-    told = nb10._same_count(-1, 0, 0, 5, 1)
-    assert "Wait until 1 row is free" in told
-
-
 def test_gain_readings_are_told_apart():
     """Each wrong reading gives another verdict vector on GAIN_CASES, and none is right, so a
     learner is told the mistake their answers show (readings that share a hint aside)."""
@@ -325,3 +320,28 @@ def sorts_in_place(t, b, r):
 )  # fmt: skip
 def test_gain_shown_wrong(answer, needles, capsys):
     assert_hint(check_gain_shown, answer, capsys, *needles)
+
+
+@pytest.mark.parametrize(
+    "answer, needles",
+    [
+        (lambda f, w, m: min(f, w) if f >= min(w, m) and w else -1, ("never negative", "return 0")),
+        (lambda f, w, m: max(0, min(f, w) - 1) if f >= min(w, m) and w else 0, ("one fewer",)),
+        (lambda f, w, m: max(0, f - m) if f >= min(w, m) and w else 0, ("keeps no row back",)),
+    ],
+    ids=["-1 for none", "one fewer", "min_admit kept back"],
+)
+def test_count_more_mistakes(answer, needles, capsys):
+    assert_hint(check_admit_count, answer, capsys, *needles)
+
+
+def test_gain_from_the_standard_deviation_of_one_run_gets_a_hint(capsys):
+    def by_stdev(t, b, r):
+        return t / b - 1 > statistics.stdev(r) / statistics.mean(r)
+
+    assert_hint(check_gain_shown, by_stdev, capsys, "no standard deviation", "For one run it is 1")
+
+
+def test_the_inverted_gain_is_told_which_way_round(capsys):
+    assert_hint(check_gain_shown, lambda t, b, r: b / t > max(r) / min(r), capsys,
+                "not baseline over tok_s")  # fmt: skip

@@ -1,5 +1,7 @@
 """Checkers of notebook 10 · the engine at 256 rows."""
 
+import statistics
+
 import numpy as np
 
 from tinyllm.course.exercises.harness import (
@@ -139,6 +141,11 @@ def _same_count(got, want, free, waiting, min_admit) -> str | None:
         return _notwhole(got, "how many requests to admit")
     if n == want:
         return None
+    if n < 0:
+        return (
+            f"returned {n}, expected {want}: a count of requests is never negative. With "
+            f"nothing to admit, return 0"
+        )
     if n > free:
         return (
             f"returned {n}, expected {want}: only {free} rows are free, and each request "
@@ -150,12 +157,10 @@ def _same_count(got, want, free, waiting, min_admit) -> str | None:
             f"requests from the queue"
         )
     if want == 0:
-        rows = min(waiting, min_admit)
-        rows_are = "1 row is" if rows == 1 else f"{rows} rows are"
-        return (
+        return (  # here 0 < n <= free < min(waiting, min_admit): at least 2 rows
             f"returned {n}, expected 0: {waiting} requests wait and min_admit is {min_admit}, "
-            f"but only {free} rows are free. Wait until {rows_are} free: fewer, larger "
-            f"admissions"
+            f"but only {free} rows are free. Wait until {min(waiting, min_admit)} rows are "
+            f"free: fewer, larger admissions"
         )
     if n == 0 and free == waiting < min_admit:
         return (
@@ -179,6 +184,21 @@ def _same_count(got, want, free, waiting, min_admit) -> str | None:
         return (
             f"returned {n}, min_admit; expected {want}. Once admit admits, it takes as many "
             f"requests as fit: min(free, waiting)"
+        )
+    if n == free - min_admit and n == want - 1:
+        return (
+            f"returned {n}, expected {want}: one fewer than fit. Once admit admits, it takes "
+            f"min(free, waiting). It keeps no row back for min_admit, and takes nothing away"
+        )
+    if n == free - min_admit:
+        return (
+            f"returned {n}, free - min_admit; expected {want}. min_admit is how many rows must "
+            f"be free before admit starts, not rows kept back: then it takes min(free, waiting)"
+        )
+    if abs(n - want) == 1:
+        return (
+            f"returned {n}, expected {want}: one off. Once admit admits, it takes every "
+            f"request that fits, min(free, waiting), with nothing added or taken away"
         )
     return f"returned {n}, expected {want}"
 
@@ -248,8 +268,8 @@ WRONG_GAIN_READINGS = [
     (lambda t, b, r: t / b > r[0] / r[-1],
      "runs come in no order: the spread is max(runs) / min(runs), not the first over the last"),
     (lambda t, b, r: b / t > max(r) / min(r),
-     "The gain is tok_s over baseline_tok_s: the new engine's rate over the old one's. Where "
-     "tok_s is the lower, it is a loss, however large, and no gain"),
+     "The gain is tok_s / baseline_tok_s, the new engine's rate over the old one's, not "
+     "baseline over tok_s. Below 1 it is a loss, however large, and no gain"),
     (lambda t, b, r: t / b > max(r[:2]) / min(r[:2]),
      "The spread takes every run, not the first two: max(runs) / min(runs)"),
     (lambda t, b, r: t / b > 1,
@@ -284,6 +304,14 @@ def _told(verdicts: list[bool]) -> str:
     )
 
 
+def _explain_spread(e: Exception) -> str | None:
+    """A hint for an error a spread of one run raises, or None."""
+    if isinstance(e, statistics.StatisticsError | ZeroDivisionError):
+        return (f"one run has no standard deviation, or a difference of 0. {MIDDLE}. For one "
+                f"run it is 1")  # fmt: skip
+    return None
+
+
 GAIN_CASES = [  # (tok_s, baseline_tok_s, runs)
     (250_000.0, 180_000.0, [240_000.0, 251_000.0, 262_000.0]),
     (78_000.0, 75_000.0, [74_000.0, 80_000.0, 77_000.0]),
@@ -316,7 +344,8 @@ def check_gain_shown(fn) -> Verdict:
     for tok_s, baseline, runs in GAIN_CASES:
         given = list(runs)
         shown_as = f"tok_s={tok_s:g}, baseline_tok_s={baseline:g}, runs={runs}"
-        got = call(fn, (tok_s, baseline, given), shown_as, seconds=CALL_SECONDS)
+        got = call(fn, (tok_s, baseline, given), shown_as, seconds=CALL_SECONDS,
+                   explain=_explain_spread)  # fmt: skip
         if got is FAILED:
             return False
         if given != runs:
