@@ -100,7 +100,7 @@ def test_blocks_for_right(answer, capsys):
         ),  # // not ceil
         (lambda n, bs: n // bs + 1, ("n_positions=0", "no extra one")),  # one too many
         (lambda n, bs: n / bs, ("float", "Return an int", "rounded up")),
-        (lambda n, bs: float(-(-n // bs)), ("float", "Return an int")),
+        (lambda n, bs: float(-(-n // bs)), ("float", "Return an int", "float() give a float")),
         (lambda n, bs: round(n / bs), ("n_positions=1, block_size=4", "round n / block_size up")),
         (
             lambda n, bs: PagedKVCache(1, 1, 64, "cpu", block_size=bs).blocks_for(n),
@@ -937,3 +937,8 @@ def test_exercise_1_with_its_arguments_read_the_other_way_is_told_the_order(
     check, swapped, first, capsys
 ):
     assert_hint(check, swapped, capsys, f"the call is ({first}, block_size)")
+
+
+def test_block_of_with_a_block_one_too_small_is_told_so(capsys):
+    assert_hint(check_block_of, lambda pos, bs: (pos // (bs - 1), pos % (bs - 1)), capsys,
+                "blocks of 3 or 5 positions", "divide by block_size itself")  # fmt: skip

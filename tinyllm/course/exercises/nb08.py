@@ -122,6 +122,16 @@ def _same_where(got, want, block_size=None, pos=None) -> str | None:
             f"returned {(i, off)}, expected {want}: that is the answer for another block size. "
             f"Use the block_size argument, not a number of your own"
         )
+    if (
+        pos is not None
+        and block_size > 2
+        and (i, off) in (_where(pos, block_size - 1), _where(pos, block_size + 1))
+    ):
+        return (
+            f"returned {(i, off)}, expected {want}: that is the answer for blocks of "
+            f"{block_size - 1} or {block_size + 1} positions. A block holds block_size "
+            f"positions, at offsets 0 to block_size - 1: divide by block_size itself"
+        )
     if (off, i) == want:
         return f"returned {(i, off)}, expected {want}: the table entry first, then the offset"
     if (i, off) == (want[0] + 1, want[1]):
@@ -178,7 +188,7 @@ def _same_count(got, want, n_positions=None, block_size=None) -> str | None:
         return (
             f"returned {shown_type(got)}, expected the int {want}: a row holds a whole number "
             f"of blocks. Return an int, n / block_size rounded up, since the last block may "
-            f"be only partly full"
+            f"be only partly full. math.ceil gives an int; / and float() give a float"
         )
     if isinstance(got, torch.Tensor):
         return (
