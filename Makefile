@@ -20,7 +20,11 @@ ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root)
 # inline backend only when MPLBACKEND is unset, and under Agg the figures would vanish
 # from the executed notebooks. `make notebooks` and the nbval run of `make test` use the
 # same environment, so the committed outputs are what nbval compares against.
-NB_ENV := env -u MPLBACKEND PYTHONHASHSEED=0 TEARDOWN_CUPTI=1
+NB_ENV := env -u MPLBACKEND PYTHONHASHSEED=0
+# Every target's processes: a torch.profiler session leaves CUPTI attached unless this is 1,
+# and times that hold a launch grow after it (notebook 11, R.3). The bench, the notebooks
+# run live on a GPU and the Lab all profile.
+export TEARDOWN_CUPTI := 1
 # The unit tests draw figures off-screen, and run on every core (pytest-xdist), one torch
 # thread each; nbval's plugin stays out of them (it is slow to import).
 TEST_ENV := env PYTHONHASHSEED=0 MPLBACKEND=Agg OMP_NUM_THREADS=1
@@ -44,9 +48,8 @@ install: $(STAMP) ## create .venv and install everything into it, without starti
 
 # The Lab serves the repository root, so that tinyllm/, results/ and the model card open in
 # it, and lands in notebooks/ (the URL it prints, and where / redirects).
-# TEARDOWN_CUPTI=1 for the notebooks that profile a step live on a GPU: notebook 11, R.3.
 lab: $(STAMP) ## open the course in JupyterLab on 127.0.0.1 (token on; PORT=8888)
-	TEARDOWN_CUPTI=1 $(VENV)/bin/jupyter lab --ip=127.0.0.1 --port=$(PORT) --no-browser \
+	$(VENV)/bin/jupyter lab --ip=127.0.0.1 --port=$(PORT) --no-browser \
 		--ServerApp.root_dir=. --LabApp.default_url=/lab/tree/notebooks $(ALLOW_ROOT)
 
 lint: $(STAMP) ## ruff: lint and format check of the package, tests, tools and notebooks
@@ -74,10 +77,8 @@ images: $(STAMP) ## draw the figures in images/ and the README's H200 table from
 	$(PY) -m tinyllm.course.images
 	$(PY) -m tinyllm.course.readme
 
-# TEARDOWN_CUPTI=1: a profiler session leaves CUPTI attached, and times that hold a launch grow
-# (notebook 11, R.3)
 bench: $(STAMP) ## measure this machine's GPU into results/
-	TEARDOWN_CUPTI=1 $(PY) -m tinyllm.lab.bench
+	$(PY) -m tinyllm.lab.bench
 
 gpu: ## on a GPU machine: cuda tests, the bench and every notebook, logs in OUT (a new folder)
 	tools/gpu_run.sh $(or $(OUT),/tmp/gpu-run-$(shell date +%Y%m%d-%H%M%S)) --tests --notebooks --bench
