@@ -590,6 +590,17 @@ def test_paged_write_that_adds_gets_a_hint(capsys):
     assert_hint(check_paged_write, adds, capsys, "added each key", "replacing")
 
 
+@pytest.mark.parametrize("step", ["reference_rope_write_attend", "rope_write_attend"])
+def test_paged_write_that_calls_the_packages_step_is_told_to_write_it(step, capsys):
+    from tinyllm import kernels
+
+    def calls_the_step(pool, k_new, block_table, lens, block_size):
+        getattr(kernels, step)(k_new, None, None, pool, pool, block_table, lens)
+
+    assert_hint(check_paged_write, calls_the_step, capsys, f"calls kernels.{step}",
+                "write the write alone")  # fmt: skip
+
+
 def test_replay_loop_that_captures_again_gets_a_hint(toy_model, capsys):
     def recaptures(decoder, tok, n_steps):
         cache, out = decoder.cache, []

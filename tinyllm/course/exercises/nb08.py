@@ -33,6 +33,7 @@ from tinyllm.course.exercises.harness import (
     time_limit,
 )
 from tinyllm.graphs import Decoder
+from tinyllm.kernels import reference_rope_write_attend, validate_step_args
 from tinyllm.lab import simgraph
 from tinyllm.paged import SCRATCH, PagedKVCache
 from tinyllm.rows import Rows
@@ -461,12 +462,33 @@ def _another_order(fn) -> str | None:
     return None
 
 
+# the package's fused step writes a key too; a function that calls it is not the exercise's
+LIBRARY_STEPS = {reference_rope_write_attend: "kernels.reference_rope_write_attend",
+                 validate_step_args: "kernels.rope_write_attend"}  # fmt: skip
+
+
+def _library_step(fn) -> str | None:
+    """The package's step fn calls, quietly, on a case; None when it calls none."""
+    case = _write_case([1, 6, 9], block_size=4, seed=2)
+    with entered(*LIBRARY_STEPS) as ran:
+        quietly(fn, case, OWN_SECONDS)
+    return next((name for f, name in LIBRARY_STEPS.items() if ran[f]), None)
+
+
 @checker
 def check_paged_write(fn) -> Verdict:
     """fn(pool, k_new, block_table, lens, block_size) writes row b's k_new[b] (heads, D) into
     pool (n_blocks, heads, block_size, D) at position lens[b] of its blocks, in place, with
     device ops only: run eagerly, then captured once under the CPU graph simulator and
     replayed at new lengths (across a block boundary)."""
+    library = _library_step(fn)
+    if library:
+        return hint(
+            f"your function calls {library}, the package's whole attention step: it takes "
+            f"the projections and RoPE's tables, not these arguments. This exercise asks you "
+            f"to write the write alone: find each row's block and offset from lens and "
+            f"block_table, and index pool with them"
+        )
     order = _another_order(fn)
     if order:
         return hint(

@@ -289,6 +289,12 @@ WRONG_GAIN_READINGS = [
      MIDDLE),
     (lambda t, b, r: t / b - 1 > (max(r) - min(r)) / max(r),
      "The spread is max(runs) / min(runs): the slowest run is its base, not the fastest"),
+    (lambda t, b, r: (t / b - 1) * 100 > max(r) / min(r),
+     "That compares a percentage with a ratio. Compare like with like: the gain "
+     "tok_s / baseline_tok_s with the spread max(runs) / min(runs)"),
+    (lambda t, b, r: t / b > (max(r) / min(r) - 1) * 100,
+     "That compares a ratio with a percentage. Compare like with like: the gain "
+     "tok_s / baseline_tok_s with the spread max(runs) / min(runs)"),
 ]  # fmt: skip
 
 
@@ -333,6 +339,7 @@ GAIN_CASES = [  # (tok_s, baseline_tok_s, runs)
     (115.0, 100.0, [100.0, 120.0]),
     (105.0, 100.0, [100.0]),  # one run: its spread is 1
     (125.0, 100.0, [100.0, 110.0, 130.0]),  # the third run decides
+    (100.5, 100.0, [100.0, 100.2]),  # a gain of 0.5 %, over a spread of 1.002
 ]
 
 
