@@ -590,15 +590,31 @@ def test_paged_write_that_adds_gets_a_hint(capsys):
     assert_hint(check_paged_write, adds, capsys, "added each key", "replacing")
 
 
+def _step_on_projections(step, pool, k_new, block_table, lens, block_size):
+    """The package's step called as it is meant to be: projections, RoPE's tables, pools."""
+    heads, dim = pool.shape[1], pool.shape[-1]
+    qkv = torch.randn(k_new.shape[0], 3 * heads, dim)
+    cos, sin = torch.ones(64, dim // 2), torch.zeros(64, dim // 2)
+    step(qkv, cos, sin, pool, pool.clone(), block_table, lens)
+
+
 @pytest.mark.parametrize("step", ["reference_rope_write_attend", "rope_write_attend"])
-def test_paged_write_that_calls_the_packages_step_is_told_to_write_it(step, capsys):
+@pytest.mark.parametrize("how", ["its own arguments", "the exercise's", "k_new as qkv"])
+def test_paged_write_that_calls_the_packages_step_is_told_to_write_it(step, how, capsys):
     from tinyllm import kernels
 
     def calls_the_step(pool, k_new, block_table, lens, block_size):
-        getattr(kernels, step)(k_new, None, None, pool, pool, block_table, lens)
+        op = getattr(kernels, step)
+        if how == "its own arguments":
+            _step_on_projections(op, pool, k_new, block_table, lens, block_size)
+        elif how == "the exercise's":  # refused at the door, before any of its code runs
+            op(pool, k_new, block_table, lens, block_size)
+        else:
+            op(k_new, None, None, pool, pool, block_table, lens)
 
-    assert_hint(check_paged_write, calls_the_step, capsys, f"calls kernels.{step}",
-                "write the write alone")  # fmt: skip
+    out = assert_hint(check_paged_write, calls_the_step, capsys, f"calls kernels.{step},",
+                      "write the write alone")  # fmt: skip
+    assert "Declaration" not in out
 
 
 def test_replay_loop_that_captures_again_gets_a_hint(toy_model, capsys):

@@ -314,11 +314,13 @@ def sorts_in_place(t, b, r):
         (lambda t, b, r: nb10._shown(t, b, r) and None, ("return",)),
         (lambda t, b, r: (t - b) / b * 100 > max(r) / min(r), ("a percentage with a ratio",)),
         (lambda t, b, r: t / b > (max(r) / min(r) - 1) * 100, ("a ratio with a percentage",)),
+        (lambda t, b, r: t / b - 1 > max(r) / min(r), ("the gain less 1",)),
     ],
     ids=[">=", "inverted gain", "spread over the mean", "differences", "last over first",
          "first over last", "rounded", "min over max", "spread minus 1", "relative to the mean",
          "relative to the fastest", "sorted in place", "one run", "first two", "median", "any gain",
-         "a string", "a float", "None", "percentage gain", "percentage spread"],
+         "a string", "a float", "None", "percentage gain", "percentage spread",
+         "gain less 1"],
 )  # fmt: skip
 def test_gain_shown_wrong(answer, needles, capsys):
     assert_hint(check_gain_shown, answer, capsys, *needles)

@@ -292,6 +292,9 @@ WRONG_GAIN_READINGS = [
     (lambda t, b, r: (t / b - 1) * 100 > max(r) / min(r),
      "That compares a percentage with a ratio. Compare like with like: the gain "
      "tok_s / baseline_tok_s with the spread max(runs) / min(runs)"),
+    (lambda t, b, r: t / b - 1 > max(r) / min(r),
+     "That compares the gain less 1, a fraction, with the spread as a ratio. Compare like with "
+     "like: tok_s / baseline_tok_s with max(runs) / min(runs)"),
     (lambda t, b, r: t / b > (max(r) / min(r) - 1) * 100,
      "That compares a ratio with a percentage. Compare like with like: the gain "
      "tok_s / baseline_tok_s with the spread max(runs) / min(runs)"),
