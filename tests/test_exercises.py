@@ -229,6 +229,26 @@ def test_time_limits_nest_and_a_learners_except_cannot_swallow_them():
     assert h.call(swallows, (), "nothing", seconds=0.3) is h.FAILED
 
 
+def test_a_time_limit_waits_for_an_import_to_end(tmp_path, monkeypatch):
+    """A limit that fires while a module is imported waits for the import to end, then stops
+    the function: the module is whole, not left half made (torch's lazy imports, on a first
+    call into the package's ops, once left torch broken for the session)."""
+    h = ex.harness
+    (tmp_path / "slow_module_54.py").write_text("import time\ntime.sleep(0.3)\nDONE = True\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+
+    def imports_then_spins():
+        import slow_module_54  # noqa: F401
+
+        while True:
+            pass
+
+    with pytest.raises(h.TooSlow, match="slow"), h.time_limit(0.5, "slow"):  # × TIME_SCALE
+        imports_then_spins()
+    assert sys.modules["slow_module_54"].DONE
+    assert signal.getitimer(signal.ITIMER_REAL)[0] == 0
+
+
 def bare_except_sleeps():
     while True:
         try:

@@ -32,6 +32,7 @@ import re
 import signal
 import sys
 import threading
+import time
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -50,6 +51,7 @@ class TooSlow(BaseException):
 
 
 RETRY_SECONDS = 0.05  # after its limit, time_limit raises TooSlow again this often
+IMPORT_SECONDS = 60.0  # the longest time_limit waits for a module's import to end
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) + os.sep
 
 
@@ -64,7 +66,11 @@ class time_limit:
     the next line each runs raises it again, their `except:` bodies included, so it leaves
     them one by one. A trace function that raises turns tracing off; the profile function
     `_trace_on` turns it on again as each frame is left. Trace and profile functions that
-    ran before (a debugger's, entered()'s) are back when the block ends."""
+    ran before (a debugger's, entered()'s) are back when the block ends.
+
+    While a module is being imported, TooSlow waits, up to IMPORT_SECONDS: a first call into
+    torch may import hundreds of modules (the package's ops import torch._dynamo), and an
+    import stopped half done leaves that module broken for the rest of the session."""
 
     def __init__(self, seconds: float, hint: str):
         self.seconds, self.hint = seconds, hint
@@ -81,11 +87,15 @@ class time_limit:
             self.owner = sys._getframe(1)  # the checker's frame: below it runs the learner's
             self.tracing, self.profiling = sys.gettrace(), sys.getprofile()
             self.previous = signal.signal(signal.SIGALRM, self._stop)
+            self.started = time.monotonic()
             signal.setitimer(signal.ITIMER_REAL, self.seconds * TIME_SCALE)
         return self
 
     def _stop(self, signum, frame):
         signal.setitimer(signal.ITIMER_REAL, RETRY_SECONDS * TIME_SCALE)
+        if _importing(frame) and time.monotonic() < self.started + (
+                self.seconds + IMPORT_SECONDS) * TIME_SCALE:  # fmt: skip
+            return  # again in RETRY_SECONDS, once the import is done
         if self.fired:  # it was swallowed: trace the learner's frames, if any run
             learners = []
             while frame is not None and frame is not self.owner:
@@ -128,6 +138,15 @@ class time_limit:
         self.owner = self.profiling = None
         self.traced = []
         return False
+
+
+def _importing(frame) -> bool:
+    """Whether frame, or a frame below it, runs Python's import machinery."""
+    while frame is not None:
+        if frame.f_code.co_filename.startswith("<frozen importlib"):
+            return True
+        frame = frame.f_back
+    return False
 
 
 def _untraced(frame, event, arg):
