@@ -3,7 +3,9 @@ into a printed hint and False, never an exception. Notebook 04's checkers
 and 01's bandwidth floor here; the rest in test_exercises_nb0N.py, one file per notebook."""
 
 import contextlib
+import os
 import signal
+import subprocess
 import sys
 import time
 import types
@@ -30,6 +32,8 @@ from conftest import (
 from tinyllm.course import exercises as ex
 from tinyllm.course.exercises import harness
 from tinyllm.lab import simgraph
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def stub(*args):
@@ -247,6 +251,27 @@ def test_a_time_limit_waits_for_an_import_to_end(tmp_path, monkeypatch):
         imports_then_spins()
     assert sys.modules["slow_module_54"].DONE
     assert signal.getitimer(signal.ITIMER_REAL)[0] == 0
+
+
+def test_a_checker_in_a_fresh_process_times_no_import_of_torch():
+    """Only the package and a checker imported, as after a kernel restart: the first call of
+    the package's ops inside a checker's limit imports nothing (the harness imported
+    torch._dynamo up front), so a tight limit still sees the learner's call, not torch's
+    import, and torch.compile works after it."""
+    code = (
+        "import torch\n"
+        "from tinyllm.course.exercises import check_step_sampling, harness\n"
+        "from tinyllm.generation import sample\n"
+        "harness.TIME_SCALE = 0.05\n"
+        "check_step_sampling(lambda x, t, s, p: sample(x, t, torch.zeros_like(s), s, p))\n"
+        "print(torch.compile(lambda x: x + 1, backend='eager')(torch.ones(2)).tolist())\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=300, env={**os.environ, "PYTHONPATH": ROOT})  # fmt: skip
+    assert out.returncode == 0, out.stderr[-2000:]
+    lines = out.stdout.splitlines()
+    assert lines[0].startswith("[HINT]") and "calls generation.sample" in lines[0], out.stdout
+    assert lines[1] == "[2.0, 2.0]"
 
 
 def bare_except_sleeps():

@@ -34,7 +34,10 @@ import sys
 import threading
 import time
 
+# torch._dynamo here, outside any time limit: the package's ops, dispatch modes and meta
+# tensors import it on their first use (hundreds of modules, about a second)
 import torch
+import torch._dynamo  # noqa: F401
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
@@ -51,7 +54,7 @@ class TooSlow(BaseException):
 
 
 RETRY_SECONDS = 0.05  # after its limit, time_limit raises TooSlow again this often
-IMPORT_SECONDS = 60.0  # the longest time_limit waits for a module's import to end
+IMPORT_SECONDS = 60.0  # the longest time_limit waits for an import to end (wall clock, unscaled)
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) + os.sep
 
 
@@ -87,14 +90,13 @@ class time_limit:
             self.owner = sys._getframe(1)  # the checker's frame: below it runs the learner's
             self.tracing, self.profiling = sys.gettrace(), sys.getprofile()
             self.previous = signal.signal(signal.SIGALRM, self._stop)
-            self.started = time.monotonic()
+            self.grace_until = time.monotonic() + self.seconds * TIME_SCALE + IMPORT_SECONDS
             signal.setitimer(signal.ITIMER_REAL, self.seconds * TIME_SCALE)
         return self
 
     def _stop(self, signum, frame):
         signal.setitimer(signal.ITIMER_REAL, RETRY_SECONDS * TIME_SCALE)
-        if _importing(frame) and time.monotonic() < self.started + (
-                self.seconds + IMPORT_SECONDS) * TIME_SCALE:  # fmt: skip
+        if _importing(frame, self.owner) and time.monotonic() < self.grace_until:
             return  # again in RETRY_SECONDS, once the import is done
         if self.fired:  # it was swallowed: trace the learner's frames, if any run
             learners = []
@@ -140,9 +142,10 @@ class time_limit:
         return False
 
 
-def _importing(frame) -> bool:
-    """Whether frame, or a frame below it, runs Python's import machinery."""
-    while frame is not None:
+def _importing(frame, owner) -> bool:
+    """Whether frame, or a frame below it above owner (the checker's), runs Python's import
+    machinery."""
+    while frame is not None and frame is not owner:
         if frame.f_code.co_filename.startswith("<frozen importlib"):
             return True
         frame = frame.f_back
