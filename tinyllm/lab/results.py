@@ -150,8 +150,8 @@ def load_dot(gpu: str = SHIPPED) -> dict | None:
     not kept; "prewait_early", the attention reading before PDL's wait with its trigger
     first, not kept; "timing", the op alone timed with its replay's launch in the window and
     hidden, before and after profiler sessions, with and without TEARDOWN_CUPTI=1;
-    "launch_rule", the op alone at every count of shares and warps, the step under three
-    rules, and TEARDOWN_CUPTI set inside a running process; or None."""
+    "launch_rule", the op alone at every power of two of shares and 1, 2 or 4 warps, the step
+    under three rules, and TEARDOWN_CUPTI set inside a running process; or None."""
     return _recorded(f"{gpu}_dot.json")
 
 

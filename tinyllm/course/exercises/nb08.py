@@ -33,7 +33,7 @@ from tinyllm.course.exercises.harness import (
     time_limit,
 )
 from tinyllm.graphs import Decoder
-from tinyllm.kernels import reference_rope_write_attend, rope_write_attend, validate_step_args
+from tinyllm.kernels import reference_rope_write_attend, validate_step_args
 from tinyllm.lab import simgraph
 from tinyllm.paged import SCRATCH, PagedKVCache
 from tinyllm.rows import Rows
@@ -473,20 +473,9 @@ LIBRARY_ERRORS = {"reference_rope_write_attend()": "kernels.reference_rope_write
                   "tinyllm::rope_write_attend()": "kernels.rope_write_attend"}  # fmt: skip
 
 
-def _warm_library() -> None:
-    """The package's op run once, outside any time limit: its first call imports much of
-    torch (torch._dynamo among it), and a limit that stopped that import half done would
-    leave torch broken for the rest of the session."""
-    pool = torch.zeros(2, 1, 4, 2)
-    rope_write_attend(torch.zeros(1, 3, 2), torch.ones(4, 1), torch.zeros(4, 1), pool,
-                      pool.clone(), torch.ones(1, 1, dtype=torch.int32),
-                      torch.zeros(1, dtype=torch.int32))  # fmt: skip
-
-
 def _library_step(fn) -> str | None:
     """The package's step fn calls on a case, entered or refused at its door; None when it
     calls none."""
-    _warm_library()
     case = _write_case([1, 6, 9], block_size=4, seed=2)
     refused = []
 
