@@ -29,7 +29,7 @@ from tinyllm.course.exercises.nb11 import (
     _to_remove,
 )
 from tinyllm.course.viz import timing
-from tinyllm.kernels import share_passes, tensor_cores
+from tinyllm.kernels import split_passes, tensor_cores
 from tinyllm.lab.results import results_dir
 
 # --- exercise 1: the idle share of one replay --------------------------------------------------
@@ -423,30 +423,30 @@ def test_kernels_to_remove_that_divides_the_step_by_its_target_is_told_so(capsys
 # --- exercise 3: the form a graph captures -----------------------------------------------------
 
 
-def my_form(width, shares):
-    most = math.ceil(width / shares)
+def my_form(width, splits):
+    most = math.ceil(width / splits)
     return "sums" if most <= 1 else "one pass" if most <= 4 else "pipelined"
 
 
-def _form_of(most):  # a learner's rule from the blocks a share holds, however rounded
+def _form_of(most):  # a learner's rule from the blocks a split holds, however rounded
     return "sums" if most <= 1 else "one pass" if most <= 4 else "pipelined"
 
 
 def test_the_forms_are_the_packages_rule():
-    """The checker's reference names what kernels.tensor_cores and kernels.share_passes pick."""
-    for width, shares in FORM_CASES + ((64, 4), (1, 1), (63, 16)):
-        dot, (chunk, _) = tensor_cores(width, shares), share_passes(width, shares)
-        want = "sums" if not dot else "one pass" if chunk >= -(-width // shares) else "pipelined"
-        assert _form(width, shares) == want == my_form(width, shares)
+    """The checker's reference names what kernels.tensor_cores and kernels.split_passes pick."""
+    for width, splits in FORM_CASES + ((64, 4), (1, 1), (63, 16)):
+        dot, (chunk, _) = tensor_cores(width, splits), split_passes(width, splits)
+        want = "sums" if not dot else "one pass" if chunk >= -(-width // splits) else "pipelined"
+        assert _form(width, splits) == want == my_form(width, splits)
 
 
-def rounded_down(width, shares):
-    most = width // shares
+def rounded_down(width, splits):
+    most = width // splits
     return "sums" if most <= 1 else "one pass" if most <= 4 else "pipelined"
 
 
-def four_is_long(width, shares):
-    most = -(-width // shares)
+def four_is_long(width, splits):
+    most = -(-width // splits)
     return "sums" if most <= 1 else "one pass" if most < 4 else "pipelined"
 
 
@@ -473,7 +473,7 @@ def test_form_right(answer, capsys):
     "answer, needles",
     [
         (lambda w, s: tensor_cores(w, s) and "one pass" or "sums", ("package's own rule",)),
-        (lambda w, s: share_passes(w, s) and "sums", ("package's own rule", "write it")),
+        (lambda w, s: split_passes(w, s) and "sums", ("package's own rule", "write it")),
         (rounded_down, ("rounded", "down", "round up")),
         (four_is_long, ("exactly 4 blocks", "one pass")),
         (
@@ -496,7 +496,7 @@ def test_form_right(answer, capsys):
     ],
     ids=[
         "the package's tensor_cores",
-        "the package's share_passes",
+        "the package's split_passes",
         "rounded down",
         "four blocks taken as long",
         "to the nearest, halves up",
@@ -521,7 +521,7 @@ def test_form_that_never_returns_is_stopped(capsys, monkeypatch):
 
     monkeypatch.setattr(nb11, "CALL_SECONDS", 0.5)
 
-    def forever(width, shares):
+    def forever(width, splits):
         while True:
             pass
 
@@ -531,28 +531,28 @@ def test_form_that_never_returns_is_stopped(capsys, monkeypatch):
 # --- exercise 4: who combines --------------------------------------------------------------------
 
 
-def my_combiner(order, shares, start):
-    place = shares - 1 - start
+def my_combiner(order, splits, start):
+    place = splits - 1 - start
     return order[place] if 0 <= place < len(order) else None
 
 
-def clearing(order, shares, start):
+def clearing(order, splits, start):
     """Right, then empties the list it was given: the checker's cases must not change."""
-    got = my_combiner(order, shares, start)
+    got = my_combiner(order, splits, start)
     order.clear()
     return got
 
 
 def test_the_combiner_is_the_add_that_hands_back_shares_less_one():
     """The checker's reference, against the protocol played out: each program in turn adds one
-    to a count that starts at `start`; the one handed back shares - 1 combines."""
-    for order, shares, start in COMBINE_CASES + (([1, 2, 0], 3, 2), ([0, 1], 2, 1)):
+    to a count that starts at `start`; the one handed back splits - 1 combines."""
+    for order, splits, start in COMBINE_CASES + (([1, 2, 0], 3, 2), ([0, 1], 2, 1)):
         count, combined = start, None
         for program in order:
-            if count == shares - 1:
+            if count == splits - 1:
                 combined = program
             count += 1
-        assert _combiner(order, shares, start) == combined == my_combiner(order, shares, start)
+        assert _combiner(order, splits, start) == combined == my_combiner(order, splits, start)
 
 
 @pytest.mark.parametrize(
@@ -566,7 +566,7 @@ def test_the_combiner_is_the_add_that_hands_back_shares_less_one():
     ],
     ids=[
         "the place in the order",
-        "start below shares",
+        "start below splits",
         "the adds played out",
         "a numpy int",
         "empties its order after",
@@ -580,8 +580,8 @@ def test_combiner_right(answer, capsys):
     "answer, needles",
     [
         (lambda o, s, c: o[-1], ("whatever the count held", "third of four")),
-        (lambda o, s, c: s - 1, ("highest share index",)),
-        (lambda o, s, c: max(o), ("highest share index",)),
+        (lambda o, s, c: s - 1, ("highest split index",)),
+        (lambda o, s, c: max(o), ("highest split index",)),
         (lambda o, s, c: s - 1 - c, ("place in the order", "order[place]")),
         (lambda o, s, c: o[s - 1 - c], ("return None", "negative index")),
         (lambda o, s, c: my_combiner(o, s, c) if c < s else -1, ("not -1",)),
@@ -590,7 +590,7 @@ def test_combiner_right(answer, capsys):
         (lambda o, s, c: o[s - c] if c >= 1 and c <= s else None, ("one place late",)),
         (
             lambda o, s, c: o[s - 1 + c] if s - 1 + c < len(o) else None,
-            ("where it should be subtracted", "shares - 1 - start"),
+            ("where it should be subtracted", "splits - 1 - start"),
         ),
         (
             lambda o, s, c: o[s - 2 - c] if 0 <= s - 2 - c < len(o) else None,
@@ -610,9 +610,9 @@ def test_combiner_right(answer, capsys):
     ],
     ids=[
         "the last to finish, start ignored",
-        "the highest share",
+        "the highest split",
         "max of the order",
-        "the place, not the share",
+        "the place, not the split",
         "a negative index left unchecked",
         "-1 for nobody",
         "the wrong direction",
@@ -642,7 +642,7 @@ def test_combiner_that_never_returns_is_stopped(capsys, monkeypatch):
 
     monkeypatch.setattr(nb11, "CALL_SECONDS", 0.5)
 
-    def forever(order, shares, start):
+    def forever(order, splits, start):
         while True:
             pass
 
@@ -683,11 +683,11 @@ def test_kernels_to_remove_more_mistakes(answer, needles, capsys):
     assert_hint(check_kernels_to_remove, answer, capsys, *needles)
 
 
-def counted_modulo(order, shares, start):
-    """Reads the count as wrapping round: count % shares == shares - 1."""
+def counted_modulo(order, splits, start):
+    """Reads the count as wrapping round: count % splits == splits - 1."""
     count = start
     for p in order:
-        if count % shares == shares - 1:
+        if count % splits == splits - 1:
             return p
         count += 1
     return None
@@ -705,9 +705,9 @@ def counted_modulo(order, shares, start):
     ids=[
         "a count that wraps",
         "the first to finish, when the count starts at 0",
-        "the place of a share, not the share at a place",
+        "the place of a split, not the split at a place",
         "the program at place start",
-        "one share whatever the order",
+        "one split whatever the order",
     ],
 )
 def test_combiner_more_mistakes(answer, needles, capsys):

@@ -43,8 +43,8 @@ def test_the_triton_kernels_compute_the_reference_in_bf16(lens, heads):
 @pytest.mark.parametrize("n_splits", [1, 16, 64])
 def test_the_fused_kernel_computes_the_reference_in_bf16(lens, n_splits):
     """RoPE, the write and the attention against the reference, in its three forms: a table of
-    64 blocks in one share on tensor cores a few blocks a pass, in 16 shares on tensor cores a
-    share a pass, in 64 shares as sums of products."""
+    64 blocks in one split on tensor cores a few blocks a pass, in 16 splits on tensor cores a
+    share a pass, in 64 splits as sums of products."""
     g = torch.Generator(device="cuda").manual_seed(0)
     H, H_kv, B, D, block, per_row = 8, 4, len(lens), 32, 16, 64
     k, v = (torch.randn(B * per_row + 1, H_kv, block, D, device="cuda", generator=g,

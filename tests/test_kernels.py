@@ -91,7 +91,7 @@ def test_any_number_of_splits_computes_the_same(n_splits):
 @triton_needed
 @pytest.mark.parametrize("n_splits", [3, 0, -4, 512, 2.0, True, "16", None])
 def test_a_count_of_splits_that_is_no_power_of_two_is_refused(n_splits):
-    """The combine reads the shares with tl.arange, which takes powers of two only."""
+    """The combine reads the splits with tl.arange, which takes powers of two only."""
     q, k, v, table, lens = inputs([40, 3], H=2, H_kv=1)
     with pytest.raises(ValueError, match=r"n_splits must be a power of two from 1 to 256"):
         kernels.interpreted_paged_decode_attention(q, k, v, table, lens, n_splits=n_splits)
@@ -250,8 +250,8 @@ def test_the_fused_reference_rotates_writes_then_attends():
 @triton_needed
 @pytest.mark.parametrize("n_splits", [1, 2, 4])
 def test_the_fused_kernel_computes_the_reference(n_splits):
-    """One share: the kernel writes the output itself; more: partials, then combine. The
-    table of 4 blocks in 1 or 2 shares takes the tensor cores' form, in 4 the sums'. The
+    """One split: the kernel writes the output itself; more: partials, then combine. The
+    table of 4 blocks in 1 or 2 splits takes the tensor cores' form, in 4 the sums'. The
     table and lengths are columns of one state tensor, as the paged step hands them over."""
     args = step_inputs([0, 15, 16, 17, 63], H=8, H_kv=2)
     mine = [a.clone() for a in args]
@@ -265,10 +265,10 @@ def test_the_fused_kernel_computes_the_reference(n_splits):
 
 
 @triton_needed
-def test_a_long_share_is_read_a_few_blocks_a_pass():
-    """A table of 8 blocks in one share: DOT_CHUNK blocks a pass, the loop's last pass short."""
+def test_a_long_split_is_read_a_few_blocks_a_pass():
+    """A table of 8 blocks in one split: DOT_CHUNK blocks a pass, the loop's last pass short."""
     args = step_inputs([0, 15, 16, 100, 120], H=8, H_kv=2, max_len=128)
-    assert kernels.share_passes(args[5].shape[1], 1) == (kernels.DOT_CHUNK, kernels.DOT_STAGES)
+    assert kernels.split_passes(args[5].shape[1], 1) == (kernels.DOT_CHUNK, kernels.DOT_STAGES)
     mine = [a.clone() for a in args]
     want = kernels.reference_rope_write_attend(*args)
     got = kernels.interpreted_rope_write_attend(*mine, n_splits=1)
@@ -279,42 +279,42 @@ def test_a_long_share_is_read_a_few_blocks_a_pass():
 @triton_needed
 @pytest.mark.parametrize("n_splits", [1, 4])
 def test_the_fused_kernels_shares_combine_to_the_reference(n_splits):
-    """shares=True: no combine, the partials back; combined, they are the op's output. With
-    four shares the short rows leave shares empty: max -inf, weight 0 (row 0 holds one key)."""
+    """splits=True: no combine, the partials back; combined, they are the op's output. With
+    four splits the short rows leave splits empty: max -inf, weight 0 (row 0 holds one key)."""
     args = step_inputs([0, 15, 16, 63], H=8, H_kv=2)
     mine = [a.clone() for a in args]
     want = kernels.reference_rope_write_attend(*args)
-    part, m, w = kernels.interpreted_rope_write_attend(*mine, n_splits=n_splits, shares=True)
+    part, m, w = kernels.interpreted_rope_write_attend(*mine, n_splits=n_splits, splits=True)
     assert part.shape == (4, 8, n_splits, 16) and m.shape == w.shape == (4, 8, n_splits)
     got = kernels.reference_combine(part, m, w)
     assert ((got - want).norm() / want.norm()) < 1e-5
     assert bool((m[0, :, 1:] == float("-inf")).all()) and bool(m[:, :, 0].isfinite().all())
 
 
-def test_the_shares_op_on_the_cpu_is_the_output_as_one_share():
-    """On the CPU rope_write_shares returns the whole row as one share, already divided by
+def test_the_splits_op_on_the_cpu_is_the_output_as_one_split():
+    """On the CPU rope_write_splits returns the whole row as one split, already divided by
     its weight: combined, it is rope_write_attend's output bit for bit."""
     args = step_inputs([3, 9, 40])
     mine = [a.clone() for a in args]
-    part, m, w = kernels.rope_write_shares(*mine)
+    part, m, w = kernels.rope_write_splits(*mine)
     assert part.shape == (3, 4, 1, 16) and torch.equal(m, torch.zeros(3, 4, 1))
     want = kernels.rope_write_attend(*args)
     assert torch.equal(kernels.reference_combine(part, m, w).to(want.dtype), want)
     assert torch.equal(mine[3], args[3]) and torch.equal(mine[4], args[4])  # the same writes
 
 
-def test_tensor_cores_take_a_share_of_more_than_one_block():
-    # the shipped model's table of 64 blocks: one row's 64 shares, 8 rows' 16, 256 rows' 1
+def test_tensor_cores_take_a_split_of_more_than_one_block():
+    # the shipped model's table of 64 blocks: one row's 64 splits, 8 rows' 16, 256 rows' 1
     assert [kernels.tensor_cores(64, s) for s in (64, 32, 16, 1)] == [False, True, True, True]
     assert not kernels.tensor_cores(3, 4) and kernels.tensor_cores(3, 2)
 
 
-def test_a_share_of_a_few_blocks_is_read_in_one_pass():
-    # 32 shares of 2 blocks, 16 of 4: one pass; 8 of 8 and 1 of 64: DOT_CHUNK blocks a pass
+def test_a_split_of_a_few_blocks_is_read_in_one_pass():
+    # 32 splits of 2 blocks, 16 of 4: one pass; 8 of 8 and 1 of 64: DOT_CHUNK blocks a pass
     long = (kernels.DOT_CHUNK, kernels.DOT_STAGES)
-    assert [kernels.share_passes(64, s) for s in (32, 16, 8, 1)] == [(2, 1), (4, 1), long, long]
-    assert kernels.share_passes(64, 64) == (1, 1)  # one block: the sums' walk
-    assert kernels.share_passes(3, 1) == (4, 1)  # 3 blocks: a power of two, the last masked
+    assert [kernels.split_passes(64, s) for s in (32, 16, 8, 1)] == [(2, 1), (4, 1), long, long]
+    assert kernels.split_passes(64, 64) == (1, 1)  # one block: the sums' walk
+    assert kernels.split_passes(3, 1) == (4, 1)  # 3 blocks: a power of two, the last masked
 
 
 def test_the_split_count_fills_the_gpu_and_is_one_for_large_batches():
@@ -375,10 +375,10 @@ ptx(kernels.fused_kernel, {"H": 8, "PARTIALS": True, **shape, **dot, "CHUNK": 4,
 ptx(kernels.fused_kernel, {"H": 8, "PARTIALS": False, **shape, **dot})
 POINTERS.update(TABLE="*i32", LENS="*i32")
 split = ptx(kernels.split_kernel, shape)
-combine = ptx(kernels.combine_kernel, {"D": 32, "N_SPLITS": kernels.STEP_SHARES, "PDL": False})
-folded = ptx(projections.projection_kernel, {  # the output projection, combining 64 shares
+combine = ptx(kernels.combine_kernel, {"D": 32, "N_SPLITS": kernels.STEP_SPLITS, "PDL": False})
+folded = ptx(projections.projection_kernel, {  # the output projection, combining 64 splits
     "K": 256, "K_PAD": 256, "BLOCK_N": projections.BLOCK_N, "BLOCK_B": 1, "NORM": False,
-    "SWIGLU": False, "ADD": True, "COMBINE": True, "D": 32, "N_SPLITS": kernels.STEP_SHARES,
+    "SWIGLU": False, "ADD": True, "COMBINE": True, "D": 32, "N_SPLITS": kernels.STEP_SPLITS,
     "PRECISION": "mma", "PDL": True})
 one_row = ptx(projections.projection_kernel, {  # one row's gate and up, its programs' size
     "K": 256, "K_PAD": 256, "BLOCK_N": projections.ROW_BLOCK_N, "BLOCK_B": 1, "NORM": True,

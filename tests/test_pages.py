@@ -67,9 +67,9 @@ def test_the_recorded_paged_section_carries_its_own_headline():
 
 
 def test_the_recorded_shares_carry_their_own_rises_and_every_variant_was_exact():
-    from tinyllm.lab.results import load_shares
+    from tinyllm.lab.results import load_splits
 
-    rec = load_shares()
+    rec = load_splits()
     for part in (rec, rec["tiles"], rec["rule"]):
         assert part["provenance"]["gpu"] == "NVIDIA H200" and part["provenance"]["commit"]
     for batch in ("1", "8"):
@@ -142,7 +142,7 @@ def test_the_recorded_tensor_cores_won_where_the_notebook_says():
     assert sweeps["now"]["paged fused_us"][-1] < sweeps["before (76ed87c)"]["paged fused_us"][-1]
     assert rec["exactness"]["all_equal"] and rec["exactness"]["steps"] == 972
     assert all(v["share_equal"] == 1.0 for v in rec["greedy_vs_before"].values())
-    # a share in one pass at batch 8: slower at the first positions, faster and flatter after
+    # a split in one pass at batch 8: slower at the first positions, faster and flatter after
     whole = rec["whole_share"]
     steps = {r["name"]: r["step_us"]["median"] for r in whole["batch_8"]}
     sweeps = whole["sweep_8"]
@@ -162,7 +162,7 @@ def test_the_recorded_tensor_cores_won_where_the_notebook_says():
         op, kernel = ({n: r[f"{what}: {n}"]["median"] for n in ("before (34548e5)", "now")}
                       for what in ("op", "kernel"))  # fmt: skip
         assert abs(kernel["now"] - kernel["before (34548e5)"]) < 0.1
-        if not key.startswith("batch 256"):  # one share there: no combine, either way
+        if not key.startswith("batch 256"):  # one split there: no combine, either way
             assert op["now"] > op["before (34548e5)"] + 0.5
     steps = {b: {r["name"]: r for r in last[f"batch_{b}"]} for b in (1, 8, 32, 64)}
     assert steps[1]["now, attend at one row"]["step_us"]["median"] > (
@@ -174,7 +174,7 @@ def test_the_recorded_tensor_cores_won_where_the_notebook_says():
         "median"] + 4 for b in (32, 64))  # fmt: skip
     assert last["exactness"]["all_equal"] and last["exactness"]["steps"] == 1296
     assert all(v["share_equal"] == 1.0 for v in last["greedy_vs_before"].values())
-    # a share's one block read with the row's length, not kept: the step at one row slower
+    # a split's one block read with the row's length, not kept: the step at one row slower
     fixed = rec["fixed_blocks"]
     steps = {r["name"]: r["step_us"]["median"] for r in fixed["batch_1"]}
     assert steps["fixed blocks"] > steps["package"]
@@ -297,7 +297,7 @@ def test_the_recorded_trigger_first_lost_where_the_notebook_says():
 
 
 def test_the_recorded_cluster_op_lost_where_the_notebook_says():
-    """Notebook 11 reports the op in one kernel, a row's shares meeting at a thread-block
+    """Notebook 11 reports the op in one kernel, a row's splits meeting at a thread-block
     cluster's barrier, not kept: the clusters as asked; replay exact with the barrier and not
     without it; the fastest cluster form faster than the package's op at 128 keys at 1, 2, 4
     and 8 rows, every form slower at 1024 keys and at 32 rows; under 3.5 µs only at one row
@@ -437,12 +437,12 @@ def test_the_recorded_timing_run_says_what_the_notebook_says():
 
 
 def test_the_recorded_launch_knobs_say_what_the_notebook_says():
-    """Notebook 11, R.3: of every power of two of shares (1 to 64) and warps (1, 2, 4), no
-    launch met 3.5 µs at 128 keys and 5 at 1024 at one batch; 4 shares of 2 warps met the
+    """Notebook 11, R.3: of every power of two of splits (1 to 64) and warps (1, 2, 4), no
+    launch met 3.5 µs at 128 keys and 5 at 1024 at one batch; 4 splits of 2 warps met the
     first at 1 and 8 rows and missed the second far; the package's count was within 0.2 µs of
     the fastest at 1024 keys. The package's setting read the same step in two processes
-    within a tenth of a µs at one row, a fifth at 8; 64 shares of 4 warps about a µs faster at
-    one row's first positions, level at its last; 16 shares of 4 warps at 8 rows level at the
+    within a tenth of a µs at one row, a fifth at 8; 64 splits of 4 warps about a µs faster at
+    one row's first positions, level at its last; 16 splits of 4 warps at 8 rows level at the
     first, slower at the last. TEARDOWN_CUPTI set inside the process held the node within
     0.05 µs in 8 runs, and not set it grew by over half a µs."""
     from tinyllm import kernels

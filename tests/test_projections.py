@@ -51,8 +51,8 @@ def test_a_wrong_weight_row_is_caught():
     assert (got - want).abs().max() > 1e-2
 
 
-def shares_of(B, H, S, D, seed=0):
-    """An attention's shares: random partials, maxima and weights, the last share of each
+def splits_of(B, H, S, D, seed=0):
+    """An attention's splits: random partials, maxima and weights, the last split of each
     row empty (no keys: max -inf, weight 0) when there are two or more."""
     g = torch.Generator().manual_seed(seed)
     part, m = torch.randn(B, H, S, D, generator=g), torch.randn(B, H, S, generator=g)
@@ -67,16 +67,16 @@ def shares_of(B, H, S, D, seed=0):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
 def test_the_interpreted_kernel_combines_the_shares_then_projects(S, dtype):
     """One row: the combine in the kernel's prologue, then the product and the add."""
-    part, m, w_sum = shares_of(1, 4, S, 16)
+    part, m, w_sum = splits_of(1, 4, S, 16)
     _, _, w, res = operands(1, 64, 40, dtype)
     want = projections.reference_combine_project_add(part, m, w_sum, w, res)
-    got = projections.interpreted_projection(part, None, w, res, 0.0, shares=(m, w_sum))
+    got = projections.interpreted_projection(part, None, w, res, 0.0, splits=(m, w_sum))
     tol = 1e-5 if dtype == torch.float32 else 0.1
     assert got.dtype == dtype and got.shape == want.shape
     assert (got.float() - want.float()).abs().max() <= tol * max(1.0, want.abs().max())
     bad = w_sum.clone()
-    bad[0, 2, 0] *= 2  # one share's weight wrong: a different output
-    wrong = projections.interpreted_projection(part, None, w, res, 0.0, shares=(m, bad))
+    bad[0, 2, 0] *= 2  # one split's weight wrong: a different output
+    wrong = projections.interpreted_projection(part, None, w, res, 0.0, splits=(m, bad))
     assert (wrong.float() - want.float()).abs().max() > 1e-2
 
 
@@ -85,7 +85,7 @@ def test_the_ops_are_their_references_on_the_cpu():
     assert torch.equal(projections.norm_project(x, norm_w, w, 1e-5),
                        projections.reference_norm_project(x, norm_w, w, 1e-5))  # fmt: skip
     assert torch.equal(projections.project_add(x, w, res), res + x @ w.T)
-    part, m, w_sum = shares_of(3, 4, 2, 16)
+    part, m, w_sum = splits_of(3, 4, 2, 16)
     y = (part * (m - m.amax(2, keepdim=True)).exp()[..., None]).sum(2)
     y = y / ((m - m.amax(2, keepdim=True)).exp() * w_sum).sum(2)[..., None]
     got = projections.combine_project_add(part, m, w_sum, w, res)

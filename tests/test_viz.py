@@ -254,7 +254,7 @@ SHIPPED_FIGURES = {  # every figure drawn from a recording, on the shipped ones
     "paged_sweep_figure": lambda r, d, t: viz.paged_sweep_figure(results.load_paged()),
     "node_floor_figure": lambda r, d, t: viz.node_floor_figure(results.load_floor()),
     "attention_figure": lambda r, d, t: viz.attention_figure(results.load_paged()),
-    "shares_figure": lambda r, d, t: viz.shares_figure(results.load_shares()),
+    "splits_figure": lambda r, d, t: viz.splits_figure(results.load_splits()),
     "tensor_cores_figure": lambda r, d, t: viz.tensor_cores_figure(results.load_dot()),
     "sections_figure": lambda r, d, t: viz.sections_figure(
         viz.recorded_groups(results.load_engine()), results.load_engine()

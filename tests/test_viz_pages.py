@@ -78,7 +78,7 @@ def test_attention_figure_takes_each_recorded_batch(batch):
 
 
 TWO_SWEEPS = {  # a figure of two recorded sweeps: its recording, and its lines' names there
-    "shares_figure": (results.load_shares, ("16 shares (the package)", "64 shares")),
+    "splits_figure": (results.load_splits, ("16 shares (the package)", "64 shares")),
     "tensor_cores_figure": (results.load_dot, ("before (76ed87c)", "now")),
 }
 

@@ -15,7 +15,7 @@ for graph-safe attention), with no window and no mask tensor.
 
 It is a torch custom op (torch.library), so that torch.compile, CUDA graphs and
 lab.simgraph each see one op:
-- on CUDA, Triton: split-K ("flash decoding"). Program (b, g, s) takes the s-th share of
+- on CUDA, Triton: split-K ("flash decoding"). Program (b, g, s) takes the s-th split of
   row b's blocks, runs the online softmax over them for the G query heads of K/V head g, and
   writes its unnormalised sum, its running max and its sum of weights; a second kernel,
   program (b, h), combines the n_splits partials of query head h.
@@ -116,8 +116,8 @@ def validate_paged_args(q, k_cache, v_cache, block_table, lens, values: bool = F
                              f"[0, {n_blocks})")  # fmt: skip
 
 
-def validate_shares(n_splits) -> int:
-    """The shares a launch splits each row's keys into: a power of two (the combine reads them
+def validate_splits(n_splits) -> int:
+    """The count of splits of each row's keys in a launch: a power of two (the combine reads them
     with tl.arange, which takes powers of two only), from 1 to 256."""
     if isinstance(n_splits, bool) or not isinstance(n_splits, int) or not (
             1 <= n_splits <= 256 and n_splits & (n_splits - 1) == 0):  # fmt: skip
@@ -126,18 +126,18 @@ def validate_shares(n_splits) -> int:
 
 
 # Shares of a row's blocks, each its own program (the grid's third axis), and the warps of a
-# program: the fastest of 4, 8 and 16 shares and 1, 2 and 4 warps for 16-position blocks in the
+# program: the fastest of 4, 8 and 16 splits and 1, 2 and 4 warps for 16-position blocks in the
 # shipped model's step on the H200 (results/probes/, 2026-12-01: 16 and 2).
 N_SPLITS = 16
 NUM_WARPS = 2
-# The most shares split_count gives the paged step's op: at 1024 keys, one block of 16 a share.
-STEP_SHARES = 64
-# The fused kernel on tensor cores (tensor_cores, share_passes): a share of up to WHOLE_SHARE
+# The most splits split_count gives the paged step's op: at 1024 keys, one block of 16 a split.
+STEP_SPLITS = 64
+# The fused kernel on tensor cores (tensor_cores, split_passes): a split of up to WHOLE_SPLIT
 # blocks is read in one pass of its loop; a longer one DOT_CHUNK blocks a pass, their loads
 # pipelined in DOT_STAGES stages (Triton's num_stages), with NUM_WARPS warps. Of 13 forms
 # tried on the H200, 2 blocks in 3 stages gave the fastest op at batch 256
 # (results/h200_dot.json, part "variants").
-WHOLE_SHARE = 4
+WHOLE_SPLIT = 4
 DOT_CHUNK = 2
 DOT_STAGES = 3
 
@@ -165,7 +165,7 @@ def split_kernel_body(Q, K, V, TABLE, LENS, PART, MAX, SUM, scale,
                       G: tl.constexpr, G_PAD: tl.constexpr, D: tl.constexpr,
                       BLOCK: tl.constexpr, N_SPLITS: tl.constexpr,
                       PDL: tl.constexpr = False):  # fmt: skip
-    """Program (b, g, s): the online softmax of K/V head g's G query heads over the s-th share
+    """Program (b, g, s): the online softmax of K/V head g's G query heads over the s-th split
     of row b's blocks; its unnormalised sum, max and sum of weights into PART, MAX, SUM.
     PDL: launched early, it waits for the kernel before (notebook 11, section 5)."""
     b, g, s = tl.program_id(0), tl.program_id(1), tl.program_id(2)
@@ -227,14 +227,14 @@ if triton is not None:
 
 
 def reference_combine(part, m, w) -> Tensor:
-    """combine_kernel's job in PyTorch: each row's and head's shares, part (B, H, S, D) with
+    """combine_kernel's job in PyTorch: each row's and head's splits, part (B, H, S, D) with
     their maxima m and sums of weights w (B, H, S), into the output (B, H, D), in float32."""
     scale = torch.exp(m - m.amax(dim=2, keepdim=True))
     return (scale[..., None] * part).sum(2) / (scale * w).sum(2)[..., None]
 
 
 def launch_combine(part, m, w, out, combine=None) -> Tensor:
-    """combine_kernel over the shares part, m, w into out (B, H, D): grid (B, H)."""
+    """combine_kernel over the splits part, m, w into out (B, H, D): grid (B, H)."""
     B, H, n_splits, D = part.shape
     (combine or combine_kernel)[(B, H)](
         part, m, w, out, part.stride(0), part.stride(1), part.stride(2), m.stride(0),
@@ -251,7 +251,7 @@ def triton_paged_decode_attention(
     after the door (validate_paged_args; values too on a CPU, or with CHECK_VALUES)."""
     validate_paged_args(q, k_cache, v_cache, block_table, lens,
                         values=CHECK_VALUES or q.device.type == "cpu")  # fmt: skip
-    validate_shares(n_splits)
+    validate_splits(n_splits)
     split, combine = kernels or (split_kernel, combine_kernel)
     pdl = pdl_launch(q.device)
     B, H, D = q.shape
@@ -345,10 +345,10 @@ def fused_kernel_body(QKV, COS, SIN, K, V, TABLE, LENS, OUT, PART, MAX, SUM, sca
     """Program (b, g, s): the decode step's attention for K/V head g of row b, from the
     projections before RoPE (QKV: H query heads, H_kv key heads, H_kv value heads). It
     rotates its G queries and the row's new key (COS, SIN: RoPE's tables, read at the row's
-    position), and the program whose share holds the new position writes the new key and
-    value into their block, then attends over its share with them. PARTIALS: it writes its
-    share's partials, to be combined (combine_kernel, or projections.combine_project_add);
-    else, with one share, the output. CHUNK blocks a pass of its loop, their loads pipelined
+    position), and the program whose split holds the new position writes the new key and
+    value into their block, then attends over its split with them. PARTIALS: it writes its
+    split's partials, to be combined (combine_kernel, or projections.combine_project_add);
+    else, with one split, the output. CHUNK blocks a pass of its loop, their loads pipelined
     in STAGES stages. DOT: the two products on tensor cores (tl.dot, in TF32), the G queries
     padded to G_PAD = 16 rows; else as sums of products. PDL: as combine_kernel."""
     b, g, s = tl.program_id(0), tl.program_id(1), tl.program_id(2)
@@ -373,7 +373,7 @@ def fused_kernel_body(QKV, COS, SIN, K, V, TABLE, LENS, OUT, PART, MAX, SUM, sca
     q_pair = tl.load(row + heads[:, None] * qkv_head + pair[None, :], mask=real[:, None],
                      other=0.0)  # fmt: skip
     q = (q.to(tl.float32) * cos[None, :] + q_pair.to(tl.float32) * sin[None, :]) * scale
-    if s == (n_old // BLOCK) // per_split:  # this share holds the new position: write it
+    if s == (n_old // BLOCK) // per_split:  # this split holds the new position: write it
         k_new = tl.load(row + (H + g) * qkv_head + d).to(tl.float32)
         k_pair = tl.load(row + (H + g) * qkv_head + pair).to(tl.float32)
         v_new = tl.load(row + (H + H // G + g) * qkv_head + d)
@@ -422,44 +422,44 @@ if triton is not None:
 
 
 def split_count(B: int, H_kv: int, device) -> int:
-    """The shares of a row's keys, fixed at capture by the batch: about four programs for each
-    of the GPU's multiprocessors (132 on an H200), B·H_kv a share, as a power of two from 1
-    to STEP_SHARES. The length cannot count: a graph replays at every length. A program's
-    blocks are a chain of waits, one a block: the more shares, the shorter the chain at long
-    lengths. On the H200, at batch 8, 16 shares beat 4 at 64 keys and at 1000
-    (results/gpu_checks/2026-12-02_c58a9f7); at batch 1, 64 shares held the step nearly flat
-    from 32 keys to 1023, up to a µs slower at the shortest (results/h200_shares.json).
-    From 67 rows of 4 K/V heads up, on 132 multiprocessors, one share: one kernel, no combine."""
+    """The splits of a row's keys, fixed at capture by the batch: about four programs for each
+    of the GPU's multiprocessors (132 on an H200), B·H_kv a split, as a power of two from 1
+    to STEP_SPLITS. The length cannot count: a graph replays at every length. A program's
+    blocks are a chain of waits, one a block: the more splits, the shorter the chain at long
+    lengths. On the H200, at batch 8, 16 splits beat 4 at 64 keys and at 1000
+    (results/gpu_checks/2026-12-02_c58a9f7); at batch 1, 64 splits held the step nearly flat
+    from 32 keys to 1023, up to a µs slower at the shortest (results/h200_splits.json).
+    From 67 rows of 4 K/V heads up, on 132 multiprocessors, one split: one kernel, no combine."""
     sms = torch.cuda.get_device_properties(device).multi_processor_count if (
         torch.device(device).type == "cuda") else 132  # fmt: skip
     n = max(1, 4 * sms // (B * H_kv))
-    return min(STEP_SHARES, 1 << (n.bit_length() - 1))
+    return min(STEP_SPLITS, 1 << (n.bit_length() - 1))
 
 
 def tensor_cores(width: int, n_splits: int) -> bool:
-    """Whether the fused kernel runs its products on tensor cores: when a program's share of a
+    """Whether the fused kernel runs its products on tensor cores: when a program's split of a
     full table (width blocks) holds more than one block. On the H200, in one run, the op with
     its combine took 4.7 µs at batch 8 and 1024 keys, against 8.1 as sums of products, and 54
     against 133 at batch 256; at 128 keys, up to 0.7 µs more at batch 4 and 8. At batch 1,
-    64 shares leave a program one block: there the sums kept the step 0.9 µs faster in an
+    64 splits leave a program one block: there the sums kept the step 0.9 µs faster in an
     earlier run (results/h200_dot.json, and its part "variants"). Chosen on the device instead,
-    a row at a time, sums for a row whose shares hold one block: the op ran faster at short
+    a row at a time, sums for a row whose splits hold one block: the op ran faster at short
     rows at batch 4 and 8, slower at 1, 2 and 256 rows, and the step at batch 8 grew more with
     the length (part "row_choice"). So the launch chooses, for every row."""
     return -(-width // n_splits) > 1
 
 
-def share_passes(width: int, n_splits: int) -> tuple[int, int]:
+def split_passes(width: int, n_splits: int) -> tuple[int, int]:
     """The blocks a program reads a pass of its loop and the stages of its loads' pipeline,
-    from the most blocks a share of a full table (width blocks) holds: one, (1, 1), the sums'
-    walk; up to WHOLE_SHARE, on tensor cores, the whole share in one pass (a power of two of
+    from the most blocks a split of a full table (width blocks) holds: one, (1, 1), the sums'
+    walk; up to WHOLE_SPLIT, on tensor cores, the whole split in one pass (a power of two of
     blocks, the rest masked), so nothing to pipeline; more, DOT_CHUNK blocks a pass, their
-    loads pipelined in DOT_STAGES stages. On the H200 at batch 8, 16 shares of 4 blocks, one
-    pass a share made the decode step grow 1.05× from the first positions to the last, against
+    loads pipelined in DOT_STAGES stages. On the H200 at batch 8, 16 splits of 4 blocks, one
+    pass a split made the decode step grow 1.05× from the first positions to the last, against
     1.13× in 2 blocks a pass, and cost about two µs at the first ones (results/h200_dot.json,
     part "whole_share")."""
     most = -(-width // n_splits)
-    if most <= WHOLE_SHARE:
+    if most <= WHOLE_SPLIT:
         return 1 << (most - 1).bit_length(), 1
     return DOT_CHUNK, DOT_STAGES
 
@@ -506,20 +506,20 @@ def reference_rope_write_attend(qkv, cos, sin, k_cache, v_cache, block_table, le
 
 
 def triton_rope_write_attend(qkv, cos, sin, k_cache, v_cache, block_table, lens, kernels=None,
-                             n_splits=None, num_warps=NUM_WARPS, shares=False):  # fmt: skip
+                             n_splits=None, num_warps=NUM_WARPS, splits=False):  # fmt: skip
     """Launch the fused kernel (and combine_kernel when a row's keys are split), after the
-    door. kernels: a (fused, combine) pair, default the compiled ones. shares=True: no
-    combine; the shares (part, max, sum) are returned, for combine_project_add."""
+    door. kernels: a (fused, combine) pair, default the compiled ones. splits=True: no
+    combine; the splits (part, max, sum) are returned, for combine_project_add."""
     B, _, D = qkv.shape
     _, H_kv, block_size, _ = k_cache.shape
     H = qkv.shape[1] - 2 * H_kv
     validate_step_args(qkv, cos, sin, k_cache, v_cache, block_table, lens,
                        values=CHECK_VALUES or qkv.device.type == "cpu")  # fmt: skip
     fused, combine = kernels or (fused_kernel, combine_kernel)
-    n_splits = split_count(B, H_kv, qkv.device) if n_splits is None else validate_shares(n_splits)
+    n_splits = split_count(B, H_kv, qkv.device) if n_splits is None else validate_splits(n_splits)
     G = H // H_kv
     dot = tensor_cores(block_table.shape[1], n_splits)
-    chunk, stages = share_passes(block_table.shape[1], n_splits)
+    chunk, stages = split_passes(block_table.shape[1], n_splits)
     out = torch.empty(B, H, D, dtype=qkv.dtype, device=qkv.device)
     part = torch.empty(B, H, n_splits, D, dtype=torch.float32, device=qkv.device)
     m = torch.empty(B, H, n_splits, dtype=torch.float32, device=qkv.device)
@@ -530,18 +530,18 @@ def triton_rope_write_attend(qkv, cos, sin, k_cache, v_cache, block_table, lens,
         k_cache.stride(2), block_table.stride(0), lens.stride(0), out.stride(0), out.stride(1),
         part.stride(0), part.stride(1), part.stride(2), m.stride(0), m.stride(1),
         H=H, G=G, G_PAD=max(16 if dot else 2, triton.next_power_of_2(G)), D=D, BLOCK=block_size,
-        N_SPLITS=n_splits, PARTIALS=shares or n_splits > 1, DOT=dot,
+        N_SPLITS=n_splits, PARTIALS=splits or n_splits > 1, DOT=dot,
         CHUNK=chunk, STAGES=stages, num_warps=num_warps,
         **pdl_launch(qkv.device),
     )  # fmt: skip
-    if shares:
+    if splits:
         return part, m, w
     return launch_combine(part, m, w, out, combine) if n_splits > 1 else out
 
 
-def interpreted_rope_write_attend(*args, n_splits: int = 2, shares: bool = False):
+def interpreted_rope_write_attend(*args, n_splits: int = 2, splits: bool = False):
     """The fused kernel run by Triton's interpreter, on CPU tensors: the output, or with
-    shares=True the shares (part, max, sum), as triton_rope_write_attend."""
+    splits=True the splits (part, max, sum), as triton_rope_write_attend."""
     if triton is None:
         raise RuntimeError("Triton is not installed here (it installs on Linux): the "
                            "reference runs instead")  # fmt: skip
@@ -549,7 +549,7 @@ def interpreted_rope_write_attend(*args, n_splits: int = 2, shares: bool = False
     if isinstance(fused_kernel, InterpretedFunction):
         kernels = None
     with library_interpreted():
-        return triton_rope_write_attend(*args, kernels=kernels, n_splits=n_splits, shares=shares)
+        return triton_rope_write_attend(*args, kernels=kernels, n_splits=n_splits, splits=splits)
 
 
 @torch.library.custom_op("tinyllm::rope_write_attend", mutates_args=("k_cache", "v_cache"))
@@ -576,14 +576,14 @@ def _(qkv, cos, sin, k_cache, v_cache, block_table, lens):
     return qkv.new_empty(qkv.shape[0], H, qkv.shape[2])
 
 
-@torch.library.custom_op("tinyllm::rope_write_shares", mutates_args=("k_cache", "v_cache"))
-def rope_write_shares(
+@torch.library.custom_op("tinyllm::rope_write_splits", mutates_args=("k_cache", "v_cache"))
+def rope_write_splits(
     qkv: Tensor, cos: Tensor, sin: Tensor, k_cache: Tensor, v_cache: Tensor,
     block_table: Tensor, lens: Tensor,
 ) -> tuple[Tensor, Tensor, Tensor]:  # fmt: skip
-    """rope_write_attend stopped before its combine: each row's shares of the attention, (part,
-    max, sum) of shapes (B, H, S, D), (B, H, S) and (B, H, S) in float32, S = step_shares, for
-    projections.combine_project_add to combine. The reference here: the whole row one share,
+    """rope_write_attend stopped before its combine: each row's splits of the attention, (part,
+    max, sum) of shapes (B, H, S, D), (B, H, S) and (B, H, S) in float32, S = step_splits, for
+    projections.combine_project_add to combine. The reference here: the whole row one split,
     already divided by its weight, (out, 0, 1); on CUDA, the fused kernel alone."""
     validate_step_args(qkv, cos, sin, k_cache, v_cache, block_table, lens, values=CHECK_VALUES)
     out = reference_rope_write_attend(qkv, cos, sin, k_cache, v_cache, block_table, lens)
@@ -591,8 +591,8 @@ def rope_write_shares(
     return out, out.new_zeros(out.shape[:3]), out.new_ones(out.shape[:3])
 
 
-def step_shares(B: int, H_kv: int, device) -> int:
-    """The shares rope_write_shares returns a row: split_count on CUDA, one elsewhere. Part of
+def step_splits(B: int, H_kv: int, device) -> int:
+    """The splits rope_write_splits returns a row: split_count on CUDA, one elsewhere. Part of
     its output's shape, so torch.compile reads it when it compiles a step. Changed later in
     the same process, a compiled step kept the shape it saw, even after torch._dynamo.reset():
     Inductor's cached code asserted it (results/gpu_checks/2026-12-03_292c31c, a probe that
@@ -603,16 +603,16 @@ def step_shares(B: int, H_kv: int, device) -> int:
 
 if triton is not None:
 
-    @rope_write_shares.register_kernel("cuda")
+    @rope_write_splits.register_kernel("cuda")
     def _(qkv, cos, sin, k_cache, v_cache, block_table, lens):
         return triton_rope_write_attend(qkv, cos, sin, k_cache, v_cache, block_table, lens,
-                                        shares=True)  # fmt: skip
+                                        splits=True)  # fmt: skip
 
 
-@rope_write_shares.register_fake
+@rope_write_splits.register_fake
 def _(qkv, cos, sin, k_cache, v_cache, block_table, lens):
     B, H_kv, D = qkv.shape[0], k_cache.shape[1], qkv.shape[2]
-    H, S = qkv.shape[1] - 2 * H_kv, step_shares(B, H_kv, qkv.device)
+    H, S = qkv.shape[1] - 2 * H_kv, step_splits(B, H_kv, qkv.device)
     part = qkv.new_empty(B, H, S, D, dtype=torch.float32)
     return part, part.new_empty(B, H, S), part.new_empty(B, H, S)
 

@@ -12,7 +12,7 @@ The cache protocol, described once, here. In every forward call with a cache, th
 
 A layer whose `kv.fused` is true does the middle two in one op instead, from the layer's
 projections before RoPE: `kv.rope_write_attend(qkv, cos, sin, kv_heads)`, or
-`kv.rope_write_shares(...)`, the same stopped before the combine of a row's shares (the model's
+`kv.rope_write_splits(...)`, the same stopped before the combine of a row's splits (the model's
 output projection combines them). Only the paged decode step does (paged.PagedDecode, one
 kernel a layer on CUDA).
 
@@ -108,8 +108,8 @@ class LayerKV:
     def rope_write_attend(self, qkv: Tensor, cos: Tensor, sin: Tensor, kv_heads: int) -> Tensor:
         return self.step.rope_write_attend(self.i, qkv, cos, sin, kv_heads)
 
-    def rope_write_shares(self, qkv: Tensor, cos: Tensor, sin: Tensor, kv_heads: int):
-        return self.step.rope_write_shares(self.i, qkv, cos, sin, kv_heads)
+    def rope_write_splits(self, qkv: Tensor, cos: Tensor, sin: Tensor, kv_heads: int):
+        return self.step.rope_write_splits(self.i, qkv, cos, sin, kv_heads)
 
 
 # --- masks ---------------------------------------------------------------------------------

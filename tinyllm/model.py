@@ -147,8 +147,8 @@ class Block(nn.Module):
         x = x.view(B, -1)
         qkv = norm_project(x, self.attn_norm.weight, a.wqkv.weight, self.attn_norm.eps)
         qkv = qkv.view(B, a.n_heads + 2 * a.n_kv_heads, a.head_dim)
-        shares = kv.rope_write_shares(qkv, cos, sin, a.n_kv_heads)  # (part, max, sum)
-        x = combine_project_add(*shares, a.wo.weight, x)
+        splits = kv.rope_write_splits(qkv, cos, sin, a.n_kv_heads)  # (part, max, sum)
+        x = combine_project_add(*splits, a.wo.weight, x)
         h = norm_swiglu(x, self.ffn_norm.weight, self.ffn.w13.weight, self.ffn_norm.eps)
         return project_add(h, self.ffn.w2.weight, x).view(B, 1, -1)
 

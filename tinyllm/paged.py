@@ -31,7 +31,7 @@ import contextlib
 import torch
 from torch import Tensor
 
-from tinyllm.kernels import paged_decode_attention, rope_write_attend, rope_write_shares
+from tinyllm.kernels import paged_decode_attention, rope_write_attend, rope_write_splits
 from tinyllm.kv_cache import FixedCache, LayerKV, causal_kwargs
 from tinyllm.rows import ACTIVE, LEN, SCRATCH, TABLE, OnRows, Rows, to_device
 from tinyllm.validate import LIMITS, validate_block_size, validate_int, validate_limits
@@ -199,7 +199,7 @@ class PagedDecode:
     query and new key at position lens_dev[b], writes the new K/V at block
     block_table[b, lens_dev[b] // block_size], offset lens_dev[b] % block_size, and attends
     to its first lens_dev[b] + 1 keys. One kernel a layer on CUDA (two when a row's keys are
-    split). Or rope_write_shares: the same kernel, its shares left for the model's output
+    split). Or rope_write_splits: the same kernel, its splits left for the model's output
     projection to combine (Block.decode, at a few rows). Rows that hold no request compute
     too, on the scratch block, and do not advance. Nothing here reads a host value: a CUDA
     graph replays it at every length."""
@@ -225,12 +225,12 @@ class PagedDecode:
         kc, vc = self.cache.k[i], self.cache.v[i]
         return rope_write_attend(qkv, cos, sin, kc, vc, self.table, self.lens)
 
-    def rope_write_shares(self, i: int, qkv: Tensor, cos: Tensor, sin: Tensor, kv_heads: int):
-        """The same, stopped before the combine: the shares (part, max, sum) that
+    def rope_write_splits(self, i: int, qkv: Tensor, cos: Tensor, sin: Tensor, kv_heads: int):
+        """The same, stopped before the combine: the splits (part, max, sum) that
         projections.combine_project_add combines in the output projection."""
         self.cache.allocate(kv_heads, qkv.shape[-1], qkv.dtype)
         kc, vc = self.cache.k[i], self.cache.v[i]
-        return rope_write_shares(qkv, cos, sin, kc, vc, self.table, self.lens)
+        return rope_write_splits(qkv, cos, sin, kc, vc, self.table, self.lens)
 
     def end_step(self, T: int) -> None:
         state = self.cache.rows.state[: self.rows]

@@ -1,7 +1,7 @@
 """The paged decode step's matrix products, each one kernel with its norm or its add (notebook 11).
 
 A decode layer is five steps: RMSNorm and the q/k/v projection; RoPE, the K/V write and the
-attention (kernels.rope_write_shares); the output projection added to the residual; RMSNorm
+attention (kernels.rope_write_splits); the output projection added to the residual; RMSNorm
 and the gate/up projection with SwiGLU; the down projection added to the residual. Inductor
 gave each layer about six kernels besides the attention's, at one row on an H200
 (results/h200_projections.json). Here each product is one kernel, and the norm and the add
@@ -10,17 +10,17 @@ ride inside it:
     h = norm_project(x, norm_weight, w)        # rms_norm(x) @ w.T: the norm in the prologue
     h = norm_swiglu(x, norm_weight, w13)       # silu(gate) * up of rms_norm(x) @ w13.T
     x = project_add(h, w, x)                   # x + h @ w.T: the add in the epilogue
-    x = combine_project_add(*shares, w, x)     # the attention's shares combined, then as above
+    x = combine_project_add(*splits, w, x)     # the attention's splits combined, then as above
 
 x (B, K) is each row's input, w (N, K) a weight, as nn.Linear keeps it; w13 holds the gate's
-rows, then the up's; shares are the attention's partial sums of each row, which
+rows, then the up's; splits are the attention's partial sums of each row, which
 kernels.combine_kernel would otherwise combine in a kernel of its own. Each is a torch custom
 op: on CUDA a Triton kernel, elsewhere the PyTorch reference, the same ops the model runs
 without a paged step.
 
 The kernel is made for a few rows. Program (n, b) owns a few outputs of a tile of rows (one
 row, or 16). It reads their rows of the weight once, then its rows of the input, normalises
-them (or combines the shares), multiplies (one row: products summed in float32; a tile:
+them (or combines the splits), multiplies (one row: products summed in float32; a tile:
 tl.dot, accumulated in float32) and writes the outputs, added or gated. The weight is read
 before anything the kernel before wrote: with PDL (notebook 11, section 5) the kernel launches
 while the one before still runs, reads its weights, and only then waits, at gdc_wait(), for
@@ -54,7 +54,7 @@ else:  # macOS, Windows: the kernel's body below is never run
 ROW_TILE = 16
 GEMV_ROWS = ROW_TILE
 # Outputs a program owns, and its warps: for a tile of rows, and for one row whose program
-# combines the attention's shares first (each such program reads every share).
+# combines the attention's splits first (each such program reads every split).
 BLOCK_N = 16
 NUM_WARPS = 4
 # One row's other programs: 4 outputs, one warp. On the H200 the step at batch 1 took 45.1 µs
@@ -101,7 +101,7 @@ def projection_kernel_body(X, NORM_W, W, RES, OUT, MAX, SUM, eps, n_rows, n_out,
                            PDL: tl.constexpr = False):  # fmt: skip
     """Program (n, b): outputs n·BLOCK_N .. of rows b·BLOCK_B .. . NORM: RMSNorm of each input
     row first, with weight NORM_W. SWIGLU: silu of the outputs times the outputs n_out rows
-    further down W. ADD: plus RES's rows. COMBINE: the input is the attention's shares, X
+    further down W. ADD: plus RES's rows. COMBINE: the input is the attention's splits, X
     (rows, K / D heads, N_SPLITS, D) with MAX and SUM (rows, K / D, N_SPLITS), combined
     first as kernels.combine_kernel does. One row: products summed in float32; a tile of
     rows (BLOCK_B >= 16): tl.dot, the tensor cores' product, accumulated in float32."""
@@ -123,7 +123,7 @@ def projection_kernel_body(X, NORM_W, W, RES, OUT, MAX, SUM, eps, n_rows, n_out,
         tl.extra.cuda.gdc_wait()  # the weights are read: now wait for the input's writer
         tl.extra.cuda.gdc_launch_dependents()  # and let the next kernel launch, to read its own
     real = rows[:, None] < n_rows
-    if COMBINE:  # each head's shares, weighted by exp(max - the head's max), then divided
+    if COMBINE:  # each head's splits, weighted by exp(max - the head's max), then divided
         h, s, d = tl.arange(0, K_PAD // D), tl.arange(0, N_SPLITS), tl.arange(0, D)
         at = (rows[:, None, None] * (K // D) + h[None, :, None]) * N_SPLITS + s[None, None, :]
         ok = (rows < n_rows)[:, None, None] & (h < K // D)[None, :, None]
@@ -131,7 +131,7 @@ def projection_kernel_body(X, NORM_W, W, RES, OUT, MAX, SUM, eps, n_rows, n_out,
         w_sum = tl.load(SUM + at, mask=ok, other=1.0)
         part = tl.load(X + at[:, :, :, None] * D + d[None, None, None, :],
                        mask=ok[:, :, :, None], other=0.0)  # fmt: skip
-        scale = tl.exp(m - tl.max(m, axis=2)[:, :, None])  # a share with no keys: 0
+        scale = tl.exp(m - tl.max(m, axis=2)[:, :, None])  # a split with no keys: 0
         x = tl.sum(scale[:, :, :, None] * part, axis=2) / tl.sum(scale * w_sum, axis=2)[:, :, None]
         x = tl.reshape(x, (BLOCK_B, K_PAD)).to(OUT.dtype.element_ty)  # as combine's output
     else:
@@ -171,29 +171,29 @@ if triton is not None:
 
 
 def triton_projection(x, norm_weight, w, residual, eps, swiglu=False, kernel=None,
-                      shares=None) -> Tensor:  # fmt: skip
+                      splits=None) -> Tensor:  # fmt: skip
     """Launch the kernel: grid (outputs / the outputs of a program, rows / the row tile: 1 for
     one row, else ROW_TILE); a program owns ROW_BLOCK_N outputs with ROW_WARPS warps at one
-    row, else BLOCK_N with NUM_WARPS. norm_weight None: no norm; residual None: no add. shares:
-    (max, sum), x the attention's shares (B, H, S, D), combined in the prologue (one row only:
-    a tile's program would hold 16 rows' shares). PDL on Hopper and later GPUs."""
+    row, else BLOCK_N with NUM_WARPS. norm_weight None: no norm; residual None: no add. splits:
+    (max, sum), x the attention's splits (B, H, S, D), combined in the prologue (one row only:
+    a tile's program would hold 16 rows' splits). PDL on Hopper and later GPUs."""
     B, K = x.shape[0], w.shape[1]
     n_out = w.shape[0] // 2 if swiglu else w.shape[0]
-    dtype = x.dtype if shares is None else w.dtype
+    dtype = x.dtype if splits is None else w.dtype
     out = torch.empty(B, n_out, dtype=dtype, device=x.device)
-    if B == 1 and shares is None:
+    if B == 1 and splits is None:
         block_b, block_n, warps = 1, ROW_BLOCK_N, ROW_WARPS
     else:
         block_b, block_n, warps = (1 if B == 1 else ROW_TILE), BLOCK_N, NUM_WARPS
-    maxes, sums = (x, x) if shares is None else shares
+    maxes, sums = (x, x) if splits is None else splits
     (kernel or projection_kernel)[(triton.cdiv(n_out, block_n), triton.cdiv(B, block_b))](
         x, x if norm_weight is None else norm_weight, w, x if residual is None else residual,
         out, maxes, sums, eps, B, n_out, x.stride(0),
         0 if residual is None else residual.stride(0), out.stride(0), K=K,
         K_PAD=triton.next_power_of_2(K), BLOCK_N=block_n, BLOCK_B=block_b,
         NORM=norm_weight is not None, SWIGLU=swiglu, ADD=residual is not None,
-        COMBINE=shares is not None, D=1 if shares is None else x.shape[-1],
-        N_SPLITS=1 if shares is None else x.shape[2],
+        COMBINE=splits is not None, D=1 if splits is None else x.shape[-1],
+        N_SPLITS=1 if splits is None else x.shape[2],
         PRECISION="ieee" if dtype == torch.float32 or x.device.type == "cpu" else "mma",
         num_warps=warps,
         **pdl_launch(x.device),
@@ -201,7 +201,7 @@ def triton_projection(x, norm_weight, w, residual, eps, swiglu=False, kernel=Non
     return out
 
 
-def interpreted_projection(x, norm_weight, w, residual, eps, swiglu=False, shares=None) -> Tensor:
+def interpreted_projection(x, norm_weight, w, residual, eps, swiglu=False, splits=None) -> Tensor:
     """The kernel run by Triton's interpreter, on CPU tensors (tests and notebook 11)."""
     if triton is None:
         raise RuntimeError("Triton is not installed here (it installs on Linux): the "
@@ -210,7 +210,7 @@ def interpreted_projection(x, norm_weight, w, residual, eps, swiglu=False, share
     if isinstance(projection_kernel, InterpretedFunction):  # TRITON_INTERPRET=1 at import
         kernel = None
     with library_interpreted():
-        return triton_projection(x, norm_weight, w, residual, eps, swiglu, kernel, shares)
+        return triton_projection(x, norm_weight, w, residual, eps, swiglu, kernel, splits)
 
 
 # --- the custom ops ----------------------------------------------------------------------
@@ -237,8 +237,8 @@ def project_add(x: Tensor, w: Tensor, residual: Tensor) -> Tensor:
 @torch.library.custom_op("tinyllm::combine_project_add", mutates_args=())
 def combine_project_add(part: Tensor, maxes: Tensor, sums: Tensor, w: Tensor,
                         residual: Tensor) -> Tensor:  # fmt: skip
-    """residual + combine(part, maxes, sums) @ w.T: the attention's shares of each row
-    (kernels.rope_write_shares: (B, H, S, D), (B, H, S), (B, H, S)) combined into its output
+    """residual + combine(part, maxes, sums) @ w.T: the attention's splits of each row
+    (kernels.rope_write_splits: (B, H, S, D), (B, H, S), (B, H, S)) combined into its output
     (B, H·D), then the output projection and the residual add."""
     return reference_combine_project_add(part, maxes, sums, w, residual)
 
@@ -260,7 +260,7 @@ if triton is not None:
     @combine_project_add.register_kernel("cuda")
     def _(part, maxes, sums, w, residual):
         if part.shape[0] == 1:  # one row: the combine in the prologue, one kernel
-            return triton_projection(part, None, w, residual, 0.0, shares=(maxes, sums))
+            return triton_projection(part, None, w, residual, 0.0, splits=(maxes, sums))
         B, H, _, D = part.shape  # a tile: the combine kernel first
         x = launch_combine(part, maxes, sums, part.new_empty(B, H, D, dtype=residual.dtype))
         return triton_projection(x.view(B, H * D), None, w, residual, 0.0)

@@ -85,7 +85,7 @@ def attention_times(lengths=(40, 128, 256, 512, 1024), batches=(1, 8), calls: in
     over a window of n keys, an additive bias), the paged kernels over n keys in blocks of
     16 (paged_decode_attention), and the paged step's fused op with its combine kernel
     (rope_write_attend: RoPE, the write of key n and the attention over n keys; at up to
-    GEMV_ROWS rows the step runs its kernel alone, rope_write_shares, and combines in the
+    GEMV_ROWS rows the step runs its kernel alone, rope_write_splits, and combines in the
     output projection), for the shipped model's heads, in bf16. The fused op's table is as
     wide as the step's, max_seq_len / 16 blocks, whatever n: its form, sums of products or
     tensor cores, is then the step's (kernels.tensor_cores). A replay is launched first and

@@ -112,13 +112,13 @@ def load_projections(gpu: str = SHIPPED) -> dict | None:
     return _recorded(f"{gpu}_projections.json")
 
 
-def load_shares(gpu: str = SHIPPED) -> dict | None:
-    """results/<gpu>_shares.json: the paged fused step with more shares a row and with its
-    loop pipelined, against 16 shares and the plain loop, in one run ("batch_1", "batch_8":
+def load_splits(gpu: str = SHIPPED) -> dict | None:
+    """results/<gpu>_splits.json: the paged fused step with more splits a row and with its
+    loop pipelined, against 16 splits and the plain loop, in one run ("batch_1", "batch_8":
     µs replayed alone and kernels; "sweep_1", "sweep_8": against position; "attention": the
     op alone); and "tiles", an earlier kernel of 64-key tiles whose last program combines;
     or None."""
-    return _recorded(f"{gpu}_shares.json")
+    return _recorded(f"{gpu}_splits.json")
 
 
 def load_folded(gpu: str = SHIPPED) -> dict | None:
@@ -133,24 +133,24 @@ def load_folded(gpu: str = SHIPPED) -> dict | None:
 
 def load_dot(gpu: str = SHIPPED) -> dict | None:
     """results/<gpu>_dot.json: the paged step's fused kernel with its products on tensor cores
-    where a share holds more than one block (kernels.tensor_cores, kernels.share_passes),
+    where a split holds more than one block (kernels.tensor_cores, kernels.split_passes),
     against the kernel before, in one run ("op_alone_us": the op alone, with its combine and
     its kernel alone; "batch_<B>": the step replayed alone; "sweep_1", "sweep_8": against
     position); and the runs before it, each with its provenance: "variants", the forms tried;
-    "first_form", 2 blocks a pass at every batch; "whole_share", a share of 4 blocks in one
+    "first_form", 2 blocks a pass at every batch; "whole_share", a split of 4 blocks in one
     pass at batch 8; "masked_loads", the keys and values past a row's length left unread, not
     kept; "last_combine", the combine in the kernel's last program of a row's K/V head, after
-    (an atomic count), not kept; "fixed_blocks", a share's one block read with the row's
+    (an atomic count), not kept; "fixed_blocks", a split's one block read with the row's
     length, not after it, not kept; "short_rows", the op with a row of up to 128 keys attended
     by one program, its combine programs stopping, not kept; "before_the_wait_op", the op with
     its keys read before PDL's wait, not kept; "trigger_first_op" and "trigger_first", the op
     alone and the step with PDL's trigger before the wait, not kept; "cluster_op", the op in
-    one kernel, a row's shares meeting at a thread-block cluster's barrier, not kept;
+    one kernel, a row's splits meeting at a thread-block cluster's barrier, not kept;
     "row_choice", the op and the step with the form chosen a row at a time, on the device,
     not kept; "prewait_early", the attention reading before PDL's wait with its trigger
     first, not kept; "timing", the op alone timed with its replay's launch in the window and
     hidden, before and after profiler sessions, with and without TEARDOWN_CUPTI=1;
-    "launch_rule", the op alone at every power of two of shares and 1, 2 or 4 warps, the step
+    "launch_rule", the op alone at every power of two of splits and 1, 2 or 4 warps, the step
     under three rules, and TEARDOWN_CUPTI set inside a running process; or None."""
     return _recorded(f"{gpu}_dot.json")
 

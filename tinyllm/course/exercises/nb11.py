@@ -21,7 +21,7 @@ from tinyllm.course.exercises.harness import (
     whole,
 )
 from tinyllm.course.viz.timing import gpu_idle_share
-from tinyllm.kernels import WHOLE_SHARE, share_passes, tensor_cores
+from tinyllm.kernels import WHOLE_SPLIT, split_passes, tensor_cores
 from tinyllm.lab.results import load_floor, load_paged
 
 
@@ -573,93 +573,93 @@ def check_kernels_to_remove(fn) -> Verdict:
 # --- exercise 3: the form a graph captures ----------------------------------------------------
 
 FORMS = ("sums", "one pass", "pipelined")
-FORM_CASES = (  # (width, shares): the blocks of a row's table, and the shares of its keys
-    (64, 64),  # the shipped model at batch 1: a block a share
-    (64, 16),  # batch 8: four blocks a share, the most read in one pass
+FORM_CASES = (  # (width, splits): the blocks of a row's table, and the splits of its keys
+    (64, 64),  # the shipped model at batch 1: a block a split
+    (64, 16),  # batch 8: four blocks a split, the most read in one pass
     (64, 8),  # batch 16: eight
     (64, 1),  # 256 rows: the whole table
     (64, 32),  # batch 4: two
     (9, 2),  # five blocks: rounded down, four
     (6, 4),  # two blocks: rounded down, one
-    (3, 4),  # more shares than blocks: one block at most
+    (3, 4),  # more splits than blocks: one block at most
     (5, 4),  # two blocks: to the nearest, one
     (17, 4),  # five blocks: to the nearest, four
 )
 
 
-def _most_blocks(width: int, shares: int, up: bool | None = True) -> int:
-    """width / shares rounded up, or down (up=False), or to the nearest, halves up (None)."""
+def _most_blocks(width: int, splits: int, up: bool | None = True) -> int:
+    """width / splits rounded up, or down (up=False), or to the nearest, halves up (None)."""
     if up is None:
-        return (2 * width + shares) // (2 * shares)
-    return -(-width // shares) if up else width // shares
+        return (2 * width + splits) // (2 * splits)
+    return -(-width // splits) if up else width // splits
 
 
-def _form(width: int, shares: int) -> str:
-    """The package's rule (kernels.tensor_cores, kernels.share_passes), as the form's name."""
-    if not tensor_cores(width, shares):
+def _form(width: int, splits: int) -> str:
+    """The package's rule (kernels.tensor_cores, kernels.split_passes), as the form's name."""
+    if not tensor_cores(width, splits):
         return "sums"
     return (
-        "one pass" if share_passes(width, shares)[0] >= _most_blocks(width, shares) else "pipelined"
+        "one pass" if split_passes(width, splits)[0] >= _most_blocks(width, splits) else "pipelined"
     )
 
 
-def _form_of(most: int, whole: int = WHOLE_SHARE) -> str:
-    """The form for a share of `most` blocks at most."""
+def _form_of(most: int, whole: int = WHOLE_SPLIT) -> str:
+    """The form for a split of `most` blocks at most."""
     return "sums" if most <= 1 else "one pass" if most <= whole else "pipelined"
 
 
-def _mistaken(width: int, shares: int, up: bool | None = True, whole: int = WHOLE_SHARE) -> str:
+def _mistaken(width: int, splits: int, up: bool | None = True, whole: int = WHOLE_SPLIT) -> str:
     """A learner's rule with a mistake: the blocks rounded down (up=False) or to the nearest
-    (up=None), or a share of WHOLE_SHARE blocks taken as a long one (whole=WHOLE_SHARE - 1)."""
-    return _form_of(_most_blocks(width, shares, up), whole)
+    (up=None), or a split of WHOLE_SPLIT blocks taken as a long one (whole=WHOLE_SPLIT - 1)."""
+    return _form_of(_most_blocks(width, splits, up), whole)
 
 
 def _wrong_form(answers: list) -> str:
     """What a learner's forms on FORM_CASES show of the mistake behind them, or ''."""
     if answers == [_mistaken(w, s, up=False) for w, s in FORM_CASES]:
         return (
-            "you rounded the blocks a share holds down. One share takes the blocks left over: "
-            "round up, with -(-width // shares) or math.ceil(width / shares)"
+            "you rounded the blocks a split holds down. One split takes the blocks left over: "
+            "round up, with -(-width // splits) or math.ceil(width / splits)"
         )
     nearest = [[_mistaken(w, s, up=None) for w, s in FORM_CASES],
                [_form_of(round(w / s)) for w, s in FORM_CASES]]  # fmt: skip
     if answers in nearest:
         return (
-            "you rounded the blocks a share holds to the nearest. One share takes the blocks "
-            "left over: round up, with -(-width // shares) or math.ceil(width / shares)"
+            "you rounded the blocks a split holds to the nearest. One split takes the blocks "
+            "left over: round up, with -(-width // splits) or math.ceil(width / splits)"
         )
     if answers == [_form_of(w // s + 1) for w, s in FORM_CASES]:
         return (
-            "width // shares + 1 is one block too many where the shares divide the table "
-            "evenly: 64 blocks in 64 shares hold 1 each. Round up with -(-width // shares) or "
-            "math.ceil(width / shares)"
+            "width // splits + 1 is one block too many where the splits divide the table "
+            "evenly: 64 blocks in 64 splits hold 1 each. Round up with -(-width // splits) or "
+            "math.ceil(width / splits)"
         )
-    if answers == [_mistaken(w, s, whole=WHOLE_SHARE - 1) for w, s in FORM_CASES]:
+    if answers == [_mistaken(w, s, whole=WHOLE_SPLIT - 1) for w, s in FORM_CASES]:
         return (
-            f"a share of exactly {WHOLE_SHARE} blocks is still read in one pass: "
-            f"more than {WHOLE_SHARE} is pipelined"
+            f"a split of exactly {WHOLE_SPLIT} blocks is still read in one pass: "
+            f"more than {WHOLE_SPLIT} is pipelined"
         )
     if all(a != "sums" for a in answers):
-        return "a share of one block takes the sums of products: tensor cores need more"
+        return "a split of one block takes the sums of products: tensor cores need more"
     return ""
 
 
 FORM_LIBRARY = (
-    "kernels.tensor_cores or kernels.share_passes, the package's own rule. This exercise asks "
-    "you to write it. Divide the table's blocks by the shares, round up, then compare"
+    "kernels.tensor_cores or kernels.split_passes, the package's own rule. This exercise asks "
+    "you to write it. Divide the table's blocks by the splits, round up, then compare"
 )
 
 
 @checker
 def check_form(fn) -> Verdict:
-    """fn(width, shares) → the form the fused kernel takes for a table of `width` blocks in
-    `shares` shares: "sums", "one pass" or "pipelined"."""
+    """fn(width, splits) → the form the fused kernel takes for a table of `width` blocks in
+    `splits` splits: "sums", "one pass" or "pipelined"."""
     answers = []
-    for width, shares in FORM_CASES:
-        shown_as = f"width={width}, shares={shares}"
-        with entered(tensor_cores, share_passes) as ran:
+    for width, splits in FORM_CASES:
+        shown_as = f"width={width}, splits={splits}"
+        with entered(tensor_cores, split_passes) as ran:
             library = lambda e: f"it called {FORM_LIBRARY}" if any(ran.values()) else None  # noqa: E731
-            got = call(fn, (width, shares), shown_as, none_ok=True, seconds=CALL_SECONDS,
+            got = call(fn, (width, splits), shown_as, none_ok=True, seconds=CALL_SECONDS,
                        explain=library)  # fmt: skip
         if got is FAILED:
             return False
@@ -678,40 +678,40 @@ def check_form(fn) -> Verdict:
         answers.append(got)
     wants = [_form(w, s) for w, s in FORM_CASES]
     if answers != wants:
-        (width, shares), got, want = next(
+        (width, splits), got, want = next(
             (case, a, w) for case, a, w in zip(FORM_CASES, answers, wants) if a != w
         )
-        most = _most_blocks(width, shares)
+        most = _most_blocks(width, splits)
         wrong = (
-            f"on width={width}, shares={shares} your function returned {got!r}, expected "
-            f"{want!r}: a share holds at most {most} block{'s' * (most > 1)} there"
+            f"on width={width}, splits={splits} your function returned {got!r}, expected "
+            f"{want!r}: a split holds at most {most} block{'s' * (most > 1)} there"
         )
         problem = _wrong_form(answers)
         return hint(f"{wrong}. {problem[0].upper() + problem[1:]}" if problem else wrong)
-    return ok("the blocks a share holds, rounded up: one takes the sums, up to four one pass")
+    return ok("the blocks a split holds, rounded up: one takes the sums, up to four one pass")
 
 
 # --- exercise 4: who combines -------------------------------------------------------------------
 
-COMBINE_CASES = (  # (order the programs finished in, by share index; shares; the count before)
+COMBINE_CASES = (  # (order the programs finished in, by split index; splits; the count before)
     ([2, 0, 3, 1], 4, 0),  # the last to finish combines
-    ([0, 1, 2, 3], 4, 0),  # in order: the highest share, by chance
+    ([0, 1, 2, 3], 4, 0),  # in order: the highest split, by chance
     ([3, 1, 0, 2], 4, 1),  # a count left over: the third to finish combines, too early
     ([5, 2, 7, 0, 4, 1, 6, 3], 8, 3),  # the fifth of eight
     ([1, 0], 2, 0),
-    ([0], 1, 0),  # one share: its program combines
+    ([0], 1, 0),  # one split: its program combines
     ([2, 0, 3, 1], 4, 4),  # no add hands back 3: nobody combines
     ([2, 0, 3, 1], 4, 6),
 )
-WHO = "the share index of the program that combines, an int, or None when no program does"
+WHO = "the split index of the program that combines, an int, or None when no program does"
 PLACES = "the k-th program to finish, counting from 0, gets back start + k"
 
 
-def _combiner(order: list, shares: int, start: int):
+def _combiner(order: list, splits: int, start: int):
     """The protocol of the kernels at d0d4828 (notebook 11's Reference R.2): the add that
-    hands back shares - 1 is the combiner's; the count before the k-th add (from 0) is
+    hands back splits - 1 is the combiner's; the count before the k-th add (from 0) is
     start + k."""
-    k = shares - 1 - start
+    k = splits - 1 - start
     return order[k] if 0 <= k < len(order) else None
 
 
@@ -725,9 +725,9 @@ def _indexed(order: list, place: int):
     return order[place] if -len(order) <= place < len(order) else None
 
 
-def _wrapped(order: list, shares: int, start: int):
-    """The program whose count, taken modulo shares, is shares - 1: a count read as wrapping."""
-    return next((p for k, p in enumerate(order) if (start + k) % shares == shares - 1), None)
+def _wrapped(order: list, splits: int, start: int):
+    """The program whose count, taken modulo splits, is splits - 1: a count read as wrapping."""
+    return next((p for k, p in enumerate(order) if (start + k) % splits == splits - 1), None)
 
 
 def _wrong_combiner(answers: list) -> str:
@@ -749,20 +749,21 @@ def _wrong_combiner(answers: list) -> str:
         )
     if like(lambda o, s, c: s - 1):
         return (
-            "you returned the highest share index. The combiner is the program whose add hands "
-            "back shares - 1, whatever its index"
+            "you returned the highest split index. The combiner is the program whose add hands "
+            "back splits - 1, whatever its index"
         )
     if like(lambda o, s, c: s - 1 - c):
-        return "you returned the program's place in the order. Return its share index: order[place]"
+        return "you returned the program's place in the order. Return its split index: order[place]"
     if like(lambda o, s, c: o.index(s - 1 - c)):
         return (
-            "you looked up where share shares - 1 - start finished: order.index gives a place. "
-            "The combiner is the program at place shares - 1 - start: order[place]"
+            "you looked up where the program of split splits - 1 - start finished: order.index "
+            "gives a place. "
+            "The combiner is the program at place splits - 1 - start: order[place]"
         )
     if like(lambda o, s, c: o[c]):
         return (
             "order[start] is the program at place `start`. The k-th program to finish, from 0, "
-            "gets back start + k: the one that gets back shares - 1 is at place shares - 1 - start"
+            "gets back start + k: the one that gets back splits - 1 is at place splits - 1 - start"
         )
     if len(set(answers)) == 1:
         return (
@@ -770,7 +771,7 @@ def _wrong_combiner(answers: list) -> str:
             f"depends on the order the programs finished in"
         )
     if like(lambda o, s, c: o[0]) or like(lambda o, s, c: o[0] if c == 0 else None):
-        return "the first program to finish gets back `start`, not shares - 1"
+        return "the first program to finish gets back `start`, not splits - 1"
     if like(lambda o, s, c: _at(o, s - 2 - c)) or like(lambda o, s, c: _indexed(o, s - 2 - c)):
         return (
             "one place early: you compared the count after the add. The add hands back the "
@@ -785,7 +786,7 @@ def _wrong_combiner(answers: list) -> str:
     if like(lambda o, s, c: _at(o, s - 1 + c)):
         return (
             "you added `start` where it should be subtracted. The k-th program to finish, "
-            "from 0, gets back start + k, so the combiner is at place shares - 1 - start"
+            "from 0, gets back start + k, so the combiner is at place splits - 1 - start"
         )
     if like(lambda o, s, c: o[s - 1 - c]):  # right where some program combines: wrong elsewhere
         if any(a == -1 for a, w in zip(answers, wants) if w is None):
@@ -793,12 +794,12 @@ def _wrong_combiner(answers: list) -> str:
         nobody = [(a, case) for a, w, case in zip(answers, wants, COMBINE_CASES) if w is None]
         negative = all(a == _indexed(list(o), s - 1 - c) for a, (o, s, c) in nobody)
         wraps = all(a == _wrapped(list(o), s, c) for a, (o, s, c) in nobody)
-        said = ["when the count starts at `shares` or more, no add hands back shares - 1: "
+        said = ["when the count starts at `splits` or more, no add hands back splits - 1: "
                 "return None"]  # fmt: skip
         if negative:
             said.append("in Python a negative index counts from the end, so order[-1] is no error")
         if wraps:
-            said.append("the count only grows: it never comes back round to shares - 1")
+            said.append("the count only grows: it never comes back round to splits - 1")
         return ". ".join(x[0].upper() + x[1:] for x in said)
     return ""
 
@@ -808,14 +809,14 @@ NOBODY = "here no program combines: return None"
 
 @checker
 def check_combiner(fn) -> Verdict:
-    """fn(order, shares, start) → the share index of the program whose atomic add hands back
-    shares - 1, the count having held `start` before the call; None if no add does."""
+    """fn(order, splits, start) → the split index of the program whose atomic add hands back
+    splits - 1, the count having held `start` before the call; None if no add does."""
     answers = []
-    for order, shares, start in COMBINE_CASES:
-        shown_as = f"order={order}, shares={shares}, start={start}"
-        why = NOBODY if _combiner(order, shares, start) is None else PLACES
+    for order, splits, start in COMBINE_CASES:
+        shown_as = f"order={order}, splits={splits}, start={start}"
+        why = NOBODY if _combiner(order, splits, start) is None else PLACES
         explain = lambda e, why=why: why if isinstance(e, IndexError) else None  # noqa: E731
-        got = call(fn, (list(order), shares, start), shown_as, none_ok=True, seconds=CALL_SECONDS,
+        got = call(fn, (list(order), splits, start), shown_as, none_ok=True, seconds=CALL_SECONDS,
                    explain=explain)  # fmt: skip
         if got is FAILED:
             return False
@@ -829,13 +830,13 @@ def check_combiner(fn) -> Verdict:
             f"None, and a print is not a return. Return {WHO}"
         )
     if answers != wants:
-        (order, shares, start), got, want = next(
+        (order, splits, start), got, want = next(
             (case, a, w) for case, a, w in zip(COMBINE_CASES, answers, wants) if a != w
         )
         wrong = (
-            f"on order={order}, shares={shares}, start={start} your function returned {got}, "
+            f"on order={order}, splits={splits}, start={start} your function returned {got}, "
             f"expected {want}"
         )
         problem = _wrong_combiner(answers)
         return hint(f"{wrong}: {problem}" if problem else wrong)
-    return ok("the add that hands back shares - 1: order[shares - 1 - start], if there is one")
+    return ok("the add that hands back splits - 1: order[splits - 1 - start], if there is one")

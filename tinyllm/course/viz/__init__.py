@@ -65,7 +65,7 @@ from tinyllm.course.viz.pages import (
     paged_sweep_figure,
     pages_figure,
     pages_scene,
-    shares_figure,
+    splits_figure,
     tensor_cores_figure,
 )
 from tinyllm.course.viz.scenes import engine_slots_run, launch_costs, static_cache_step
@@ -118,7 +118,7 @@ __all__ = [
     "launches_figure", "logit_diff_figure", "loss_figure", "mask_figure", "new_figure",
     "pool_figure", "sig3", "slot_segments", "slot_timeline_figure", "slots_figure",
     "static_cache_figure", "static_cache_step", "step_time_figure", "timeline_figure",
-    "attention_figure", "pages_figure", "pages_scene", "paged_sweep_figure", "shares_figure",
+    "attention_figure", "pages_figure", "pages_scene", "paged_sweep_figure", "splits_figure",
     "tensor_cores_figure",
     "SECTION_COLORS", "busy_us", "capture_policy_figure", "count_ops",
     "each_change_cuts_the_largest", "engine_variants", "late_read_figure", "late_read_schedule",

@@ -99,9 +99,9 @@ def pages_figure(scene: dict):
         elif row is None:
             ax_p.add_patch(Rectangle((x, y), 1, 1, fc="white", ec="0.6"))
         else:
-            share = scene["filled"][b] / bs
+            full = scene["filled"][b] / bs
             ax_p.add_patch(Rectangle((x, y), 1, 1, fc="white", ec="0.4"))
-            ax_p.add_patch(Rectangle((x, y + 1 - share), 1, share, fc=_row_color(row), ec="0.4"))
+            ax_p.add_patch(Rectangle((x, y + 1 - full), 1, full, fc=_row_color(row), ec="0.4"))
         ax_p.text(x + 0.5, y + 0.5, "S" if b == 0 else str(b), ha="center", va="center",
                   fontsize=7)  # fmt: skip
     ax_p.set(xlim=(0, cols), ylim=(-(-n_blocks // cols), 0), xticks=[], yticks=[])
@@ -154,7 +154,7 @@ def attention_figure(paged: dict, batch: str = "1"):
     """The attention call alone against the number of keys n: SDPA in the course's window
     form over a window of n keys, the paged kernel over n keys in blocks, and the paged step's
     op with its combine kernel (rope_write_attend: RoPE, the new key's write and the
-    attention, its shares set by the batch)."""
+    attention, its splits set by the batch)."""
     att = paged["paged"]["attention"]
     batch = recorded_batch([k for k in att if k.isdigit()], batch)
     t = att[batch]
@@ -214,11 +214,12 @@ def two_sweeps(rec: dict, batch: str, lines, how):
     return label_source(fig, rec)
 
 
-def shares_figure(shares: dict, batch: str = "1"):
-    """The paged fused step against position with 16 shares a row (the rule then) and with
-    64 (the run of results/h200_shares.json)."""
-    lines = (("16 shares (the package)", "16 shares (the rule then)"), ("64 shares", "64 shares"))
-    return two_sweeps(shares, batch, lines, ("with 16 shares", "with 64"))
+def splits_figure(splits: dict, batch: str = "1"):
+    """The paged fused step against position with 16 splits a row (the rule then) and with
+    64 (the run of results/h200_splits.json)."""
+    # each line: the recording's name for its run, the figure's label
+    lines = (("16 shares (the package)", "16 splits (the rule then)"), ("64 shares", "64 splits"))
+    return two_sweeps(splits, batch, lines, ("with 16 splits", "with 64"))
 
 
 def tensor_cores_figure(dot: dict, batch: str = "8"):
