@@ -579,7 +579,7 @@ def test_combiner_right(answer, capsys):
 @pytest.mark.parametrize(
     "answer, needles",
     [
-        (lambda o, s, c: o[-1], ("whatever the count held", "third of four")),
+        (lambda o, s, c: o[-1], ("whatever the count held", "third add of four")),
         (lambda o, s, c: s - 1, ("highest split index",)),
         (lambda o, s, c: max(o), ("highest split index",)),
         (lambda o, s, c: s - 1 - c, ("place in the order", "order[place]")),
@@ -698,7 +698,10 @@ def counted_modulo(order, splits, start):
     [
         (counted_modulo, ("return None", "never comes back round")),
         (lambda o, s, c: o[0] if c == 0 else None, ("gets back `start`",)),
-        (lambda o, s, c: o.index(s - 1 - c) if c < s else None, ("order.index gives a place",)),
+        (
+            lambda o, s, c: o.index(s - 1 - c) if c < s else None,
+            ("order.index(splits - 1 - start)", "not a split index"),
+        ),
         (lambda o, s, c: o[c] if c < s else None, ("order[start] is the program at place",)),
         (lambda o, s, c: 2, ("you return 2 on every case, whatever the order",)),
     ],

@@ -132,7 +132,7 @@ COURSE_COMPILE = COMPILE_SHAPES | {
 # (results/gpu_checks/2026-12-02_89cb862); with this one, it took 57 s, three compiles
 # (results/gpu_checks/2026-12-02_513818f); later 32 s and seven compiles
 # (results/h200_engine_scale.json), after the step took the hand-written path at up to
-# GEMV_ROWS rows, whose attention's shares follow the batch: the likely cause, not measured.
+# GEMV_ROWS rows, whose attention's splits follow the batch: the likely cause, not measured.
 ENGINE_COMPILE = COURSE_COMPILE | {"dynamic": None}
 
 

@@ -125,12 +125,13 @@ def validate_splits(n_splits) -> int:
     return n_splits
 
 
-# Shares of a row's blocks, each its own program (the grid's third axis), and the warps of a
+# Splits of a row's blocks, each its own program (the grid's third axis), and the warps of a
 # program: the fastest of 4, 8 and 16 splits and 1, 2 and 4 warps for 16-position blocks in the
 # shipped model's step on the H200 (results/probes/, 2026-12-01: 16 and 2).
 N_SPLITS = 16
 NUM_WARPS = 2
-# The most splits split_count gives the paged step's op: at 1024 keys, one block of 16 a split.
+# STEP_SPLITS: the most splits that split_count gives the paged step's op: at 1024 keys, one
+# block of 16 a split.
 STEP_SPLITS = 64
 # The fused kernel on tensor cores (tensor_cores, split_passes): a split of up to WHOLE_SPLIT
 # blocks is read in one pass of its loop; a longer one DOT_CHUNK blocks a pass, their loads

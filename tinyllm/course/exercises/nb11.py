@@ -630,9 +630,9 @@ def _wrong_form(answers: list) -> str:
         )
     if answers == [_form_of(w // s + 1) for w, s in FORM_CASES]:
         return (
-            "width // splits + 1 is one block too many where the splits divide the table "
-            "evenly: 64 blocks in 64 splits hold 1 each. Round up with -(-width // splits) or "
-            "math.ceil(width / splits)"
+            "adding 1 to width // splits gives one block too many where the splits divide the "
+            "table evenly: 64 blocks in 64 splits hold 1 each. Round up with -(-width // splits) "
+            "or math.ceil(width / splits)"
         )
     if answers == [_mistaken(w, s, whole=WHOLE_SPLIT - 1) for w, s in FORM_CASES]:
         return (
@@ -745,7 +745,7 @@ def _wrong_combiner(answers: list) -> str:
     if like(lambda o, s, c: o[-1]):
         return (
             "you took the last program to finish whatever the count held before. The count "
-            "starts at `start`: with 1 left over, the third of four adds already hands back 3"
+            "starts at `start`: with 1 left over, the third add of four already hands back 3"
         )
     if like(lambda o, s, c: s - 1):
         return (
@@ -756,9 +756,9 @@ def _wrong_combiner(answers: list) -> str:
         return "you returned the program's place in the order. Return its split index: order[place]"
     if like(lambda o, s, c: o.index(s - 1 - c)):
         return (
-            "you looked up where the program of split splits - 1 - start finished: order.index "
-            "gives a place. "
-            "The combiner is the program at place splits - 1 - start: order[place]"
+            "you used order.index(splits - 1 - start): the place where that split's program "
+            "finished, not a split index. The combiner is the program at place "
+            "splits - 1 - start: order[place]"
         )
     if like(lambda o, s, c: o[c]):
         return (
