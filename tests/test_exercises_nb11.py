@@ -733,3 +733,24 @@ def span_to_the_last_to_start(intervals):
 
 def test_idle_share_over_a_span_to_the_last_to_start_is_told_of_the_latest_end(capsys):
     assert_hint(check_idle_share, span_to_the_last_to_start, capsys, "need not end last")
+
+
+def idle_from_zero(intervals):  # a merge whose end starts at 0: the time before the first is idle
+    spans = sorted(intervals)
+    idle, end = 0.0, 0.0
+    for start, stop in spans:
+        idle += max(0.0, start - end)
+        end = max(end, stop)
+    return idle / (end - spans[0][0])
+
+
+def test_idle_share_counted_from_zero_is_told_where_the_span_starts(capsys):
+    assert_hint(check_idle_share, idle_from_zero, capsys, "before the first kernel", "earliest")
+
+
+def time_after_removal(s, t, u):  # the step's time once the kernels are gone, not their count
+    return max(0, s - math.ceil((s - t) / u) * u)
+
+
+def test_kernels_to_remove_given_the_time_after_is_told_it_is_a_time(capsys):
+    assert_hint(check_kernels_to_remove, time_after_removal, capsys, "that is a time", "kernels")

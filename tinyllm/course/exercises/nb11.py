@@ -197,6 +197,11 @@ def _share_problem(x: float, want: float, intervals) -> str | None:
             "So the last kernel to start need not end last. "
             "Keep the latest end seen, end = max(end, this kernel's end), not the last one"
         )
+    if first and _near(x, (first + span - busy) / span):
+        return (
+            f"you counted the time before the first kernel, from 0 to {first:g} µs, as idle. "
+            f"The span starts at the earliest start: begin there, end = the earliest start"
+        )
     if first and (_near(x, 1 - busy / latest) or _near(x, (span - busy) / latest)):
         return (
             f"you divided by the latest end, as if the span started at 0. "
@@ -380,6 +385,19 @@ def _not_a_count(got) -> str | None:
     return f"returned {shown_type(got)}. A count of kernels is a Python int: int(x) gives one"
 
 
+def _a_time(got, step_us, target_us, us_per_node) -> str | None:
+    """What an answer that is not a whole number, but the step's time after the removal,
+    shows (after 'your function '), or None. A whole one goes on to _same_count."""
+    if whole(got) is not None:
+        return None
+    x, want = as_number(got), _to_remove(step_us, target_us, us_per_node)
+    after = step_us - want * us_per_node
+    if x is None or x == want or step_us <= target_us or abs(x - after) >= 1:
+        return None
+    return (f"returned {shown_type(got)}: that is a time, about the step's {after:.4g} µs after "
+            f"the removal. Return the number of kernels to remove")  # fmt: skip
+
+
 def _same_count(got: int, want: int, step_us, target_us, us_per_node) -> str:
     """What a wrong count shows of the mistake behind it (after 'returned got, expected
     want'), or '' when it matches no mistake the checker knows."""
@@ -529,7 +547,7 @@ def check_kernels_to_remove(fn) -> Verdict:
                    explain=_explain_removal(case))  # fmt: skip
         if got is FAILED:
             return False
-        problem = _not_a_count(got)
+        problem = _a_time(got, *case) or _not_a_count(got)
         if problem:
             return hint(f"on {shown_as} your function {problem}")
         answers.append(whole(got))
