@@ -829,14 +829,16 @@ def test_blocks_for_returning_a_tensor_is_told_to_return_an_int(capsys):
 
 def loop_varied(decoder, tok, n_steps, key=None, dim=-1, advance_first=False, whole=False):
     """The right loop, with one thing changed: a key of its own (not graph_key()), the
-    argmax over another dim, advance_host() before the replay, or the id read as int(tok)
-    (whole)."""
+    argmax over another dim, advance_host() before the replay (advance_first="grow": before
+    the grow too), or the id read as int(tok) (whole)."""
     cache, out = decoder.cache, []
     for _ in range(n_steps):
         step_key = decoder.graph_key() if key is None else key
         decoder.tok.copy_(tok)
+        if advance_first == "grow":  # a later grow() flushes the host's length into lens_dev
+            cache.advance_host()
         cache.grow()
-        if advance_first:  # the host counts a step the device has not run yet
+        if advance_first is True:  # the host counts a step the device has not run yet
             cache.advance_host()
         tok = decoder.replay(step_key).argmax(dim)
         if not advance_first:
@@ -852,6 +854,7 @@ def loop_varied(decoder, tok, n_steps, key=None, dim=-1, advance_first=False, wh
         ({"dim": 1}, ("argmax over dim 0 or dim 1", "logits.argmax(-1)")),
         ({"dim": 0}, ("argmax over dim 0 or dim 1",)),
         ({"advance_first": True}, ("before the replay", "after decoder.replay(key)")),
+        ({"advance_first": "grow"}, ("before the replay", "after decoder.replay(key)")),
         ({"dim": 1, "whole": True}, ("only one element", "argmax over dim 0 or dim 1")),
     ],
     ids=[
@@ -859,6 +862,7 @@ def loop_varied(decoder, tok, n_steps, key=None, dim=-1, advance_first=False, wh
         "argmax(1)",
         "argmax(0)",
         "advance_host before replay",
+        "advance_host before grow",
         "argmax(1), int(tok)",
     ],  # fmt: skip
 )

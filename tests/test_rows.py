@@ -57,7 +57,7 @@ def test_grow_refuses_a_full_row_and_changes_nothing():
     rows.lens_dev.add_(rows.active_dev)  # a step: row 0 writes its last position, 31
     rows.advance_host()
     before = rows.host.state.copy(), list(rows.free)
-    with pytest.raises(ValueError, match=r"row 0 is full: it holds max_len 32 positions"):
+    with pytest.raises(ValueError, match=r"row 0 is full: its 2 blocks hold 32 positions"):
         rows.grow()
     assert np.array_equal(rows.host.state, before[0]) and rows.free == before[1]
 

@@ -396,8 +396,9 @@ class Rows:
             return
         full = cross[h.held[cross] == self.max_blocks]
         if len(full):
-            raise ValueError(f"row {int(full[0])} is full: it holds max_len {self.max_len} "
-                             f"positions, and a decode step would write one more")  # fmt: skip
+            raise ValueError(f"row {int(full[0])} is full: its {self.max_blocks} blocks hold "
+                             f"{self.max_blocks * self.block_size} positions, and a decode step "
+                             f"would write one more")  # fmt: skip
         if len(cross) > len(h.free):
             raise ValueError(f"{len(cross)} rows need a block, {len(h.free)} are free")
         k = len(h.free) - len(cross)

@@ -76,7 +76,7 @@ def _same_where(got, want, block_size=None, pos=None) -> str | None:
     if pair is not None and len(pair) == 2 and _is_float(pair[0]):
         return (
             f"returned {shown_type(pair[0])} as the table entry: the entry is an int, the "
-            f"whole blocks before the position, rounded down. / gives a float"
+            f"whole blocks before the position, rounded down. / and float() give a float"
         )
     if isinstance(got, torch.Tensor) or any(isinstance(x, torch.Tensor) for x in pair or ()):
         return (
@@ -790,6 +790,14 @@ DECODER_STEP = (
 )
 
 
+ADVANCED_FIRST = (
+    "cache.advance_host() ran before the replay: when the graph ran, row 0's host length was "
+    "{} and the device's {}. The host twin follows the device: advance it after "
+    "decoder.replay(key), once the step it counts has run (a replay that failed would leave "
+    "the host counting a step never taken)"
+)
+
+
 def _loop_problem(fn, model, T: int, n_steps: int) -> str | None | object:
     """fn's loop after a T-token prompt, n_steps steps: a hint, None, or FAILED (hinted)."""
     g = torch.Generator().manual_seed(T)
@@ -894,6 +902,9 @@ def _loop_problem(fn, model, T: int, n_steps: int) -> str | None | object:
             f"the host length into it: the host follows the device (cache.advance_host()), "
             f"not the other way round"
         )
+    first = lens_at[0] if lens_at else None
+    if device > T + n_steps and first is not None and first[0] > first[1]:
+        return ADVANCED_FIRST.format(*first)  # and a later grow() flushed the host's length
     if device > T + n_steps:
         return (
             f"after {n_steps} replays from a {T}-token prompt lens_dev is [{device}], expected "
@@ -929,12 +940,7 @@ def _loop_problem(fn, model, T: int, n_steps: int) -> str | None | object:
         )
     ahead = next((at for at in lens_at if at is not None and at[0] > at[1]), None)
     if ahead is not None:
-        return (
-            f"cache.advance_host() ran before the replay: when the graph ran, row 0's host "
-            f"length was {ahead[0]} and the device's {ahead[1]}. The host twin follows the "
-            f"device: advance it after decoder.replay(key), once the step it counts has run "
-            f"(a replay that failed would leave the host counting a step never taken)"
-        )
+        return ADVANCED_FIRST.format(*ahead)
     if not ran[Decoder.graph_key]:
         return (
             "your loop never called decoder.graph_key(): a key of your own fits this "

@@ -814,11 +814,14 @@ def _wrong_combiner(answers: list) -> str:
         wraps = all(a == _wrapped(list(o), s, c) for a, (o, s, c) in nobody)
         said = ["when the count starts at `splits` or more, no add hands back splits - 1: "
                 "return None"]  # fmt: skip
-        if negative:
-            said.append("in Python a negative index counts from the end, so order[-1] is no error")
-        if wraps:
+        if wraps:  # a modulo; an unchecked negative index gives the same answers here
             said.append("the count only grows: it never comes back round to splits - 1")
-        return ". ".join(x[0].upper() + x[1:] for x in said)
+        if wraps and negative:
+            said.append("a count taken modulo splits hides that, and so does a negative index, "
+                        "which Python counts from the end")  # fmt: skip
+        elif negative:
+            said.append("in Python a negative index counts from the end, so order[-1] is no error")
+        return ". ".join([said[0]] + [x[0].upper() + x[1:] for x in said[1:]])
     return ""
 
 

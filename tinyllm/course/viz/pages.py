@@ -70,7 +70,7 @@ def _row_color(row: int) -> str:
 def pages_figure(scene: dict):
     """The block table (rows × table entries, each the block id it holds) beside the pool
     (every block, coloured by the row that holds it, shaded by how full it is; block 0 the
-    scratch block, white the free ones)."""
+    scratch block, white where no key is yet: a free block, or the unused part of a held one)."""
     table = np.array(scene["block_table"])
     n_rows, width = table.shape
     bs, n_blocks = scene["block_size"], scene["n_blocks"]
@@ -106,7 +106,7 @@ def pages_figure(scene: dict):
                   fontsize=7)  # fmt: skip
     ax_p.set(xlim=(0, cols), ylim=(-(-n_blocks // cols), 0), xticks=[], yticks=[])
     ax_p.set_title(
-        f"the pool: {n_blocks} blocks of {bs} positions (S: scratch block 0, white: free)",
+        f"the pool: {n_blocks} blocks of {bs} positions; S: scratch block 0; white: no key yet",
         fontsize=9,
     )
     held = sum(len(t) for t in scene["tables"])
