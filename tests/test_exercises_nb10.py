@@ -349,3 +349,27 @@ def test_gain_from_the_standard_deviation_of_one_run_gets_a_hint(capsys):
 def test_the_inverted_gain_is_told_which_way_round(capsys):
     assert_hint(check_gain_shown, lambda t, b, r: b / t > max(r) / min(r), capsys,
                 "not baseline over tok_s")  # fmt: skip
+
+
+def admit_one_at_a_time(free, waiting, min_admit):  # checks the threshold again each request
+    n = 0
+    while waiting and free and free >= min(waiting, min_admit):
+        n, free, waiting = n + 1, free - 1, waiting - 1
+    return n
+
+
+def test_count_that_checks_min_admit_again_each_request_is_told_it_takes_all_at_once(capsys):
+    assert_hint(check_admit_count, admit_one_at_a_time, capsys, "at once", "again")
+
+
+@pytest.mark.parametrize(
+    "answer, needles",
+    [
+        (lambda t, b, r: round(t / b, 3) > round(max(r) / min(r), 3), ("third decimal", "1.0004")),
+        (lambda t, b, r: abs(t / b - 1) > max(r) / min(r) - 1, ("reads a loss as a gain",)),
+        (lambda t, b, r: max(t / b, b / t) > max(r) / min(r), ("reads a loss as a gain",)),
+    ],
+    ids=["rounded to 3 places", "abs of the gain less 1", "the larger of gain and its inverse"],
+)
+def test_gain_read_from_a_rounding_or_a_loss_as_a_gain_gets_a_hint(answer, needles, capsys):
+    assert_hint(check_gain_shown, answer, capsys, *needles)

@@ -10,10 +10,10 @@ the helpers below, which never raise: `as_int`, `as_number`, `items`, `choices`,
 One rule for numbers, in every checker: a number may be a Python int or float, a numpy
 scalar, or a tensor or numpy array of one element (0-dim or not); a bool is never a number.
 `as_int` takes those of an integer type, `as_number` those of any real type. One exception:
-where the answer is the host's arithmetic on plain numbers (notebook 11's idle share and
-count of kernels), a tensor or an array is refused, with a hint that says how to return an
-int or a float. Letters (`choices`) may be a string ("abe", "a, b and e"), or a list or set
-of letters.
+where the answer is the host's arithmetic on plain numbers (notebook 10's counts, notebook
+11's idle share and count of kernels), a tensor or an array is refused, with a hint that says
+how to return an int or a float. Letters (`choices`) may be a string ("abe", "a, b and e"),
+or a list or set of letters.
 
 The [OK] or [HINT] line starts a line of its own, even after a learner's print that did not
 end one (`print(x, end="")`, or a print cut short by an error): a checker watches stdout

@@ -135,6 +135,15 @@ def _admitted(free: int, waiting: int, min_admit: int) -> int:
     return min(free, waiting) if free >= min(waiting, min_admit) else 0
 
 
+def _rechecked(free: int, waiting: int, min_admit: int) -> int:
+    """The count of a loop that admits one request at a time and checks the threshold again
+    before each: it stops once the free rows fall below min(waiting, min_admit)."""
+    n = 0
+    while waiting and free and free >= min(waiting, min_admit):
+        n, free, waiting = n + 1, free - 1, waiting - 1
+    return n
+
+
 def _same_count(got, want, free, waiting, min_admit) -> str | None:
     n = whole(got)
     if n is None:
@@ -195,6 +204,11 @@ def _same_count(got, want, free, waiting, min_admit) -> str | None:
             f"returned {n}, free - min_admit; expected {want}. min_admit is how many rows must "
             f"be free before admit starts, not rows kept back: then it takes min(free, waiting)"
         )
+    if n == _rechecked(free, waiting, min_admit):
+        return (
+            f"returned {n}, expected {want}: once admit admits, it takes min(free, waiting) "
+            f"at once. It does not check min_admit again after each request"
+        )
     if abs(n - want) == 1:
         return (
             f"returned {n}, expected {want}: one off. Once admit admits, it takes every "
@@ -252,6 +266,11 @@ MIDDLE = (
     "middle value such as the mean or the median, nor a spread from the standard deviation"
 )
 
+AS_A_GAIN = (
+    "That reads a loss as a gain, as abs(gain - 1) or max(gain, 1 / gain) do. The gain is "
+    "tok_s / baseline_tok_s: below 1 it is a loss, however large, and no gain"
+)
+
 # The answers learners give for a shown gain, each with what it got wrong. A wrong answer is
 # told the first of these that gives its verdict on every case, since one case alone can
 # match several.
@@ -261,6 +280,9 @@ WRONG_GAIN_READINGS = [
     (lambda t, b, r: round(t / b, 2) > round(max(r) / min(r), 2),
      "Compare the ratios as they are, not rounded: a gain and a spread may differ only past "
      "the second decimal"),
+    (lambda t, b, r: round(t / b, 3) > round(max(r) / min(r), 3),
+     "Compare the ratios as they are, not rounded: a gain and a spread may differ only past "
+     "the third decimal"),
     (lambda t, b, r: t - b > max(r) - min(r),
      "Compare ratios, not differences: tok/s over tok/s, max over min"),
     (lambda t, b, r: t / b > r[-1] / r[0],
@@ -270,6 +292,8 @@ WRONG_GAIN_READINGS = [
     (lambda t, b, r: b / t > max(r) / min(r),
      "The gain is tok_s / baseline_tok_s, the new engine's rate over the old one's, not "
      "baseline over tok_s. Below 1 it is a loss, however large, and no gain"),
+    (lambda t, b, r: abs(t / b - 1) > max(r) / min(r) - 1, AS_A_GAIN),
+    (lambda t, b, r: max(t / b, b / t) > max(r) / min(r), AS_A_GAIN),
     (lambda t, b, r: t / b > max(r[:2]) / min(r[:2]),
      "The spread takes every run, not the first two: max(runs) / min(runs)"),
     (lambda t, b, r: t / b > 1,
@@ -343,6 +367,7 @@ GAIN_CASES = [  # (tok_s, baseline_tok_s, runs)
     (105.0, 100.0, [100.0]),  # one run: its spread is 1
     (125.0, 100.0, [100.0, 110.0, 130.0]),  # the third run decides
     (100.5, 100.0, [100.0, 100.2]),  # a gain of 0.5 %, over a spread of 1.002
+    (100.04, 100.0, [100.0, 100.03]),  # 1.0004 over 1.0003: both 1.0 when rounded to 3 places
 ]
 
 
@@ -371,9 +396,10 @@ def check_gain_shown(fn) -> Verdict:
         want = _shown(tok_s, baseline, runs)
         if got != want:
             gain, spread = tok_s / baseline, max(runs) / min(runs)
+            digits = next((k for k in range(4, 17) if f"{gain:.{k}g}" != f"{spread:.{k}g}"), 4)
             return hint(
                 f"on tok_s={tok_s:g}, baseline_tok_s={baseline:g}, runs={runs} your function "
-                f"returned {got}, expected {want}: the gain is {gain:.4g}, the spread "
-                f"{spread:.4g}. {_told(verdicts)}"
+                f"returned {got}, expected {want}: the gain is {gain:.{digits}g}, the spread "
+                f"{spread:.{digits}g}. {_told(verdicts)}"
             )
     return ok("a gain is shown only when it is larger than the spread of repeated runs")
