@@ -141,7 +141,7 @@ def test_step_sampling_right(capsys):
         (lambda x, t, s, p: my_step_sampling(x, t, s, p)[:2], ("shape (2,)",)),
         (lambda x, t, s, p: my_step_sampling(x, t, s, p).tolist(), ("a list",)),
         (lambda x, t, s, p: sample(x, t, torch.zeros_like(s), s, p),
-         ("calls generation.sample", "write it")),
+         ("the package's own sampler", "write it")),
         (sampling_with_a_mask,
          ("captured on case 2 (temperatures", "output shape depends on the data", "torch.where")),
         (lambda x, t, s, p: (my_step_sampling(x, t, s, p), t.zero_())[0],
@@ -1258,3 +1258,18 @@ def python_if_on_the_temperatures(logits, temperature, seed, position):
 def test_step_sampling_with_a_python_if_on_a_tensor_is_told_of_torch_where(capsys):
     assert_hint(check_step_sampling, python_if_on_the_temperatures, capsys, "Boolean value",
                 "torch.where(temperature > 0")  # fmt: skip
+
+
+def hand_out_rows(first, last_skipped):
+    """my_hand_out over rows first.. of reqs, one row less at the end if last_skipped."""
+
+    def fn(reqs, ids, eos_id):
+        end = len(reqs) - last_skipped
+        return my_hand_out(reqs[first:end], ids[first:end], eos_id)
+
+    return fn
+
+
+@pytest.mark.parametrize("first, last_skipped", [(0, 1), (1, 0)], ids=["last row", "first row"])
+def test_hand_out_that_skips_a_row_is_told_the_row_was_never_visited(first, last_skipped, capsys):
+    assert_hint(check_hand_out, hand_out_rows(first, last_skipped), capsys, "never visited")

@@ -349,9 +349,9 @@ def _changed(names, now, before) -> str | None:
 
 
 OWN_SAMPLER = (
-    "your function calls generation.sample, the package's own sampler: this exercise is to "
-    "write it. Take the argmax of logits / temperature + g, with g = -log(-log(u)), and pick "
-    "the greedy rows with torch.where"
+    "your function calls the package's own sampler, generation.sample or reference_sample: "
+    "this exercise is to write it. Take the argmax of logits / temperature + g, with "
+    "g = -log(-log(u)), and pick the greedy rows with torch.where"
 )
 
 
@@ -669,6 +669,19 @@ def _ends_after_one_row(fn) -> bool:
         return False
 
 
+def _skips_a_running_row(fn) -> bool:
+    """Whether fn, on a fresh step of four running requests, none finishing, leaves some row's
+    out as it was while it appends to another: its loop never visits that row."""
+    reqs = [Request(i, [1, 2], 9, out=[7]) for i in range(4)]
+    try:
+        with time_limit(CALL_SECONDS, "too slow"):
+            fn(reqs, [5, 6, 11, 12], EOS)
+        outs = [r.out for r in reqs]
+        return [7] in outs and any(out == [7, i] for out, i in zip(outs, (5, 6, 11, 12)))
+    except (Exception, TooSlow):
+        return False
+
+
 def _appends_to_done_only(fn) -> bool:
     """Whether fn, on a fresh step where request 0 finished the step before and request 1
     runs, appends to request 0 alone: its test for a done request is inverted."""
@@ -789,6 +802,12 @@ def check_hand_out(fn) -> Verdict:
                     why = (
                         "no request's out changed: append to req.out itself, the request's "
                         "own list. What is appended to a copy is lost"
+                    )
+                elif (isinstance(r.out, list) and r.out == b and len(w.out) > len(b)
+                      and _skips_a_running_row(fn)):  # fmt: skip
+                    why = (
+                        f"row {i} was never visited: its request kept its out while other rows "
+                        f"changed. Loop over every row: for req, token_id in zip(reqs, ids)"
                     )
                 elif (isinstance(r.out, list) and len(r.out) < len(w.out)
                       and eos is not None and w.out[-1] == eos):  # fmt: skip
