@@ -94,8 +94,9 @@ def h200_section(res: dict, diet: dict | None = None, paged: dict | None = None,
         lines.append(
             f"| the kernel diet (`results/h200_diet.json`), graph replay at batch 1 | "
             f"{first['kernels']:.0f} → {last['kernels']:.0f} kernels, "
-            f"{sig3(first['step_us']['median'])} → {sig3(last['step_us']['median'])} µs over "
-            f"{len(diet['stages']) - 1} stages |"
+            f"{sig3(first['step_us']['median'])} → {sig3(last['step_us']['median'])} µs in "
+            f"{len(diet['stages']) - 1} steps, from stage {diet['stages'][0]['stage']} to "
+            f"{diet['stages'][-1]['stage']} |"
         )
     if reused:
         lines += [
