@@ -375,11 +375,11 @@ HOST_COPY = (
 
 
 NEW_TENSOR_UNDER_CAPTURE = (
-    "the step made a new tensor from host values under capture, which the checker refuses: "
-    "made on a GPU, it is a copy to the device that a graph cannot record (at replay the "
-    "copy would not run); made on the CPU, it is a constant a Python number says more "
-    "plainly. torch.tensor(...) does that, and so does a Python list "
-    "used as an index (t[[0, 1, 2]] or t[list(range(n))]). Index with a tensor made on the "
+    "the step made a new tensor from host values under capture, which the checker refuses. "
+    "torch.tensor(...) does that, and so does a Python list used as an index (t[[0, 1, 2]] "
+    "or t[list(range(n))]). Made on a GPU, it is a copy to the device that a graph cannot "
+    "record: at replay the copy would not run. Made on the CPU, its values are fixed at "
+    "capture. Index with a tensor made on the "
     "device (torch.arange(n, device=t.device)), use a Python number where a tensor op takes "
     "one (x // block_size, torch.where(t > 0, t, 1.0)), or compute it from the inputs with "
     "tensor ops"

@@ -267,7 +267,7 @@ MIDDLE = (
 )
 
 AS_A_GAIN = (
-    "That reads a loss as a gain, as abs(gain - 1) or max(gain, 1 / gain) do. The gain is "
+    "Your function reads a loss as a gain, as abs(gain - 1) or max(gain, 1 / gain) do. The gain is "
     "tok_s / baseline_tok_s: below 1 it is a loss, however large, and no gain"
 )
 

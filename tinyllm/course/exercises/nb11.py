@@ -200,7 +200,8 @@ def _share_problem(x: float, want: float, intervals) -> str | None:
     if first and _near(x, (first + span - busy) / span):
         return (
             f"you counted the time before the first kernel, from 0 to {first:g} µs, as idle. "
-            f"The span starts at the earliest start: begin there, end = the earliest start"
+            f"The span starts at the earliest start, not at 0. Set end = the earliest start "
+            f"before the loop"
         )
     if first and (_near(x, 1 - busy / latest) or _near(x, (span - busy) / latest)):
         return (
