@@ -276,7 +276,7 @@ def triton_paged_decode_attention(
 @contextlib.contextmanager
 def library_interpreted():
     """Triton's own library functions (tl.sum, tl.max, tl.cdiv, ...) are kernels too, built
-    when triton.language was imported: for the block, each is its interpreted twin, as it
+    when triton.language was imported: for the block, each is its interpreted copy, as it
     would be had TRITON_INTERPRET=1 been set before that import."""
     with contextlib.suppress(ImportError):  # newer Tritons import it at a kernel's first
         import triton.experimental.gluon  # noqa: F401  call; it checks tl.standard's kernels

@@ -100,8 +100,9 @@ def node_floor(ks=(1, 10, 50, 100, 200), replays: int = 200) -> dict:
 # A wait of barrier_kernel gives up after SPINS reads of the count: far more than a barrier that
 # holds needs (on the H200, one read and one add cost about half a µs a barrier, at one program),
 # yet a wait that cannot end gives up within a fraction of a second. barrier_floor takes up to
-# MOST_PER_SM programs a multiprocessor: every NVIDIA GPU since 2012 holds at least 16 blocks a
-# multiprocessor at once (the CUDA guide's table of compute capabilities), and these are small.
+# MOST_PER_SM programs a multiprocessor: every NVIDIA GPU since 2012 holds at least 16 programs,
+# CUDA's thread blocks, a multiprocessor at once (the CUDA guide's table of compute
+# capabilities), and these are small.
 SPINS = 1 << 16
 MOST_PER_SM = 4
 
