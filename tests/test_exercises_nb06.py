@@ -135,3 +135,8 @@ def test_slot_mask_wrong(answer, needle, capsys):
 
 
 # --- wrong types ----------------------------------------------------------------------------
+
+
+def test_admission_with_the_free_slots_in_the_order_given_is_told_to_sort_them(capsys):
+    assert_hint(check_admission, lambda free, queue: list(zip(free, queue)), capsys,
+                "in the order given", "sort the free slots")  # fmt: skip

@@ -75,6 +75,12 @@ def _same_pairs(got, want) -> str | None:
             f"returned {len(pairs)} pairs {pairs}, expected {len(want)}: one pair per "
             f"request admitted, until the free slots or the queue run out"
         )
+    slots = [s for s, _ in pairs]
+    if [r for _, r in pairs] == [r for _, r in want] and slots != sorted(slots):
+        return (
+            f"returned {pairs}, expected {want}: you used the free slots in the order given. "
+            f"The lowest free slot goes first: sort the free slots, never the queue"
+        )
     return f"returned {pairs}, expected {want}"
 
 

@@ -154,7 +154,7 @@ def check_compile_prediction(prediction, run, prompt_lens, buckets) -> Verdict:
     ):
         return hint(
             f"predict a pair of ints, (graphs with dynamic=False, graphs with dynamic=None), "
-            f"e.g. (4, 1); got {shown_value(prediction)}"
+            f"e.g. (2, 2); got {shown_value(prediction)}"
         )
     measured = []
     for dynamic in (False, None):
