@@ -52,8 +52,8 @@ def check_first_difference(fn) -> Verdict:
         ((a, ulp), "lists one float ulp apart at step 3 only"),
     ]
     return check_cases(
-        fn, cases, _first_difference, "bit for bit: even one ulp counts", _same_step, none_ok=True,
-        kept=True,
+        fn, cases, _first_difference, "bit for bit: even one unit in the last place counts",
+        _same_step, none_ok=True, kept=True,
     )  # fmt: skip
 
 
