@@ -891,6 +891,8 @@ def _loop_problem(fn, model, T: int, n_steps: int) -> str | None | object:
     def in_scratch(pos: int) -> str:  # the step that wrote pos was the (pos - T)-th replay
         return _scratch_problem(pos, 0 <= pos - T < len(behind) and behind[pos - T])
 
+    # a replay that ran while the host counted a step ahead: advance_host() before it
+    ahead = next((at for at in lens_at if at is not None and at[0] > at[1]), None)
     if device < T + n_steps:
         # a grow between a replay and advance_host flushed the row from a host one behind
         wrong = _first_wrong_key(c, ref.cache, min(device, len(c.tables[0]) * c.block_size))
@@ -902,9 +904,8 @@ def _loop_problem(fn, model, T: int, n_steps: int) -> str | None | object:
             f"the host length into it: the host follows the device (cache.advance_host()), "
             f"not the other way round"
         )
-    first = lens_at[0] if lens_at else None
-    if device > T + n_steps and first is not None and first[0] > first[1]:
-        return ADVANCED_FIRST.format(*first)  # and a later grow() flushed the host's length
+    if device > T + n_steps and ahead is not None:  # and a later grow() flushed it on
+        return ADVANCED_FIRST.format(*ahead)
     if device > T + n_steps:
         return (
             f"after {n_steps} replays from a {T}-token prompt lens_dev is [{device}], expected "
@@ -938,7 +939,6 @@ def _loop_problem(fn, model, T: int, n_steps: int) -> str | None | object:
             f"that wrote it ran on another token. Feed each step the id the step before chose "
             f"(the argmax of the logits replay() returned), copied into decoder.tok"
         )
-    ahead = next((at for at in lens_at if at is not None and at[0] > at[1]), None)
     if ahead is not None:
         return ADVANCED_FIRST.format(*ahead)
     if not ran[Decoder.graph_key]:

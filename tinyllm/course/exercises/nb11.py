@@ -386,17 +386,22 @@ def _not_a_count(got) -> str | None:
     return f"returned {shown_type(got)}. A count of kernels is a Python int: int(x) gives one"
 
 
-def _a_time(got, step_us, target_us, us_per_node) -> str | None:
-    """What an answer that is not a whole number, but the step's time after the removal,
-    shows (after 'your function '), or None. A whole one goes on to _same_count."""
-    if whole(got) is not None:
-        return None
-    x, want = as_number(got), _to_remove(step_us, target_us, us_per_node)
+def _a_time(x, step_us, target_us, us_per_node) -> str | None:
+    """What an answer x near the step's time after the removal, not the count, shows; or
+    None."""
+    want = _to_remove(step_us, target_us, us_per_node)
     after = step_us - want * us_per_node
     if x is None or x == want or step_us <= target_us or abs(x - after) >= 1:
         return None
-    return (f"returned {shown_type(got)}: that is a time, about the step's {after:.4g} µs after "
-            f"the removal. Return the number of kernels to remove")  # fmt: skip
+    return (f"that is a time, about the step's {after:.4g} µs after the removal. Return the "
+            f"number of kernels to remove")  # fmt: skip
+
+
+def _a_time_returned(got, *case) -> str | None:
+    """_a_time for an answer that is not a whole number (after 'your function '); a whole
+    one goes on to _same_count."""
+    time = None if whole(got) is not None else _a_time(as_number(got), *case)
+    return f"returned {shown_type(got)}: {time}" if time else None
 
 
 def _same_count(got: int, want: int, step_us, target_us, us_per_node) -> str:
@@ -431,11 +436,8 @@ def _same_count(got: int, want: int, step_us, target_us, us_per_node) -> str:
             f"the step takes {step_us} µs, already under the {target_us} µs target. "
             f"No kernel needs to go{why}"
         )
-    if over > 0 and abs(got - (step_us - want * us_per_node)) < 1:
-        return (
-            f"that is a time, about the step's {step_us - want * us_per_node:.4g} µs after "
-            f"the removal. Return the number of kernels to remove"
-        )
+    if time := _a_time(got, step_us, target_us, us_per_node):
+        return time
     if got == math.floor(gap) and want == got + 1:
         return (
             f"{got} kernels save {got * us_per_node:.4g} µs, short of the {over:.4g} µs to "
@@ -548,7 +550,7 @@ def check_kernels_to_remove(fn) -> Verdict:
                    explain=_explain_removal(case))  # fmt: skip
         if got is FAILED:
             return False
-        problem = _a_time(got, *case) or _not_a_count(got)
+        problem = _a_time_returned(got, *case) or _not_a_count(got)
         if problem:
             return hint(f"on {shown_as} your function {problem}")
         answers.append(whole(got))
