@@ -151,7 +151,9 @@ def load_dot(gpu: str = SHIPPED) -> dict | None:
     first, not kept; "timing", the op alone timed with its replay's launch in the window and
     hidden, before and after profiler sessions, with and without TEARDOWN_CUPTI=1;
     "launch_rule", the op alone at every power of two of splits and 1, 2 or 4 warps, the step
-    under three rules, and TEARDOWN_CUPTI set inside a running process; or None."""
+    under three rules, and TEARDOWN_CUPTI set inside a running process; "split_floor", the op
+    alone with a split of at least 2 or 4 blocks, not kept; "step_warps", the step at 2 and 4
+    warps in one process; or None."""
     return _recorded(f"{gpu}_dot.json")
 
 
