@@ -46,7 +46,7 @@ def test_the_right_set_passes(shipped_model, capsys):
         (EXTRA - {"index_fill_"}, "also runs 'index_fill_'"),
         (EXTRA - {"copy_", "add_"}, "2 missing"),
         (EXTRA | {"mul"}, "'mul' is not run more often"),
-        ({"mm", "silu"}, "5 missing in all"),  # the example the text gives
+        ({"linear", "silu"}, "5 missing in all"),  # the example the text gives
         (EXTRA | {"cat"}, "'cat' is not run more often"),
         (EXTRA | {"slice"}, "'slice' is a view"),  # run more often, but it launches no kernel
         (EXTRA | {"transpose"}, "launches no kernel"),
@@ -66,11 +66,11 @@ def test_a_wrong_set_gets_a_hint(shipped_model, answer, hint, capsys):
 
 
 def test_the_example_answer_tells_no_more_than_an_empty_one(shipped_model, capsys):
-    """The text's and the hints' example, {'mm', 'silu'}: no op of the answer, nor one that only
+    """The text's and the hints' example, {'linear', 'silu'}: no op of the answer, nor one that only
     lacks its trailing _, so its hint is the empty answer's."""
     ex.check_static_extra_ops(None, shipped_model)
     example = set(re.findall(r"'(\w+)'", capsys.readouterr().out))
-    assert example == {"mm", "silu"}
+    assert example == {"linear", "silu"}
     assert not example & EXTRA and not {op + "_" for op in example} & EXTRA
     ex.check_static_extra_ops(example, shipped_model)
     after_example = capsys.readouterr().out

@@ -116,10 +116,12 @@ def static_extra_ops(model=None) -> set[str]:
 def check_static_extra_ops(answer, model=None) -> Verdict:
     """answer: the set of op names the static step runs (more often) than eager decode."""
     if answer is None:
-        return hint("not answered yet: set answer to a set of op names, e.g. {'mm', 'silu'}")
+        return hint("not answered yet: set answer to a set of op names, e.g. {'linear', 'silu'}")
     ops = items(answer, (set, frozenset, list, tuple))
     if ops is None:
-        return hint(f"answer with a set of op names, e.g. {{'mm', 'silu'}}, got {shown(answer)}")
+        return hint(
+            f"answer with a set of op names, e.g. {{'linear', 'silu'}}, got {shown(answer)}"
+        )
     if not all(isinstance(op, str) for op in ops):
         return hint(f"the op names are strings, as the tables print them, got {shown(answer)}")
     got = {str.strip(op).removeprefix("aten::") for op in ops}  # str's own methods
