@@ -271,18 +271,22 @@ AS_A_GAIN = (
     "tok_s / baseline_tok_s: below 1 it is a loss, however large, and no gain"
 )
 
+
+def _rounded(places: int, ordinal: str) -> tuple:
+    """The reading that compares the gain and the spread rounded to `places` decimals."""
+    return (lambda t, b, r: round(t / b, places) > round(max(r) / min(r), places),
+            f"Compare the ratios as they are, not rounded: a gain and a spread may differ only "
+            f"past the {ordinal} decimal")  # fmt: skip
+
+
 # The answers learners give for a shown gain, each with what it got wrong. A wrong answer is
 # told the first of these that gives its verdict on every case, since one case alone can
 # match several.
 WRONG_GAIN_READINGS = [
     (lambda t, b, r: t / b >= max(r) / min(r),
      "A gain equal to the spread is not larger than it: compare with >, not >="),
-    (lambda t, b, r: round(t / b, 2) > round(max(r) / min(r), 2),
-     "Compare the ratios as they are, not rounded: a gain and a spread may differ only past "
-     "the second decimal"),
-    (lambda t, b, r: round(t / b, 3) > round(max(r) / min(r), 3),
-     "Compare the ratios as they are, not rounded: a gain and a spread may differ only past "
-     "the third decimal"),
+    _rounded(2, "second"),
+    _rounded(3, "third"),
     (lambda t, b, r: t - b > max(r) - min(r),
      "Compare ratios, not differences: tok/s over tok/s, max over min"),
     (lambda t, b, r: t / b > r[-1] / r[0],
