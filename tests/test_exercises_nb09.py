@@ -273,6 +273,24 @@ def test_step_sampling_that_exits_gets_a_hint(capsys):
     assert_hint(check_step_sampling, exits, capsys, "SystemExit")
 
 
+def test_step_sampling_with_a_vocabulary_of_its_own_gets_a_hint(capsys):
+    """Every other case has nb09.V ids: a V typed in passes them, and a case of the model's
+    258 ids tells it, whether it raises or pads the noise to the logits' width."""
+    V = nb09.V
+
+    def typed_v(logits, temperature, seed, position, pad=False):
+        u = uniform_noise(seed, position, V)
+        if pad:
+            u = torch.nn.functional.pad(u, (0, logits.shape[-1] - V), value=0.5)
+        t = torch.where(temperature > 0, temperature, 1.0)[:, None]
+        scores = logits / t - torch.log(-torch.log(u))
+        return torch.where(temperature > 0, scores.argmax(-1), logits.argmax(-1))
+
+    needles = ("258", "logits.shape[-1]")
+    assert_hint(check_step_sampling, typed_v, capsys, *needles, "You passed 64")
+    assert_hint(check_step_sampling, lambda *a: typed_v(*a, pad=True), capsys, *needles)
+
+
 # --- exercise 2: the late-read ids handed to their requests -------------------------------------
 
 

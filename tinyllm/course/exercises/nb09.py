@@ -144,6 +144,38 @@ def _sampling_case(seed=0):
     return logits, temperature, seeds, position
 
 
+MODEL_V = 258  # the shipped model's vocabulary: a second size, so V must come from the logits
+MODEL_SHOWN = f"a case of {MODEL_V} vocabulary ids"
+
+
+def _model_v_problem(fn):
+    """fn on case 0's rows over MODEL_V ids: a problem, None when its ids are right, or FAILED
+    (hinted). Every other case has V ids, so a V of the learner's own passes them."""
+    g = torch.Generator().manual_seed(0)
+    B = len(TEMPERATURES)
+    case = (torch.randn(B, MODEL_V, generator=g) * 2, torch.tensor(TEMPERATURES),
+            torch.randint(0, 2**40, (B,), generator=g),
+            torch.randint(5, 200, (B,), generator=g))  # fmt: skip
+    calls = []
+
+    def explain(error):
+        noise_calls = [args for f, args in calls if f is uniform_noise]
+        return _explain_sampling(error, noise_calls, tuple(case[0].shape), fn)
+
+    with entered(uniform_noise, calls=calls):
+        got = call(fn, tuple(t.clone() for t in case), MODEL_SHOWN, seconds=CALL_SECONDS,
+                   explain=explain)  # fmt: skip
+    if got is FAILED:
+        return FAILED
+    want = _reference_sample(*case)
+    if isinstance(got, torch.Tensor) and got.shape == want.shape and torch.equal(got.long(), want):
+        return None
+    return (
+        f"on {MODEL_SHOWN}, where the other cases have {V}, your function's ids differ from "
+        f"generation.sample's: take V from the logits, logits.shape[-1], wherever it is used"
+    )
+
+
 def _reference_sample(logits, temperature, seed, position):
     return _sample(logits, temperature, torch.zeros_like(seed), seed, position)
 
@@ -512,6 +544,11 @@ def check_step_sampling(fn) -> Verdict:
             f"replays what was read on the host. Compute every row's choice with tensor ops "
             f"from the buffers"
         )
+    other_v = _model_v_problem(fn)
+    if other_v is FAILED:
+        return False
+    if other_v:
+        return hint(other_v)
     away = off_device(fn, _sampling_case(CAPTURE_CASE), "logits.device")
     if away:
         on = _case_shown(CAPTURE_CASE)
