@@ -149,8 +149,8 @@ MODEL_SHOWN = f"a case of {MODEL_V} vocabulary ids"
 
 
 def _model_v_problem(fn):
-    """fn on case 0's rows over MODEL_V ids: a problem, None when its ids are right, or FAILED
-    (hinted). Every other case has V ids, so a V of the learner's own passes them."""
+    """fn on rows of TEMPERATURES over MODEL_V ids: a problem, None when its ids are right, or
+    FAILED (hinted). Every other case has V ids, so a V of the learner's own passes them."""
     g = torch.Generator().manual_seed(0)
     B = len(TEMPERATURES)
     case = (torch.randn(B, MODEL_V, generator=g) * 2, torch.tensor(TEMPERATURES),
