@@ -156,23 +156,14 @@ def _model_v_problem(fn):
     case = (torch.randn(B, MODEL_V, generator=g) * 2, torch.tensor(TEMPERATURES),
             torch.randint(0, 2**40, (B,), generator=g),
             torch.randint(5, 200, (B,), generator=g))  # fmt: skip
-    calls = []
-
-    def explain(error):
-        noise_calls = [args for f, args in calls if f is uniform_noise]
-        return _explain_sampling(error, noise_calls, tuple(case[0].shape), fn)
-
-    with entered(uniform_noise, calls=calls):
-        got = call(fn, tuple(t.clone() for t in case), MODEL_SHOWN, seconds=CALL_SECONDS,
-                   explain=explain)  # fmt: skip
-    if got is FAILED:
-        return FAILED
-    want = _reference_sample(*case)
-    if isinstance(got, torch.Tensor) and got.shape == want.shape and torch.equal(got.long(), want):
-        return None
-    return (
-        f"on {MODEL_SHOWN}, where the other cases have {V}, your function's ids differ from "
-        f"generation.sample's: take V from the logits, logits.shape[-1], wherever it is used"
+    return _eager_problem(
+        fn,
+        case,
+        MODEL_SHOWN,
+        wrong_ids=(
+            f"on {MODEL_SHOWN}, where the other cases have {V}, your function's ids differ from "
+            f"generation.sample's: take V from the logits, logits.shape[-1], wherever it is used"
+        ),
     )
 
 
@@ -471,9 +462,10 @@ def _explain_sampling(error: Exception, noise_calls=(), shape=None, fn=None) -> 
     return None
 
 
-def _eager_problem(fn, case, shown_as):
+def _eager_problem(fn, case, shown_as, wrong_ids=None):
     """fn run on a copy of case: a problem, None when its ids are right, or FAILED (hinted).
-    A function that calls generation.sample is a problem whatever it returns."""
+    A function that calls generation.sample is a problem whatever it returns. wrong_ids: the
+    problem given for wrong ids, where the case's vocabulary is not V and no slip is named."""
     want = _reference_sample(*case)
     given = tuple(t.clone() for t in case)
     calls = []
@@ -492,6 +484,9 @@ def _eager_problem(fn, case, shown_as):
     if changed:
         why = _read_only("x / t, not x.div_(t)")
         return f"on {shown_as} your function changed its input {changed}: {why}"
+    if wrong_ids is not None:  # no slip named: the slips' noise has V ids
+        right = isinstance(got, torch.Tensor) and got.shape == want.shape
+        return None if right and torch.equal(got.long(), want) else wrong_ids
     return _ids_problem(got, want, case, shown_as, fn, noise_called=bool(ran[uniform_noise]))
 
 
