@@ -66,7 +66,9 @@ def test_the_fused_kernel_computes_the_reference_in_bf16(lens, n_splits):
 
 @pytest.mark.parametrize("rows", [1, 8, 40])
 def test_the_projection_kernels_compute_their_references_in_bf16(rows):
-    """One row, a tile of rows (tl.dot), and three tiles, at the model's widths."""
+    """One row, a tile of rows (tl.dot), and three tiles, at the model's widths; the
+    attention's splits combined in the output projection: up to FOLD_ROWS rows, each row by
+    its own programs, past it by the combine kernel first."""
     g = torch.Generator(device="cuda").manual_seed(0)
     x, res = (torch.randn(rows, n, device="cuda", generator=g).bfloat16() for n in (256, 768))
     norm_w = torch.randn(256, device="cuda", generator=g).bfloat16()
@@ -79,9 +81,18 @@ def test_the_projection_kernels_compute_their_references_in_bf16(rows):
          projections.reference_norm_swiglu(x, norm_w, w13, 1e-5)),
         (projections.project_add(res, w2, x), projections.reference_project_add(res, w2, x)),
     )  # fmt: skip
+    part = torch.randn(rows, 8, 16, 32, device="cuda", generator=g)  # the attention's splits
+    m, w_sum = torch.randn(rows, 8, 16, device="cuda", generator=g), part.new_ones(rows, 8, 16)
+    m[:, :, -1], w_sum[:, :, -1] = float("-inf"), 0.0  # a split with no keys
+    wo = w2[:, :256].contiguous()
+    folded = projections.combine_project_add(part, m, w_sum, wo, x)
+    pairs += ((folded, projections.reference_combine_project_add(part, m, w_sum, wo, x)),)
     for got, want in pairs:
         assert got.dtype == torch.bfloat16 and got.shape == want.shape
         assert (got.float() - want.float()).abs().max() <= 2e-2 * want.float().abs().max()
+    if rows <= projections.FOLD_ROWS:  # each row combined by its own programs
+        last = projections.combine_project_add(part[-1:], m[-1:], w_sum[-1:], wo, x[-1:])
+        assert torch.equal(folded[-1:], last)
 
 
 @pytest.mark.parametrize("batch", [1, 3, 8])

@@ -96,6 +96,28 @@ def test_the_recorded_fold_carries_its_own_rises_and_every_variant_was_exact():
         assert all(g["share_equal"] == 1.0 for g in part["greedy_vs_before"].values())
 
 
+def test_the_fold_stops_where_the_recorded_runs_found_it_slower():
+    """projections.FOLD_ROWS: in both recorded runs (an H100's) the fold was faster at every
+    batch up to it and slower past it; the rule's step at 16 rows ran the kernels of the step
+    before; the fold's output was the step before's, bit for bit, and replayed as eager."""
+    from tinyllm import projections
+    from tinyllm.lab.results import load_fold_rows
+
+    rec = load_fold_rows()
+    for run in (rec, rec["first_run"]):
+        assert run["provenance"]["gpu"].startswith("NVIDIA H100") and run["provenance"]["commit"]
+        for batch in (2, 4, 8, 16):
+            steps = {r["name"]: r for r in run[f"batch_{batch}"]}
+            us = {name: r["step_us"]["median"] for name, r in steps.items()}
+            assert (us["now"] < us["before"]) == (batch <= projections.FOLD_ROWS)
+            assert steps["now"]["kernels"] == steps["before"]["kernels"] - 4  # a combine a layer
+        assert all(c["now_vs_before"] == 0.0 for c in run["op_checks_bf16"].values())
+        assert run["exactness"]["all_equal"] is True
+        assert all(g["share_equal"] == 1.0 for g in run["greedy_vs_before"].values())
+    rule = {r["name"]: r for r in rec["batch_16"]}["fold <= 8"]
+    assert rule["kernels"] == {r["name"]: r for r in rec["batch_16"]}["before"]["kernels"]
+
+
 def test_the_recorded_prefetching_kernel_lost_where_the_notebook_says():
     """Notebook 11 reports the kernel that read before PDL's wait as slower at batch 1, 8 and
     256, and flatter at batch 8 only from slower short positions: the recording says so."""

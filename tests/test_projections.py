@@ -65,19 +65,25 @@ def splits_of(B, H, S, D, seed=0):
 @triton_needed
 @pytest.mark.parametrize("S", [1, 4])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
-def test_the_interpreted_kernel_combines_the_shares_then_projects(S, dtype):
-    """One row: the combine in the kernel's prologue, then the product and the add."""
-    part, m, w_sum = splits_of(1, 4, S, 16)
-    _, _, w, res = operands(1, 64, 40, dtype)
+@pytest.mark.parametrize("B", [1, 3])
+def test_the_interpreted_kernel_combines_the_shares_then_projects(S, dtype, B):
+    """Each row's programs combine its splits in the kernel's prologue, then the product and
+    the add: the reference's output, and a row's output whatever the other rows hold."""
+    part, m, w_sum = splits_of(B, 4, S, 16)
+    _, _, w, res = operands(B, 64, 40, dtype)
     want = projections.reference_combine_project_add(part, m, w_sum, w, res)
     got = projections.interpreted_projection(part, None, w, res, 0.0, splits=(m, w_sum))
     tol = 1e-5 if dtype == torch.float32 else 0.1
     assert got.dtype == dtype and got.shape == want.shape
     assert (got.float() - want.float()).abs().max() <= tol * max(1.0, want.abs().max())
+    last = projections.interpreted_projection(part[-1:], None, w, res[-1:], 0.0,
+                                              splits=(m[-1:], w_sum[-1:]))  # fmt: skip
+    assert torch.equal(got[-1:], last)
     bad = w_sum.clone()
-    bad[0, 2, 0] *= 2  # one split's weight wrong: a different output
+    bad[-1, 2, 0] *= 2  # one split's weight wrong: a different output in that row alone
     wrong = projections.interpreted_projection(part, None, w, res, 0.0, splits=(m, bad))
-    assert (wrong.float() - want.float()).abs().max() > 1e-2
+    assert (wrong[-1].float() - want[-1].float()).abs().max() > 1e-2
+    assert torch.equal(wrong[:-1], got[:-1])
 
 
 def test_the_ops_are_their_references_on_the_cpu():

@@ -19,9 +19,10 @@ op: on CUDA a Triton kernel, elsewhere the PyTorch reference, the same ops the m
 without a paged step.
 
 The kernel is made for a few rows. Program (n, b) owns a few outputs of a tile of rows (one
-row, or 16). It reads their rows of the weight once, then its rows of the input, normalises
-them (or combines the splits), multiplies (one row: products summed in float32; a tile:
-tl.dot, accumulated in float32) and writes the outputs, added or gated. The weight is read
+row, or 16; one row wherever it combines the splits, at any batch). It reads their rows of the
+weight once, then its rows of the input, normalises them (or combines the splits), multiplies
+(one row: products summed in float32; a tile: tl.dot, accumulated in float32) and writes the
+outputs, added or gated. The weight is read
 before anything the kernel before wrote: with PDL (notebook 11, section 5) the kernel launches
 while the one before still runs, reads its weights, and only then waits, at gdc_wait(), for
 the input. Past GEMV_ROWS rows, a row tile re-reads the weights, and the model's plain ops run
@@ -62,6 +63,11 @@ NUM_WARPS = 4
 # (results/h200_folded.json); 2 outputs matched 4 in a later one.
 ROW_BLOCK_N = 4
 ROW_WARPS = 1
+# The most rows whose output projection combines the attention's splits itself, one row a
+# program; past it the combine kernel runs first, then a tile of rows. In two runs on an H100
+# the fold at every batch ran the step faster at 2, 4 and 8 rows and slower at 16, and this
+# rule kept 16 rows' step (results/h100_fold_rows.json). No H200 has run it past one row.
+FOLD_ROWS = 8
 
 
 def decode_rows(x: Tensor) -> bool:
@@ -175,16 +181,19 @@ def triton_projection(x, norm_weight, w, residual, eps, swiglu=False, kernel=Non
     """Launch the kernel: grid (outputs / the outputs of a program, rows / the row tile: 1 for
     one row, else ROW_TILE); a program owns ROW_BLOCK_N outputs with ROW_WARPS warps at one
     row, else BLOCK_N with NUM_WARPS. norm_weight None: no norm; residual None: no add. splits:
-    (max, sum), x the attention's splits (B, H, S, D), combined in the prologue (one row only:
-    a tile's program would hold 16 rows' splits). PDL on Hopper and later GPUs."""
+    (max, sum), x the attention's splits (B, H, S, D), combined in the prologue, one row a
+    program at every batch, BLOCK_N outputs with NUM_WARPS (a tile's program would hold 16 rows'
+    splits). PDL on Hopper and later GPUs."""
     B, K = x.shape[0], w.shape[1]
     n_out = w.shape[0] // 2 if swiglu else w.shape[0]
     dtype = x.dtype if splits is None else w.dtype
     out = torch.empty(B, n_out, dtype=dtype, device=x.device)
-    if B == 1 and splits is None:
+    if splits is not None:  # a program combines its row's splits: one row a program
+        block_b, block_n, warps = 1, BLOCK_N, NUM_WARPS
+    elif B == 1:
         block_b, block_n, warps = 1, ROW_BLOCK_N, ROW_WARPS
     else:
-        block_b, block_n, warps = (1 if B == 1 else ROW_TILE), BLOCK_N, NUM_WARPS
+        block_b, block_n, warps = ROW_TILE, BLOCK_N, NUM_WARPS
     maxes, sums = (x, x) if splits is None else splits
     (kernel or projection_kernel)[(triton.cdiv(n_out, block_n), triton.cdiv(B, block_b))](
         x, x if norm_weight is None else norm_weight, w, x if residual is None else residual,
@@ -259,9 +268,9 @@ if triton is not None:
 
     @combine_project_add.register_kernel("cuda")
     def _(part, maxes, sums, w, residual):
-        if part.shape[0] == 1:  # one row: the combine in the prologue, one kernel
+        if part.shape[0] <= FOLD_ROWS:  # each row's programs combine its splits: one kernel
             return triton_projection(part, None, w, residual, 0.0, splits=(maxes, sums))
-        B, H, _, D = part.shape  # a tile: the combine kernel first
+        B, H, _, D = part.shape  # the combine kernel first, then a tile of rows
         x = launch_combine(part, maxes, sums, part.new_empty(B, H, D, dtype=residual.dtype))
         return triton_projection(x.view(B, H * D), None, w, residual, 0.0)
 

@@ -131,6 +131,17 @@ def load_folded(gpu: str = SHIPPED) -> dict | None:
     return _recorded(f"{gpu}_folded.json")
 
 
+def load_fold_rows(gpu: str = "h100") -> dict | None:
+    """results/<gpu>_fold_rows.json, recorded on an H100, not the H200 of the other recordings:
+    the attention's combine folded into the output projection at 2 to 16 rows, each row's
+    programs combining its own splits, against the step before, which ran the combine kernel
+    and then a tile of rows ("batch_<B>": the step replayed alone, "before", "now" the fold
+    at every batch, at 16 rows "fold <= 8" the package's projections.FOLD_ROWS; "op_alone_us",
+    "sweep_8", "exactness", "greedy_vs_before"); "first_run", the same probe an hour before,
+    with its provenance; or None."""
+    return _recorded(f"{gpu}_fold_rows.json")
+
+
 def load_dot(gpu: str = SHIPPED) -> dict | None:
     """results/<gpu>_dot.json: the paged step's fused kernel with its products on tensor cores
     where a split holds more than one block (kernels.tensor_cores, kernels.split_passes),
