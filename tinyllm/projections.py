@@ -22,11 +22,11 @@ The kernel is made for a few rows. Program (n, b) owns a few outputs of a tile o
 row, or 16; one row wherever it combines the splits, at any batch). It reads their rows of the
 weight once, then its rows of the input, normalises them (or combines the splits), multiplies
 (one row: products summed in float32; a tile: tl.dot, accumulated in float32) and writes the
-outputs, added or gated. The weight is read
-before anything the kernel before wrote: with PDL (notebook 11, section 5) the kernel launches
-while the one before still runs, reads its weights, and only then waits, at gdc_wait(), for
-the input. Past GEMV_ROWS rows, a row tile re-reads the weights, and the model's plain ops run
-instead, which torch.compile fuses with cuBLAS's products (decode_rows below decides).
+outputs, added or gated. The weight is read before anything the kernel before wrote: with PDL
+(notebook 11, section 5) the kernel launches while the one before still runs, reads its
+weights, and only then waits, at gdc_wait(), for the input. Past GEMV_ROWS rows, a row tile
+re-reads the weights, and the model's plain ops run instead, which torch.compile fuses with
+cuBLAS's products (decode_rows below decides).
 """
 
 import torch
