@@ -141,8 +141,9 @@ class Block(nn.Module):
 
     def decode(self, x: Tensor, cos: Tensor, sin: Tensor, kv) -> Tensor:
         """The same layer in the paged decode step of a few rows, x (B, 1, d_model): five
-        ops, each one kernel on CUDA at one row, the norms and the adds inside the matrix
-        products, and the attention's combine inside the output projection (projections.py)."""
+        ops, each one kernel on CUDA up to FOLD_ROWS rows, the norms and the adds inside the
+        matrix products, and the attention's combine inside the output projection (past
+        FOLD_ROWS the combine is a kernel of its own: projections.py)."""
         a, B = self.attn, x.shape[0]
         x = x.view(B, -1)
         qkv = norm_project(x, self.attn_norm.weight, a.wqkv.weight, self.attn_norm.eps)

@@ -19,14 +19,14 @@ op: on CUDA a Triton kernel, elsewhere the PyTorch reference, the same ops the m
 without a paged step.
 
 The kernel is made for a few rows. Program (n, b) owns a few outputs of a tile of rows (one
-row, or 16; one row wherever it combines the splits, at any batch). It reads their rows of the
-weight once, then its rows of the input, normalises them (or combines the splits), multiplies
-(one row: products summed in float32; a tile: tl.dot, accumulated in float32) and writes the
-outputs, added or gated. The weight is read before anything the kernel before wrote: with PDL
-(notebook 11, section 5) the kernel launches while the one before still runs, reads its
-weights, and only then waits, at gdc_wait(), for the input. Past GEMV_ROWS rows, a row tile
-re-reads the weights, and the model's plain ops run instead, which torch.compile fuses with
-cuBLAS's products (decode_rows below decides).
+row, or 16; one row wherever it combines the splits, up to FOLD_ROWS rows). It reads their
+rows of the weight once, then its rows of the input, normalises them (or combines the
+splits), multiplies (one row: products summed in float32; a tile: tl.dot, accumulated in
+float32) and writes the outputs, added or gated. The weight is read before anything the
+kernel before wrote: with PDL (notebook 11, section 5) the kernel launches while the one
+before still runs, reads its weights, and only then waits, at gdc_wait(), for the input. Past
+GEMV_ROWS rows, a row tile re-reads the weights, and the model's plain ops run instead, which
+torch.compile fuses with cuBLAS's products (decode_rows below decides).
 """
 
 import torch
@@ -182,8 +182,9 @@ def triton_projection(x, norm_weight, w, residual, eps, swiglu=False, kernel=Non
     one row, else ROW_TILE); a program owns ROW_BLOCK_N outputs with ROW_WARPS warps at one
     row, else BLOCK_N with NUM_WARPS. norm_weight None: no norm; residual None: no add. splits:
     (max, sum), x the attention's splits (B, H, S, D), combined in the prologue, one row a
-    program at every batch, BLOCK_N outputs with NUM_WARPS (a tile's program would hold 16 rows'
-    splits). PDL on Hopper and later GPUs."""
+    program at any batch it is given (combine_project_add gives it up to FOLD_ROWS rows),
+    BLOCK_N outputs with NUM_WARPS (a tile's program would hold 16 rows' splits). PDL on
+    Hopper and later GPUs."""
     B, K = x.shape[0], w.shape[1]
     n_out = w.shape[0] // 2 if swiglu else w.shape[0]
     dtype = x.dtype if splits is None else w.dtype
