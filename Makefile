@@ -66,7 +66,7 @@ test: $(STAMP) ## run every test: lint, unit tests, then all notebooks under str
 		--nbval-sanitize-with $(SANITIZE) notebooks || status=$$?; \
 	exit $$status
 
-test-unit: $(STAMP) ## the unit tests alone, without the browser test (1 to 1.5 minutes on 2 cores)
+test-unit: $(STAMP) ## the unit tests alone, without the browser test (about 1.5 minutes on 2 cores)
 	$(TEST_ENV) $(PY) -m pytest $(UNIT) tests -m "not browser" -q
 
 notebooks: $(STAMP) ## re-execute every notebook in place from a clean kernel
