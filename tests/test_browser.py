@@ -47,7 +47,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = [pytest.mark.browser, pytest.mark.xdist_group("browser")]  # one Lab, one worker
+pytestmark = pytest.mark.browser  # one Lab: a test file runs on one worker (--dist loadfile)
 
 REPO = Path(__file__).resolve().parent.parent
 NOTEBOOKS = REPO / "notebooks"
