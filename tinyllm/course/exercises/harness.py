@@ -11,9 +11,9 @@ One rule for numbers, in every checker: a number may be a Python int or float, a
 scalar, or a tensor or numpy array of one element (0-dim or not); a bool is never a number.
 `as_int` takes those of an integer type, `as_number` those of any real type. One exception:
 where the answer is the host's arithmetic on plain numbers (notebook 10's counts, notebook
-11's idle share and count of kernels), a tensor or an array is refused, with a hint that says
-how to return an int or a float. Letters (`choices`) may be a string ("abe", "a, b and e"),
-or a list or set of letters.
+11's idle share, count of kernels and combining split), a tensor or an array is refused, with
+a hint that says how to return an int or a float. Letters (`choices`) may be a string
+("abe", "a, b and e"), or a list or set of letters.
 
 The [OK] or [HINT] line starts a line of its own, even after a learner's print that did not
 end one (`print(x, end="")`, or a print cut short by an error): a checker watches stdout
@@ -488,7 +488,7 @@ def whole(x) -> int | None:
     bool, a float, a tensor or an array: for answers the host does arithmetic with."""
     if type(x) is int:
         return x
-    if _numpy(x) and getattr(x, "ndim", None) == 0 and x.dtype.kind in "iu":
+    if _numpy(x) and type(x).__name__ != "ndarray" and x.dtype.kind in "iu":  # np.int64(4)
         return int(x)
     return None
 
