@@ -118,6 +118,27 @@ def test_the_fold_stops_where_the_recorded_runs_found_it_slower():
     assert rule["kernels"] == {r["name"]: r for r in rec["batch_16"]}["before"]["kernels"]
 
 
+def test_the_recorded_short_rows_run_says_what_notebook_11_says():
+    """Notebook 11, section 6's last part (an H100's run): fewer splits than the rule gives ran
+    the step faster up to position 255 at 1 and 8 rows, the rule fastest from 256 on, with the
+    same kernels; at 8 rows 8 and 4 splits gave the rule's first logits exactly, at 1 row every
+    form moved them."""
+    from tinyllm import kernels
+    from tinyllm.lab.results import load_short_rows
+
+    rec = load_short_rows()
+    assert rec["provenance"]["gpu"].startswith("NVIDIA H100") and rec["provenance"]["commit"]
+    for batch in ("1", "8"):
+        assert rec["package_splits"][batch] == kernels.split_count(int(batch), 4, "cpu")
+        sweeps = rec[f"sweep_{batch}"]
+        for i, position in enumerate(sweeps["package"]["positions"][1:], 1):
+            lowest = min(sweeps, key=lambda name: sweeps[name]["paged fused_us"][i])
+            assert (lowest == "package") == (position >= 256), (batch, position, lowest)
+        assert len({r["kernels"] for r in rec[f"batch_{batch}"]}) == 1
+    assert all(moved > 0 for name, moved in rec["logits"]["batch 1"].items() if name != "package")
+    assert rec["logits"]["batch 8"]["8 splits"] == rec["logits"]["batch 8"]["4 splits"] == 0.0
+
+
 def test_the_recorded_prefetching_kernel_lost_where_the_notebook_says():
     """Notebook 11 reports the kernel that read before PDL's wait as slower at batch 1, 8 and
     256, and flatter at batch 8 only from slower short positions: the recording says so."""

@@ -256,6 +256,7 @@ SHIPPED_FIGURES = {  # every figure drawn from a recording, on the shipped ones
     "attention_figure": lambda r, d, t: viz.attention_figure(results.load_paged()),
     "splits_figure": lambda r, d, t: viz.splits_figure(results.load_splits()),
     "tensor_cores_figure": lambda r, d, t: viz.tensor_cores_figure(results.load_dot()),
+    "short_rows_figure": lambda r, d, t: viz.short_rows_figure(results.load_short_rows()),
     "sections_figure": lambda r, d, t: viz.sections_figure(
         viz.recorded_groups(results.load_engine()), results.load_engine()
     ),

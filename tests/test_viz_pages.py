@@ -108,6 +108,46 @@ def test_the_tensor_cores_figure_names_the_form_that_runs_now():
     assert legend["8"][1] == "now: tensor cores"
 
 
+def rule_lowest_from(sweeps: dict) -> int:
+    """The first position from which the rule's line is the lowest to the end (second bin on)."""
+    first = sweeps["package"]
+    for i, start in enumerate(first["positions"][1:], 1):
+        if all(
+            sweeps["package"]["paged fused_us"][j]
+            == min(sw["paged fused_us"][j] for sw in sweeps.values())
+            for j in range(i, len(first["positions"]))
+        ):
+            return start
+    return -1
+
+
+@pytest.mark.parametrize("batch", ["1", "8"])
+def test_the_short_rows_figure_draws_every_form_and_says_where_the_rule_wins(batch):
+    rec = results.load_short_rows()
+    sweeps = rec[f"sweep_{batch}"]
+    fig = viz.short_rows_figure(rec, batch)
+    ax = fig.axes[0]
+    assert [list(line.get_ydata()) for line in ax.get_lines()] == [
+        sw["paged fused_us"][1:] for sw in sweeps.values()
+    ]  # every form, the first bin left out
+    labels = ax.get_legend_handles_labels()[1]
+    assert labels[0] == f"the rule, {rec['package_splits'][batch]} splits"
+    assert labels[1:] == list(sweeps)[1:]
+    title = ax.get_title()
+    assert f"lowest from position {rule_lowest_from(sweeps)} on" in title
+    assert viz.footnote_text(fig).splitlines()[0] == results.provenance_label(rec)
+    fig.canvas.draw()
+
+
+def test_the_short_rows_title_lists_the_lowest_lines_when_the_rule_does_not_end_lowest():
+    rec = results.load_short_rows()
+    sweeps = rec["sweep_8"]
+    sweeps["4 splits"]["paged fused_us"][-1] = 0.0  # the last bin: 4 splits lowest
+    title = viz.short_rows_figure(rec, "8").axes[0].get_title()
+    assert title.startswith("Batch 8, the lowest line: ") and title.endswith("4 splits to 1023")
+    assert "lowest from position" not in title
+
+
 @pytest.mark.parametrize("name", TWO_SWEEPS)
 @pytest.mark.parametrize("batch", ["4", 2, "one", None])
 def test_a_sweep_figure_names_the_swept_batches_for_one_it_lacks(name, batch):

@@ -142,6 +142,15 @@ def load_fold_rows(gpu: str = "h100") -> dict | None:
     return _recorded(f"{gpu}_fold_rows.json")
 
 
+def load_short_rows(gpu: str = "h100") -> dict | None:
+    """results/<gpu>_short_rows.json, recorded on an H100, not the H200 of the other
+    recordings: the paged fused step captured with fewer splits a row than kernels.split_count
+    gives, as a second graph for short rows would run it, against the package's rule
+    ("package_splits"; "batch_1", "batch_8": the step replayed alone, named "package" and
+    "<n> splits"; "sweep_1", "sweep_8": each against position; "logits"); or None."""
+    return _recorded(f"{gpu}_short_rows.json")
+
+
 def load_dot(gpu: str = SHIPPED) -> dict | None:
     """results/<gpu>_dot.json: the paged step's fused kernel with its products on tensor cores
     where a split holds more than one block (kernels.tensor_cores, kernels.split_passes),

@@ -65,6 +65,7 @@ from tinyllm.course.viz.pages import (
     paged_sweep_figure,
     pages_figure,
     pages_scene,
+    short_rows_figure,
     splits_figure,
     tensor_cores_figure,
 )
@@ -119,7 +120,7 @@ __all__ = [
     "pool_figure", "sig3", "slot_segments", "slot_timeline_figure", "slots_figure",
     "static_cache_figure", "static_cache_step", "step_time_figure", "timeline_figure",
     "attention_figure", "pages_figure", "pages_scene", "paged_sweep_figure", "splits_figure",
-    "tensor_cores_figure",
+    "short_rows_figure", "tensor_cores_figure",
     "SECTION_COLORS", "busy_us", "capture_policy_figure", "count_ops",
     "each_change_cuts_the_largest", "engine_variants", "late_read_figure", "late_read_schedule",
     "overlap_timeline_figure", "prefill_forwards", "preset_table", "recorded_groups",

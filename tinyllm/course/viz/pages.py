@@ -222,6 +222,49 @@ def splits_figure(splits: dict, batch: str = "1"):
     return two_sweeps(splits, batch, lines, ("with 16 splits", "with 64"))
 
 
+def lowest_lines(sweeps: dict) -> list[tuple[str, int]]:
+    """Which sweep's line is lowest, from the second bin on: [(name, last position), ...], a
+    pair for each run of bins where the same line is lowest."""
+    first = next(iter(sweeps.values()))
+    size, runs = first["bin_size"], []
+    for i, start in enumerate(first["positions"][1:], 1):
+        low = min(sweeps, key=lambda name: sweeps[name]["paged fused_us"][i])
+        if runs and runs[-1][0] == low:
+            runs[-1] = (low, start + size - 1)
+        else:
+            runs.append((low, start + size - 1))
+    return runs
+
+
+def short_rows_figure(rec: dict, batch: str = "8"):
+    """The paged fused step against position with the rule's splits and with fewer, as a
+    second graph for short rows would capture it (results/h100_short_rows.json, an H100's
+    run), from the second bin on. The title: the lowest line, run by run of positions."""
+    batch = swept(rec, batch)
+    sweeps = rec[f"sweep_{batch}"]
+    rule = f"the rule, {rec['package_splits'][batch]} splits"
+    label = {name: rule if name == "package" else name for name in sweeps}
+    fig, ax = new_figure(figsize=(8, 3.6))
+    colors = (COLORS["graph"], COLORS["fused"], COLORS["static"], COLORS["eager"])
+    for (name, sw), color in zip(sweeps.items(), colors, strict=True):
+        ax.plot(sw["positions"][1:], sw["paged fused_us"][1:], drawstyle="steps-post",
+                color=color, label=label[name])  # fmt: skip
+    ax.set(xlabel="position (tokens)",
+           ylabel=f"mean step over {sw['bin_size']} positions,\nbatch {batch} (µs)")  # fmt: skip
+    ax.legend(fontsize=8, loc="upper left")
+    runs = lowest_lines(sweeps)
+    if runs[-1][0] == "package" and len(runs) > 1:
+        before = sorted({name for name, _ in runs[:-1]}, key=list(sweeps).index)
+        title = (f"Batch {batch}: the rule's {rec['package_splits'][batch]} splits lowest "
+                 f"from position {runs[-2][1] + 1} on; before, {' or '.join(before)}")  # fmt: skip
+    else:
+        title = f"Batch {batch}, the lowest line: " + ", ".join(
+            f"{label[name]} to {last}" for name, last in runs
+        )
+    ax.set_title(title, fontsize=10)
+    return label_source(fig, rec)
+
+
 def tensor_cores_figure(dot: dict, batch: str = "8"):
     """The paged fused step against position with the fused kernel before its tensor cores
     and now (the run of results/h200_dot.json): at batch 1 now takes the same sums."""
