@@ -236,6 +236,12 @@ def lowest_lines(sweeps: dict) -> list[tuple[str, int]]:
     return runs
 
 
+# each form's colour, the same at every batch
+SPLITS_COLORS = {"package": COLORS["graph"], "16 splits": COLORS["compiled"],
+                 "8 splits": COLORS["fused"], "4 splits": COLORS["static"],
+                 "2 splits": COLORS["eager"]}  # fmt: skip
+
+
 def short_rows_figure(rec: dict, batch: str = "8"):
     """The paged fused step against position with the rule's splits and with fewer, as a
     second graph for short rows would capture it (results/h100_short_rows.json, an H100's
@@ -245,18 +251,18 @@ def short_rows_figure(rec: dict, batch: str = "8"):
     rule = f"the rule, {rec['package_splits'][batch]} splits"
     label = {name: rule if name == "package" else name for name in sweeps}
     fig, ax = new_figure(figsize=(8, 3.6))
-    colors = (COLORS["graph"], COLORS["fused"], COLORS["static"], COLORS["eager"])
-    for (name, sw), color in zip(sweeps.items(), colors, strict=True):
+    for name, sw in sweeps.items():
         ax.plot(sw["positions"][1:], sw["paged fused_us"][1:], drawstyle="steps-post",
-                color=color, label=label[name])  # fmt: skip
+                color=SPLITS_COLORS[name], label=label[name])  # fmt: skip
     ax.set(xlabel="position (tokens)",
            ylabel=f"mean step over {sw['bin_size']} positions,\nbatch {batch} (µs)")  # fmt: skip
     ax.legend(fontsize=8, loc="upper left")
     runs = lowest_lines(sweeps)
     if runs[-1][0] == "package" and len(runs) > 1:
-        before = sorted({name for name, _ in runs[:-1]}, key=list(sweeps).index)
+        below = list(dict.fromkeys(name for name, _ in runs[:-1]))  # in the order they come
+        start = runs[-2][1] + 1
         title = (f"Batch {batch}: the rule's {rec['package_splits'][batch]} splits lowest "
-                 f"from position {runs[-2][1] + 1} on; before, {' or '.join(before)}")  # fmt: skip
+                 f"from position {start} on; below {start}, {' or '.join(below)}")  # fmt: skip
     else:
         title = f"Batch {batch}, the lowest line: " + ", ".join(
             f"{label[name]} to {last}" for name, last in runs
